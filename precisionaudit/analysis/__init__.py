@@ -1,0 +1,11 @@
+"""Analysis passes: each reads the IR and writes facts into node attributes, nothing else."""
+from . import attention, constants, dtypes, integers, norms, reductions, rnn
+
+PASSES = (dtypes.annotate, constants.annotate, reductions.annotate, attention.annotate,
+          norms.annotate, rnn.annotate, integers.annotate)
+
+
+def run_passes(graph):
+    for annotate in PASSES:
+        annotate(graph)
+    return graph

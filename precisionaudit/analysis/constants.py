@@ -1,0 +1,36 @@
+"""Constants each op meets, and what they become in the dtype they meet."""
+import torch
+
+from ..policy import rounds_to
+
+#: aten ops whose scalar arguments are values mixed into the tensor (not sizes or dims).
+VALUE_OPS = {"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full",
+             "add", "sub", "rsub", "mul", "div", "clamp", "clamp_min", "clamp_max", "where",
+             "scalar_tensor", "lift_fresh_copy", "maximum", "minimum", "add_", "mul_", "div_"}
+
+
+def classify(value: float, dtype: torch.dtype) -> tuple[float, str]:
+    """(stored value, 'ok' | 'overflow' | 'underflow' | 'subnormal') of `value` in `dtype`."""
+    stored = rounds_to(value, dtype)
+    info = torch.finfo(dtype)
+    if value != 0 and abs(stored) == float("inf") and abs(value) != float("inf"):
+        return stored, "overflow"
+    if value != 0 and stored == 0:
+        return stored, "underflow"
+    if value != 0 and abs(stored) < info.tiny:
+        return stored, "subnormal"
+    return stored, "ok"
+
+
+def annotate(graph):
+    for _, node in graph.nodes(data=True):
+        dtype = node["compute_dtype"]
+        found = []
+        if dtype in ("float16", "bfloat16", "float32"):
+            for aten, value in node["scalars"]:
+                if aten.rstrip("_") in VALUE_OPS or aten in VALUE_OPS:
+                    if isinstance(value, (int, float)) and value == value:
+                        stored, status = classify(float(value), getattr(torch, dtype))
+                        found.append({"value": value, "dtype": dtype, "stored": stored,
+                                      "status": status, "aten": aten})
+        node["constants"] = found

@@ -1,0 +1,38 @@
+"""Why each op computes in the dtype it does: autocast list, explicit cast, promotion."""
+from ..frontends.cuda_autocast import POLICY
+from ..frontends.pytorch import aten_short
+
+LOW = {"float16", "bfloat16"}
+
+
+def autocast_kind(node) -> str | None:
+    """The CUDA autocast list an op falls in ('fp32', 'lower_precision_fp', ...), if any."""
+    for name in [node["op"], *node["atens"], aten_short(node["target"])]:
+        for base in (name, name.lstrip("_")):
+            for key in (base, f"{base}.int", f"{base}.Tensor_Scalar"):
+                if key in POLICY:
+                    return POLICY[key]
+    return None
+
+
+def reason(node, target) -> str:
+    if node["explicit_cast"]:
+        return "explicit cast"
+    if target.get("mode") == "pure" and node["compute_dtype"] in LOW:
+        return f"pure {target['dtype']} model"
+    kind = autocast_kind(node) if target.get("mode") == "autocast" else None
+    low = node["compute_dtype"] in LOW
+    if kind == "lower_precision_fp":
+        return "autocast: lower_precision_fp list" if low else "autocast disabled here"
+    if kind in ("fp32", "fp32_set_opt_dtype", "fp32_append_dtype") and not low:
+        return f"autocast: {kind} list"
+    if kind == "promote" or len({d for d in node["in_dtypes"] if d in LOW | {"float32"}}) > 1:
+        return "type promotion"
+    return "follows its inputs"
+
+
+def annotate(graph):
+    target = graph.graph.get("target", {})
+    for _, node in graph.nodes(data=True):
+        node["low_precision"] = node["compute_dtype"] in LOW
+        node["why"] = reason(node, target)

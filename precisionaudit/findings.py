@@ -1,0 +1,52 @@
+"""Findings: what a rule reports, in the shape of the JSON report contract."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+@dataclass
+class Finding:
+    rule: str
+    name: str
+    severity: str
+    path: str
+    line: int | None
+    model: str
+    node: str | None
+    op: str | None
+    module: str
+    message: str
+    evidence: dict = field(default_factory=dict)
+    fix: dict = field(default_factory=dict)
+    fingerprint: str = ""
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in (
+            "rule", "name", "severity", "path", "line", "model", "node", "op", "module",
+            "message", "evidence", "fix", "fingerprint")}
+
+
+def fingerprint_all(findings: list[Finding]) -> None:
+    """Line-independent fingerprints: rule, file, module, op and the occurrence among equals."""
+    seen: dict[tuple, int] = {}
+    for f in findings:
+        key = (f.rule, f.path, f.model, f.module, f.op or "")
+        occurrence = seen.get(key, 0)
+        seen[key] = occurrence + 1
+        raw = "\x1f".join(map(str, (*key, occurrence)))
+        f.fingerprint = hashlib.sha256(raw.encode()).hexdigest()[:20]
+
+
+def sort_key(f: Finding):
+    return (SEVERITY_RANK[f.severity], f.path, f.line or 0, f.rule, f.node or "")
+
+
+def summary(findings: list[Finding]) -> dict:
+    counts = dict.fromkeys(SEVERITIES, 0)
+    for f in findings:
+        counts[f.severity] += 1
+    return counts

@@ -1,0 +1,201 @@
+"""Run CUDA's autocast policy on CPU tensors (real or fake).
+
+CUDA autocast cannot run without a GPU, and CPU autocast has a different op policy
+(softmax, layer_norm, sum and exp stay in fp16 on CPU). So, while a capture or a check
+runs, we register Python kernels under the ``AutocastCPU`` dispatch key that apply
+CUDA's casting rules (the lists in PyTorch's ``autocast_mode.cpp``), neutralise every
+other op that CPU autocast would cast, and map ``torch.autocast("cuda", ...)`` in user
+code onto the CPU autocast it now stands for. Everything is undone on exit.
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+
+import torch
+from torch.utils import _pytree as pytree
+
+# CUDA autocast policy, op by op (aten overload names as in autocast_mode.cpp).
+LOWER_PRECISION_FP = """
+_convolution _convolution.deprecated conv1d conv2d conv3d conv_tbc conv_transpose1d
+conv_transpose2d.input conv_transpose3d.input convolution prelu addmm addmv addr matmul
+einsum mm mv linalg_vecdot linear addbmm baddbmm bmm chain_matmul linalg_multi_dot
+_thnn_fused_lstm_cell _thnn_fused_gru_cell lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell
+_scaled_dot_product_flash_attention scaled_dot_product_attention cudnn_convolution
+cudnn_convolution_transpose mkldnn_rnn_layer
+""".split()
+# mkldnn_rnn_layer is CPU's nn.LSTM/GRU kernel. It stands in for cuDNN's _cudnn_rnn, which
+# CUDA autocast casts to the low dtype (_cudnn_rnn_cast_reflatten, not in the lists above).
+CPU_STAND_INS = {"mkldnn_rnn_layer"}
+FP32 = """
+acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan
+pow.Tensor_Scalar pow.Tensor_Tensor pow.Scalar softplus layer_norm native_layer_norm
+group_norm frobenius_norm.dim nuclear_norm nuclear_norm.dim cosine_similarity
+poisson_nll_loss cosine_embedding_loss nll_loss nll_loss2d hinge_embedding_loss kl_div
+l1_loss smooth_l1_loss huber_loss mse_loss margin_ranking_loss multilabel_margin_loss
+soft_margin_loss triplet_margin_loss multi_margin_loss binary_cross_entropy_with_logits
+dist pdist cdist renorm logsumexp rms_norm upsample_nearest1d upsample_nearest2d
+upsample_nearest3d _upsample_nearest_exact1d _upsample_nearest_exact2d
+_upsample_nearest_exact3d upsample_linear1d upsample_bilinear2d _upsample_bilinear2d_aa
+upsample_trilinear3d upsample_bicubic2d _upsample_bicubic2d_aa
+""".split()
+FP32_SET_OPT_DTYPE = """
+prod prod.dim_int softmax.int log_softmax.int cumprod cumsum linalg_vector_norm
+linalg_matrix_norm linalg_matrix_norm.str_ord sum sum.dim_IntList
+""".split()
+FP32_APPEND_DTYPE = ["norm.Scalar", "norm.ScalarOpt_dim"]
+PROMOTE = """
+addcdiv addcmul atan2 bilinear cross dot vdot grid_sampler index_put scatter_add tensordot
+""".split()
+BANNED = ["binary_cross_entropy"]
+
+POLICY: dict[str, str] = {}
+for _names, _kind in ((LOWER_PRECISION_FP, "lower_precision_fp"), (FP32, "fp32"),
+                      (FP32_SET_OPT_DTYPE, "fp32_set_opt_dtype"),
+                      (FP32_APPEND_DTYPE, "fp32_append_dtype"), (PROMOTE, "promote"),
+                      (BANNED, "banned")):
+    POLICY.update(dict.fromkeys(_names, _kind))
+
+BANNED_MESSAGE = (
+    "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast. "
+    "Many models use a sigmoid layer right before the binary cross entropy layer. In this "
+    "case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_logits "
+    "or torch.nn.BCEWithLogitsLoss."
+)
+
+_AUTOCAST_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+
+
+def _op(overload_name: str):
+    packet, _, overload = overload_name.partition(".")
+    return getattr(getattr(torch.ops.aten, packet), overload or "default")
+
+
+def _eligible(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64
+
+
+def _cast_all(args, kwargs, dtype):
+    return pytree.tree_map_only(
+        torch.Tensor, lambda t: t.to(dtype) if _eligible(t) and t.dtype != dtype else t,
+        (args, kwargs))
+
+
+def _first_tensor(args):
+    return next((a for a in pytree.tree_leaves(args) if isinstance(a, torch.Tensor)), None)
+
+
+def _widest(args, kwargs):
+    dtypes = [t.dtype for t in pytree.tree_leaves((args, kwargs)) if _eligible(t)]
+    if torch.float32 in dtypes:
+        return torch.float32
+    return dtypes[0] if dtypes else None
+
+
+def _make_kernel(name: str, kind: str, low: torch.dtype, on_banned):
+    op = _op(name)
+
+    def kernel(*args, **kwargs):
+        with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_CPU):
+            if kind == "lower_precision_fp":
+                args, kwargs = _cast_all(args, kwargs, low)
+            elif kind == "fp32":
+                args, kwargs = _cast_all(args, kwargs, torch.float32)
+            elif kind == "fp32_set_opt_dtype":
+                if _eligible(_first_tensor(args)) and kwargs.get("dtype") is None:
+                    kwargs = dict(kwargs, dtype=torch.float32)
+            elif kind == "fp32_append_dtype":
+                if _eligible(_first_tensor(args)):
+                    return _norm_with_dtype(args, kwargs)
+            elif kind == "promote":
+                widest = _widest(args, kwargs)
+                if widest is not None:
+                    args, kwargs = _cast_all(args, kwargs, widest)
+            elif kind == "banned":
+                on_banned(name)
+                args, kwargs = _cast_all(args, kwargs, torch.float32)
+            return op(*args, **kwargs)
+
+    return kernel
+
+
+def _norm_with_dtype(args, kwargs):
+    """norm.Scalar / norm.ScalarOpt_dim have no dtype argument: CUDA calls the dtype overload."""
+    self, *rest = args
+    p = rest[0] if rest else kwargs.get("p", 2)
+    dim = rest[1] if len(rest) > 1 else kwargs.get("dim")
+    keepdim = rest[2] if len(rest) > 2 else kwargs.get("keepdim", False)
+    if dim is None:
+        return torch.ops.aten.norm.ScalarOpt_dtype(self, p, dtype=torch.float32)
+    return torch.ops.aten.norm.ScalarOpt_dim_dtype(self, p, dim, keepdim, dtype=torch.float32)
+
+
+def _passthrough(name: str):
+    op = _op(name)
+
+    def kernel(*args, **kwargs):
+        with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_CPU):
+            return op(*args, **kwargs)
+
+    return kernel
+
+
+def _cpu_autocast_ops() -> list[str]:
+    names = torch._C._dispatch_get_all_op_names()
+    return [n.split("::", 1)[1] for n in names
+            if n.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, "AutocastCPU")]
+
+
+def _raise_banned(name):
+    raise RuntimeError(BANNED_MESSAGE)
+
+
+@contextlib.contextmanager
+def _autocast_device_redirect(dtype: torch.dtype):
+    """Make ``torch.autocast("cuda", ...)`` in user code drive the emulated (CPU) autocast."""
+    cls = torch.amp.autocast_mode.autocast
+    original = cls.__init__
+
+    def __init__(self, device_type, dtype_=None, enabled=True, cache_enabled=None, **kw):
+        dtype_ = kw.pop("dtype", dtype_)
+        if device_type == "cuda":
+            device_type, dtype_ = "cpu", dtype_ or dtype
+        original(self, device_type, dtype=dtype_, enabled=enabled, cache_enabled=cache_enabled)
+
+    cls.__init__ = __init__
+    try:
+        yield
+    finally:
+        cls.__init__ = original
+
+
+@contextlib.contextmanager
+def cuda_rules_on_cpu(dtype: torch.dtype, on_banned=None):
+    """Inside this context, CPU autocast applies CUDA autocast's op policy.
+
+    ``on_banned(op_name)`` is called for ops CUDA autocast refuses; without it they
+    raise the same RuntimeError CUDA does.
+    """
+    on_banned = on_banned or _raise_banned
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Overriding a previously registered kernel"
+        for name in _cpu_autocast_ops():
+            if name not in POLICY:
+                lib.impl(name, _passthrough(name), "AutocastCPU")
+        for name, kind in POLICY.items():
+            lib.impl(name, _make_kernel(name, kind, dtype, on_banned), "AutocastCPU")
+    try:
+        yield
+    finally:
+        lib._destroy()
+
+
+@contextlib.contextmanager
+def emulated_cuda_autocast(dtype: torch.dtype, on_banned=None):
+    """``torch.autocast("cuda", dtype)`` as it would behave, on CPU tensors."""
+    with cuda_rules_on_cpu(dtype, on_banned), _autocast_device_redirect(dtype), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.autocast("cpu", dtype=dtype):
+            yield

@@ -1,0 +1,63 @@
+"""The one IR: a networkx DiGraph whose nodes are user-level ops.
+
+Frontends (PyTorch, ONNX) build it; analysis passes add facts to node attributes;
+rules only read it. Node keys are unique op names ("softmax", "softmax_1", ...);
+edges run producer → consumer. Graph attributes (``G.graph``) hold model-level facts.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import networkx as nx
+
+
+@dataclass
+class OpNode:
+    """The facts a frontend records for one op, as they are under the target policy."""
+
+    name: str
+    op: str  # canonical user-level op: "softmax", "matmul", "linear", "masked_fill", "to"
+    target: str  # main aten / ONNX op: "aten._softmax.default", "onnx::Softmax"
+    atens: list = field(default_factory=list)  # every compute op the call ran
+    in_dtypes: list = field(default_factory=list)  # dtypes entering the op, before autocast
+    in_shapes: list = field(default_factory=list)
+    compute_dtype: str | None = None  # dtype the main op computes in
+    out_dtype: str | None = None
+    out_shape: tuple | None = None
+    scalars: list = field(default_factory=list)  # Python scalars / known 0-d constants read
+    params: list = field(default_factory=list)  # [(param name, shape), ...] read directly
+    module: str = ""  # named_modules() path, "" for the root
+    module_type: str = ""
+    file: str | None = None
+    line: int | None = None
+    autocast_cast: bool = False  # autocast changed the dtype of an input of this op
+    explicit_cast: bool = False  # the op is a user-written cast (.float(), .to(dtype))
+    banned: bool = False  # autocast refuses this op (binary_cross_entropy)
+    reduced_extent: int | None = None  # elements folded into each output of a reduction
+    dims: list = field(default_factory=list)  # dim / int arguments (reduction dims, ...)
+
+
+def new_graph(**attrs) -> nx.DiGraph:
+    graph = nx.DiGraph()
+    graph.graph.update({"inputs": [], "outputs": [], "params": {}, "modules": {},
+                        "input_dims": set()})
+    graph.graph.update(attrs)
+    return graph
+
+
+def add_op(graph: nx.DiGraph, node: OpNode) -> str:
+    graph.add_node(node.name, **asdict(node))
+    return node.name
+
+
+def ops(graph: nx.DiGraph, *names: str):
+    """(name, attrs) of the nodes whose op is one of ``names``, in graph order."""
+    return [(n, a) for n, a in graph.nodes(data=True) if a["op"] in names]
+
+
+def producers(graph: nx.DiGraph, node: str) -> list[str]:
+    return sorted(graph.predecessors(node), key=lambda p: graph.edges[p, node].get("arg", 0))
+
+
+def consumers(graph: nx.DiGraph, node: str) -> list[str]:
+    return list(graph.successors(node))

@@ -1,0 +1,98 @@
+"""Scan manager: find model files, capture each, run the passes and the rules."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .analysis import run_passes
+from .engine import run_rules
+from .errors import CaptureError, UsageError
+from .findings import Finding, fingerprint_all, sort_key
+
+
+@dataclass
+class ModelResult:
+    path: str
+    entry: str
+    frontend: str | None = None
+    nodes: int = 0
+    status: str = "ok"
+    error: str | None = None
+    skipped: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    graph: object = None
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "entry": self.entry, "frontend": self.frontend,
+                "nodes": self.nodes, "status": self.status, "error": self.error,
+                "skipped": self.skipped, "notes": self.notes}
+
+
+def looks_like_model_file(path: str, entry: str = "get_model") -> bool:
+    """Decide from the source text alone (no import) whether a .py file defines the entry."""
+    if path.endswith(".onnx"):
+        return True
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    return f"def {entry}(" in text or f"{entry} =" in text
+
+
+def expand_paths(paths, entry: str = "get_model") -> list[str]:
+    """Files named directly are taken as they are; directories yield their model files."""
+    files = []
+    for path in paths:
+        if os.path.isdir(path):
+            found = sorted(
+                os.path.join(root, f) for root, dirs, names in os.walk(path)
+                for f in names if f.endswith((".py", ".onnx"))
+                and not any(part.startswith(".") for part in root.split(os.sep) if part not in (".", "..")))
+            found = [f for f in found if looks_like_model_file(f, entry)]
+            if not found:
+                raise UsageError(f"{path}: no model files (Python files defining {entry}() or .onnx files)")
+            files.extend(found)
+        elif not os.path.exists(path):
+            raise UsageError(f"{path}: no such file or directory")
+        else:
+            files.append(path)
+    return files
+
+
+def capture_model(path: str, target, entry: str, inputs: str):
+    if path.endswith(".onnx"):
+        raise CaptureError(f"{path}: ONNX models are not supported yet")
+    from .frontends.pytorch import capture_file
+
+    return capture_file(path, target, entry, inputs)
+
+
+def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs"):
+    """(ModelResult, findings) for one model file; capture errors become the result's error."""
+    result = ModelResult(path=path, entry=entry)
+    try:
+        captured = capture_model(path, target, entry, inputs)
+    except CaptureError as exc:
+        result.status, result.error = "error", str(exc)
+        return result, []
+    graph = run_passes(captured.graph)
+    result.frontend, result.nodes = captured.frontend, graph.number_of_nodes()
+    result.skipped, result.notes, result.graph = captured.skipped, captured.notes, graph
+    if graph.graph.get("structure_only"):
+        skipped_rules = [r.id for r in rules if r.needs_inputs]
+        if skipped_rules:
+            result.skipped.append("needs example inputs: " + " ".join(skipped_rules))
+    findings = run_rules(graph, rules, target, path, f"{path}:{entry}")
+    return result, findings
+
+
+def scan(paths, target, rules, entry="get_model", inputs="get_example_inputs"):
+    results, findings = [], []
+    for path in expand_paths(paths, entry):
+        result, found = scan_file(path, target, rules, entry, inputs)
+        results.append(result)
+        findings.extend(found)
+    fingerprint_all(findings)
+    findings.sort(key=sort_key)
+    return results, findings
