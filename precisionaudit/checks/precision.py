@@ -24,7 +24,21 @@ def norm_low_precision(graph, name, node, target):
         return None
     if not node["low_precision"]:
         return None
+    if pattern == "rsqrt of a variance" and _variance_already_reported(graph, name):
+        return None
     return {"pattern": pattern or node["op"]}
+
+
+def _variance_already_reported(graph, name) -> bool:
+    """The hand-written variance feeding this rsqrt/sqrt is itself flagged: report it once."""
+    for p in producers(graph, name):
+        candidates = [p, *producers(graph, p)] if graph.nodes[p]["op"] == "add" else [p]
+        for c in candidates:
+            node = graph.nodes[c]
+            if node.get("norm_pattern") == "mean of squares" and (
+                    node["low_precision"] or node.get("square_dtype") in LOW):
+                return True
+    return False
 
 
 @check

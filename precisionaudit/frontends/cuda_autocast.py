@@ -92,8 +92,41 @@ def _widest(args, kwargs):
     return dtypes[0] if dtypes else None
 
 
+def _dtype_position(op) -> int | None:
+    """Index of the ``ScalarType? dtype`` argument in the op's schema (softmax.int: 2)."""
+    return next((i for i, a in enumerate(op._schema.arguments)
+                 if a.name == "dtype" and not a.kwarg_only), None)
+
+
+def _set_opt_dtype(args, kwargs, position):
+    """CUDA's set_opt_dtype: an unset dtype becomes fp32; a dtype the caller passed, by
+    position (``F.softmax(x, -1, torch.float32)`` reaches aten as softmax.int(x, -1, f32))
+    or by keyword, is kept."""
+    if position is not None and len(args) > position:
+        if args[position] is None:
+            args = (*args[:position], torch.float32, *args[position + 1:])
+        return args, kwargs
+    if kwargs.get("dtype") is None:
+        kwargs = dict(kwargs, dtype=torch.float32)
+    return args, kwargs
+
+
+def _set_opt_dtype(args, kwargs, position):
+    """dtype=float32 unless the caller chose a dtype (positionally or by keyword)."""
+    if position is not None and len(args) > position:
+        if args[position] is None:
+            args = (*args[:position], torch.float32, *args[position + 1:])
+        return args, kwargs
+    if kwargs.get("dtype") is None:
+        kwargs = dict(kwargs, dtype=torch.float32)
+    return args, kwargs
+
+
 def _make_kernel(name: str, kind: str, low: torch.dtype, on_banned):
     op = _op(name)
+    dtype_position = next((i for i, a in enumerate(op._schema.arguments)
+                           if a.name == "dtype" and not a.kwarg_only), None)
+    dtype_at = _dtype_position(op)
 
     def kernel(*args, **kwargs):
         with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_CPU):
@@ -102,8 +135,8 @@ def _make_kernel(name: str, kind: str, low: torch.dtype, on_banned):
             elif kind == "fp32":
                 args, kwargs = _cast_all(args, kwargs, torch.float32)
             elif kind == "fp32_set_opt_dtype":
-                if _eligible(_first_tensor(args)) and kwargs.get("dtype") is None:
-                    kwargs = dict(kwargs, dtype=torch.float32)
+                if _eligible(_first_tensor(args)):
+                    args, kwargs = _set_opt_dtype(args, kwargs, dtype_at)
             elif kind == "fp32_append_dtype":
                 if _eligible(_first_tensor(args)):
                     return _norm_with_dtype(args, kwargs)

@@ -118,7 +118,7 @@ def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) 
         example = call_user(make_inputs, path, inputs_name)
         args, kwargs = _split_inputs(example, path, inputs_name)
         if target.mode == "pure":
-            model = model.to(target.torch_dtype)
+            model = _to_dtype(model, target.torch_dtype) if fake else model.to(target.torch_dtype)
             args, kwargs = _cast_floats((args, kwargs), target.torch_dtype)
         recorder = Recorder(model, {**dict(model.named_buffers()), **dict(model.named_parameters())})
         recorder.mark_inputs((args, kwargs))
@@ -134,6 +134,32 @@ def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) 
                 raise
     graph = build_graph(recorder, target, (args, kwargs), out, model)
     return Capture(graph, "fake" if fake else "eager")
+
+
+def _to_dtype(model, dtype):
+    """``model.to(dtype)`` for a model whose tensors are fake.
+
+    ``Module._apply`` exchanges FakeTensor parameters with ``torch.utils.swap_tensors``,
+    which refuses tensors that have a weakref (fake parameters always do), so
+    ``model.half()`` raises "Couldn't swap". The floating-point parameters and buffers are
+    replaced instead, as ``.to(dtype)`` would convert them; tied weights stay tied.
+    """
+    converted = {}  # id → (original, replacement); the original is kept so ids stay unique
+    with torch.no_grad():
+        for module in model.modules():
+            for store in (module._parameters, module._buffers):
+                for key, t in store.items():
+                    if t is None or not t.is_floating_point() or t.dtype == dtype:
+                        continue
+                    if id(t) not in converted:
+                        new = t.to(dtype)
+                        if isinstance(t, torch.nn.Parameter):
+                            new = torch.nn.Parameter(new, requires_grad=t.requires_grad)
+                        converted[id(t)] = (t, new)
+                    store[key] = converted[id(t)][1]
+            if isinstance(module, torch.nn.RNNBase):
+                module._init_flat_weights()  # what RNNBase._apply does after a conversion
+    return model
 
 
 def _split_inputs(example, path, name):
@@ -188,9 +214,7 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
         inside = set(call.ops)
         entering = [ref for op in ops for ref in op.inputs
                     if ref.dtype is not None and ref.producer not in inside]
-        main_float = [r for r in main.inputs if r.dtype is not None and r.dtype.is_floating_point]
-        compute_dtype = (main_float[0].dtype if main_float else
-                         (main.outputs[0].dtype if main.outputs else None))
+        compute_dtype = _compute_dtype(main)
         last = next((op.outputs[0] for op in reversed(ops) if op.outputs), None)
         autocast_cast = call.fn not in CAST_FNS and any(
             aten_short(op.target) == "_to_copy" and op.inputs and op.outputs
@@ -234,6 +258,33 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
             out_nodes.append({"node": name, "dtype": dtype_name(t.dtype), "shape": tuple(t.shape)})
     graph.graph["outputs"] = out_nodes
     return graph
+
+
+def _compute_dtype(op):
+    """The dtype an aten op computes in: its float inputs' dtype, or, when tensors of
+    different float dtypes meet (fp16 scores + fp32 mask), the promoted dtype they are
+    computed in. 0-d tensors do not promote dimensioned ones (fp16 * fp32 0-d is fp16)."""
+    floats = [r for r in op.inputs if r.dtype is not None and r.dtype.is_floating_point]
+    if not floats:
+        return op.outputs[0].dtype if op.outputs else None
+    dtypes = [r.dtype for r in floats if r.shape] or [r.dtype for r in floats]
+    promoted = dtypes[0]
+    for dtype in dtypes[1:]:
+        promoted = torch.promote_types(promoted, dtype)
+    return promoted
+
+
+#: reductions that take a dtype argument accumulate in it: their output dtype is what they compute in.
+ACCUMULATE_IN_OUTPUT = {"sum", "nansum", "cumsum", "cumprod", "prod", "mean", "norm",
+                        "linalg_vector_norm"}
+
+
+def _compute_dtype(op):
+    out = op.outputs[0].dtype if op.outputs else None
+    if aten_short(op.target) in ACCUMULATE_IN_OUTPUT and out is not None and out.is_floating_point:
+        return out
+    floats = [r.dtype for r in op.inputs if r.dtype is not None and r.dtype.is_floating_point]
+    return floats[0] if floats else out
 
 
 def _is_significant(call, rec) -> bool:

@@ -1,0 +1,20 @@
+"""PA105 clean twin: exp of an explicit fp32 upcast, even in a pure fp16 model."""
+import torch
+from torch import nn
+
+
+class Gate(nn.Module):
+    def __init__(self, d=64):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        return torch.exp(self.proj(x).float())
+
+
+def get_model():
+    return Gate()
+
+
+def get_example_inputs():
+    return (torch.randn(4, 64),)

@@ -1,0 +1,20 @@
+"""PA111 hazard: the logits leave the model in fp16 under autocast."""
+import torch
+from torch import nn
+
+
+class Head(nn.Module):
+    def __init__(self, d=64, classes=64):
+        super().__init__()
+        self.fc = nn.Linear(d, classes)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def get_model():
+    return Head()
+
+
+def get_example_inputs():
+    return (torch.randn(4, 64),)

@@ -1,0 +1,39 @@
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from precisionaudit.cli import main
+from precisionaudit.engine import load_rules
+from precisionaudit.policy import Target
+from precisionaudit.scanner import scan
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = os.path.join(ROOT, "sample_models")
+
+
+def sample(name: str) -> str:
+    return os.path.join(SAMPLES, name)
+
+
+def findings_of(path, dtype="float16", mode="autocast", device="cuda", select=()):
+    """Findings of scanning one model file with the whole catalog."""
+    rules = load_rules()
+    if select:
+        rules = [r for r in rules if r.id in select]
+    _, found = scan([path], Target(dtype, mode, device), rules)
+    return found
+
+
+def rule_ids(path, **kw) -> set:
+    return {f.rule for f in findings_of(path, **kw)}
+
+
+@pytest.fixture
+def cli():
+    runner = CliRunner()
+
+    def run(*args):
+        return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+    return run

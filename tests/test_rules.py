@@ -1,0 +1,144 @@
+"""Every rule fires on its hazard sample and stays silent on its clean twin."""
+import pytest
+
+from conftest import findings_of, sample
+
+# (rule, hazard sample, clean twin, mode the hazard needs)
+CASES = [
+    ("PA101", "pa101_softmax_hazard.py", "pa101_softmax_clean.py", "pure"),
+    ("PA102", "pa102_variance_hazard.py", "pa102_variance_clean.py", "autocast"),
+    ("PA102", "pa102_groupnorm_hazard.py", "pa102_groupnorm_clean.py", "pure"),
+    ("PA103", "pa103_var_hazard.py", "pa103_var_clean.py", "autocast"),
+    ("PA103", "pa103_cumsum_hazard.py", "pa103_cumsum_clean.py", "pure"),
+    ("PA104", "pa104_lstm_hazard.py", "pa104_lstm_clean.py", "autocast"),
+    ("PA105", "pa105_exp_hazard.py", "pa105_exp_clean.py", "pure"),
+    ("PA106", "pa106_logits_hazard.py", "pa106_logits_clean.py", "autocast"),
+    ("PA106", "pa106_logits_hazard.py", "pa106_prescaled_clean.py", "autocast"),
+    ("PA107", "pa107_mask_hazard.py", "pa107_mask_clean.py", "autocast"),
+    ("PA108", "pa108_loss_hazard.py", "pa108_loss_clean.py", "pure"),
+    ("PA109", "pa109_bce_hazard.py", "pa109_bce_clean.py", "autocast"),
+    ("PA110", "pa110_positions_hazard.py", "pa110_positions_clean.py", "autocast"),
+    ("PA111", "pa111_output_hazard.py", "pa111_output_clean.py", "autocast"),
+    ("PA112", "pa112_upcast_hazard.py", "pa112_upcast_clean.py", "autocast"),
+    ("PA201", "pa201_gemm_hazard.py", "pa201_gemm_clean.py", "autocast"),
+    ("PA202", "pa202_vocab_hazard.py", "pa202_vocab_clean.py", "autocast"),
+    ("PA203", "pa203_channels_hazard.py", "pa203_channels_clean.py", "autocast"),
+    ("PA204", "pa204_small_hazard.py", "pa204_small_clean.py", "autocast"),
+    ("PA205", "pa205_fp32gemm_hazard.py", "pa205_fp32gemm_clean.py", "autocast"),
+    ("PA206", "pa206_headdim_hazard.py", "pa206_headdim_clean.py", "autocast"),
+]
+
+
+def rules_in(name, mode):
+    return {f.rule for f in findings_of(sample(name), mode=mode)}
+
+
+@pytest.mark.parametrize("rule,hazard,clean,mode", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_hazard_fires(rule, hazard, clean, mode):
+    assert rule in rules_in(hazard, mode)
+
+
+@pytest.mark.parametrize("rule,hazard,clean,mode", CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
+def test_clean_twin_is_silent(rule, hazard, clean, mode):
+    assert rule not in rules_in(clean, mode)
+
+
+@pytest.mark.parametrize("clean", sorted({c[2] for c in CASES}))
+def test_clean_twins_have_no_warnings_under_autocast(clean):
+    """Idiomatic clean code (upcasts, finfo masks, SDPA, BatchNorm under autocast) is not flagged."""
+    assert [f.rule for f in findings_of(sample(clean)) if f.severity != "info"] == []
+
+
+def line_of(name, text):
+    with open(sample(name)) as fh:
+        return next(i for i, line in enumerate(fh, 1) if text in line)
+
+
+def test_mask_overflow_is_an_error_on_its_line():
+    found = [f for f in findings_of(sample("pa107_mask_hazard.py")) if f.rule == "PA107"]
+    by_line = {f.line: f for f in found}
+    mask = by_line[line_of("pa107_mask_hazard.py", "masked_fill(mask, -1e9)")]
+    assert (mask.severity, mask.op, mask.evidence["status"]) == ("error", "masked_fill", "overflow")
+
+
+def test_epsilon_underflow_is_a_warning():
+    found = [f for f in findings_of(sample("pa107_mask_hazard.py")) if f.rule == "PA107"]
+    eps = next(f for f in found if f.line == line_of("pa107_mask_hazard.py", "+ 1e-8)"))
+    assert (eps.severity, eps.evidence["status"]) == ("warning", "underflow")
+
+
+def test_mask_value_fits_bfloat16():
+    assert "PA107" not in {f.rule for f in findings_of(sample("pa107_mask_hazard.py"), dtype="bfloat16")
+                           if f.severity == "error"}
+
+
+def test_softmax_severity_depends_on_dtype():
+    def severity(dtype):
+        return next(f.severity for f in findings_of(sample("pa101_softmax_hazard.py"), dtype=dtype,
+                                                    mode="pure") if f.rule == "PA101")
+    assert (severity("float16"), severity("bfloat16")) == ("error", "warning")
+
+
+def test_softmax_is_fp32_under_cuda_autocast():
+    assert "PA101" not in rules_in("pa101_softmax_hazard.py", "autocast")
+
+
+def test_exp_is_fp32_under_cuda_autocast():
+    assert "PA105" not in rules_in("pa105_exp_hazard.py", "autocast")
+
+
+def test_groupnorm_is_fp32_under_cuda_autocast():
+    assert "PA102" not in rules_in("pa102_groupnorm_hazard.py", "autocast")
+
+
+def test_variance_reported_once_per_norm():
+    assert [f.rule for f in findings_of(sample("pa102_variance_hazard.py"))].count("PA102") == 1
+
+
+def test_lstm_finding_names_module_and_steps():
+    f = next(f for f in findings_of(sample("pa104_lstm_hazard.py")) if f.rule == "PA104")
+    assert (f.module, f.evidence["steps"]) == ("rnn", 512)
+
+
+def test_logits_matmul_finding_names_its_softmax():
+    f = next(f for f in findings_of(sample("pa106_logits_hazard.py")) if f.rule == "PA106")
+    assert (f.op, f.evidence["softmax"], f.fix["ops"]) == ("matmul", "softmax", ["matmul"])
+
+
+def test_vocab_padding_suggests_50304():
+    found = [f for f in findings_of(sample("pa202_vocab_hazard.py")) if f.rule == "PA202"]
+    assert sorted((f.module, f.evidence["padded"]) for f in found) == [("lm_head", 50304), ("wte", 50304)]
+
+
+def test_vocab_is_not_also_reported_as_unaligned_gemm():
+    assert "PA201" not in rules_in("pa202_vocab_hazard.py", "autocast")
+
+
+def test_rgb_stem_is_info_and_body_is_warning():
+    found = {f.module: f.severity for f in findings_of(sample("pa203_channels_hazard.py")) if f.rule == "PA203"}
+    assert found == {"stem": "info", "body": "warning"}
+
+
+def test_unaligned_gemm_reports_padding():
+    found = sorted((f.module, f.evidence["size"], f.evidence["padded"])
+                   for f in findings_of(sample("pa201_gemm_hazard.py")) if f.rule == "PA201")
+    assert found == [("down", 100, 104), ("up", 100, 104)]
+
+
+def test_positions_report_the_exact_limit():
+    f = next(f for f in findings_of(sample("pa110_positions_hazard.py")) if f.rule == "PA110")
+    assert (f.evidence["max_value"], f.evidence["exact_limit"]) == (4095, 2048)
+
+
+def test_bf16_positions_limit_is_256():
+    f = next(f for f in findings_of(sample("pa110_positions_hazard.py"), dtype="bfloat16") if f.rule == "PA110")
+    assert f.evidence["exact_limit"] == 256
+
+
+def test_banned_op_only_under_autocast():
+    assert "PA109" not in rules_in("pa109_bce_hazard.py", "pure")
+
+
+def test_ineffective_upcast_points_at_the_matmul():
+    f = next(f for f in findings_of(sample("pa112_upcast_hazard.py")) if f.rule == "PA112")
+    assert f.evidence["undone_op"] == "matmul"
