@@ -9,7 +9,6 @@ from importlib import resources
 
 import yaml
 
-from .checks import CHECKS
 from .errors import UsageError
 from .findings import SEVERITIES, Finding
 
@@ -47,7 +46,7 @@ def _parse(data: dict, source: str) -> Rule:
         if value not in SEVERITIES:
             raise UsageError(f"{source}: unknown severity {value!r}")
     check = data.get("check")
-    if check and check not in CHECKS:
+    if check and check not in _checks():
         raise UsageError(f"{source}: check {check!r} is not a registered Python check")
     known = set(Rule.__dataclass_fields__) - {"source"}
     unknown = set(data) - known
@@ -57,6 +56,13 @@ def _parse(data: dict, source: str) -> Rule:
     if "modes" in fields:
         fields["modes"] = tuple(fields["modes"])
     return Rule(**fields)
+
+
+def _checks() -> dict:
+    """The registered Python checks; imported on first use because they import torch."""
+    from .checks import CHECKS
+
+    return CHECKS
 
 
 #: the rule pack in a source checkout / editable install (a wheel ships it as precisionaudit._rules)
@@ -70,23 +76,31 @@ def _bundled_pack():
         return pathlib.Path(_SOURCE_PACK)
 
 
+def _documents(directory: str | None):
+    """(file name, parsed YAML) for every rule file of the pack, in name order."""
+    pack = pathlib.Path(directory) if directory else _bundled_pack()
+    for f in sorted(pack.iterdir(), key=lambda f: f.name):
+        if f.name.endswith((".yaml", ".yml")):
+            try:
+                yield f.name, yaml.safe_load(f.read_text())
+            except yaml.YAMLError as exc:
+                raise UsageError(f"{f.name}: invalid YAML: {exc}") from exc
+
+
 def load_rules(directory: str | None = None) -> list[Rule]:
     """Every rule of the bundled pack (or of ``directory``), sorted by id."""
-    pack = pathlib.Path(directory) if directory else _bundled_pack()
-    files = [(f.name, f.read_text()) for f in sorted(pack.iterdir(), key=lambda f: f.name)
-             if f.name.endswith((".yaml", ".yml"))]
-    rules = []
-    for source, text in files:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise UsageError(f"{source}: invalid YAML: {exc}") from exc
-        rules.append(_parse(data, source))
+    rules = [_parse(data, source) for source, data in _documents(directory)]
     ids = [r.id for r in rules]
     duplicated = {i for i in ids if ids.count(i) > 1}
     if duplicated:
         raise UsageError(f"duplicate rule ids: {', '.join(sorted(duplicated))}")
     return sorted(rules, key=lambda r: r.id)
+
+
+def rule_ids(directory: str | None = None) -> list[str]:
+    """The catalog's ids without importing torch (config validation runs before any model)."""
+    return sorted(data["id"] for _, data in _documents(directory)
+                  if isinstance(data, dict) and "id" in data)
 
 
 def select_rules(rules: list[Rule], select=(), ignore=()) -> list[Rule]:
@@ -123,18 +137,21 @@ def _format(template: str, values: dict) -> str:
 
 def run_rules(graph, rules: list[Rule], target, path: str, model: str) -> list[Finding]:
     structure_only = graph.graph.get("structure_only", False)
+    checks = _checks()
     findings = []
     for rule in rules:
+        if rule.scope == "source":  # produced from the source text (suppressions.py), not the graph
+            continue
         if target.mode not in rule.modes or (structure_only and rule.needs_inputs):
             continue
         hits = []
         if rule.scope == "graph":
-            hits = CHECKS[rule.check](graph, target)
+            hits = checks[rule.check](graph, target)
         else:
             for name, node in graph.nodes(data=True):
                 if not _matches(rule, node):
                     continue
-                evidence = CHECKS[rule.check](graph, name, node, target) if rule.check else {}
+                evidence = checks[rule.check](graph, name, node, target) if rule.check else {}
                 if evidence is not None and evidence is not False:
                     hits.append((name, evidence))
         for name, evidence in hits:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 
 SEVERITIES = ("error", "warning", "info")
@@ -34,11 +35,22 @@ def fingerprint_all(findings: list[Finding]) -> None:
     """Line-independent fingerprints: rule, file, module, op and the occurrence among equals."""
     seen: dict[tuple, int] = {}
     for f in findings:
-        key = (f.rule, f.path, f.model, f.module, f.op or "")
+        model = f.model[len(f.path):] if f.model.startswith(f.path) else f.model
+        key = (f.rule, stable_path(f.path), model, f.module, f.op or "")
         occurrence = seen.get(key, 0)
         seen[key] = occurrence + 1
         raw = "\x1f".join(map(str, (*key, occurrence)))
         f.fingerprint = hashlib.sha256(raw.encode()).hexdigest()[:20]
+
+
+def stable_path(path: str) -> str:
+    """``path`` as the same string however it was named (./m.py, m.py, /abs/m.py): relative
+    to the working directory when inside it, with / separators, so that a baseline written by
+    ``scan .`` in CI matches the file names pre-commit passes."""
+    full = os.path.abspath(path)
+    rel = os.path.relpath(full)
+    outside = rel == os.pardir or rel.startswith(os.pardir + os.sep)
+    return (full if outside else rel).replace(os.sep, "/")
 
 
 def sort_key(f: Finding):

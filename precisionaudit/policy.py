@@ -1,40 +1,14 @@
-"""The precision target a scan judges against, and the numeric facts of each dtype."""
+"""Numeric facts of each dtype; the Target itself lives in target.py (no torch import)."""
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 
-DTYPES = ("float16", "bfloat16")
-MODES = ("autocast", "pure")
-DEVICES = ("cuda", "cpu")
+from .target import DEVICES, DTYPES, MODES, Target  # noqa: F401  (re-exported)
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 #: Largest integer N such that every integer in [0, N] is exact in the dtype.
 EXACT_INTEGER_LIMIT = {torch.float16: 2048, torch.bfloat16: 256, torch.float32: 2**24}
-
-
-@dataclass(frozen=True)
-class Target:
-    """Which autocast policy (or pure low-precision model) the ops are judged under."""
-
-    dtype: str = "float16"
-    mode: str = "autocast"
-    device: str = "cuda"
-
-    def __post_init__(self):
-        for value, allowed, what in ((self.dtype, DTYPES, "dtype"), (self.mode, MODES, "mode"),
-                                     (self.device, DEVICES, "device")):
-            if value not in allowed:
-                raise ValueError(f"unknown {what} {value!r}; expected one of {', '.join(allowed)}")
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return getattr(torch, self.dtype)
-
-    def as_dict(self) -> dict:
-        return {"dtype": self.dtype, "mode": self.mode, "device": self.device}
 
 
 def dtype_name(dtype) -> str | None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .analysis import run_passes
-from .engine import run_rules
 from .errors import CaptureError, UsageError
 from .findings import Finding, fingerprint_all, sort_key
 
@@ -60,6 +58,19 @@ def expand_paths(paths, entry: str = "get_model") -> list[str]:
     return files
 
 
+def model_files(paths, entry: str = "get_model") -> tuple[list[str], list[str]]:
+    """(model files, skipped files) among ``paths``.
+
+    pre-commit passes every changed .py file by name, so a named file that does not define
+    the entry point (read from its source, never imported) is set aside rather than failing.
+    """
+    files, skipped = [], []
+    for path in expand_paths(paths, entry):
+        is_model = path.endswith((".py", ".onnx")) and looks_like_model_file(path, entry)
+        (files if is_model else skipped).append(path)
+    return files, skipped
+
+
 def capture_model(path: str, target, entry: str, inputs: str):
     if path.endswith(".onnx"):
         raise CaptureError(f"{path}: ONNX models are not supported yet")
@@ -70,6 +81,9 @@ def capture_model(path: str, target, entry: str, inputs: str):
 
 def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs"):
     """(ModelResult, findings) for one model file; capture errors become the result's error."""
+    from .analysis import run_passes  # imports torch: only once a model file is really scanned
+    from .engine import run_rules
+
     result = ModelResult(path=path, entry=entry)
     try:
         captured = capture_model(path, target, entry, inputs)
