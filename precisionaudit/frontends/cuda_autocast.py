@@ -163,16 +163,6 @@ def _norm_with_dtype(args, kwargs):
     return torch.ops.aten.norm.ScalarOpt_dim_dtype(self, p, dim, keepdim, dtype=torch.float32)
 
 
-def _passthrough(name: str):
-    op = _op(name)
-
-    def kernel(*args, **kwargs):
-        with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_CPU):
-            return op(*args, **kwargs)
-
-    return kernel
-
-
 def _cpu_autocast_ops() -> list[str]:
     names = torch._C._dispatch_get_all_op_names()
     return [n.split("::", 1)[1] for n in names
@@ -215,7 +205,9 @@ def cuda_rules_on_cpu(dtype: torch.dtype, on_banned=None):
         warnings.simplefilter("ignore")  # "Overriding a previously registered kernel"
         for name in _cpu_autocast_ops():
             if name not in POLICY:
-                lib.impl(name, _passthrough(name), "AutocastCPU")
+                # CUDA does not cast this op: skip the key, so composites still decompose
+                # into ops that autocast sees (cross_entropy_loss → log_softmax, nll_loss).
+                lib.impl(name, torch.library.fallthrough_kernel, "AutocastCPU")
         for name, kind in POLICY.items():
             lib.impl(name, _make_kernel(name, kind, dtype, on_banned), "AutocastCPU")
     try:
