@@ -97,9 +97,18 @@ def _as_module(model, path, entry):
 
 
 def _materialise_meta(model):
-    """Meta parameters become fake CPU tensors (inside FakeTensorMode nothing is allocated)."""
-    if any(t.device.type == "meta" for t in _tensors(model)):
-        model.to_empty(device="cpu")
+    """Meta parameters and buffers become fake CPU tensors (call inside FakeTensorMode).
+
+    ``Module.to_empty`` cannot swap meta parameters for fake ones, so replace them in place.
+    """
+    for module in model.modules():
+        for name, p in module._parameters.items():
+            if p is not None and p.device.type == "meta":
+                module._parameters[name] = torch.nn.Parameter(
+                    torch.empty(p.shape, dtype=p.dtype), requires_grad=p.requires_grad)
+        for name, b in module._buffers.items():
+            if b is not None and b.device.type == "meta":
+                module._buffers[name] = torch.zeros(b.shape, dtype=b.dtype)
 
 
 def _tensors(model):
@@ -260,31 +269,26 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
     return graph
 
 
-def _compute_dtype(op):
-    """The dtype an aten op computes in: its float inputs' dtype, or, when tensors of
-    different float dtypes meet (fp16 scores + fp32 mask), the promoted dtype they are
-    computed in. 0-d tensors do not promote dimensioned ones (fp16 * fp32 0-d is fp16)."""
-    floats = [r for r in op.inputs if r.dtype is not None and r.dtype.is_floating_point]
-    if not floats:
-        return op.outputs[0].dtype if op.outputs else None
-    dtypes = [r.dtype for r in floats if r.shape] or [r.dtype for r in floats]
-    promoted = dtypes[0]
-    for dtype in dtypes[1:]:
-        promoted = torch.promote_types(promoted, dtype)
-    return promoted
-
-
 #: reductions that take a dtype argument accumulate in it: their output dtype is what they compute in.
 ACCUMULATE_IN_OUTPUT = {"sum", "nansum", "cumsum", "cumprod", "prod", "mean", "norm",
                         "linalg_vector_norm"}
 
 
 def _compute_dtype(op):
+    """The dtype an aten op computes in: a reduction's dtype argument; else its float inputs'
+    dtype, or, when tensors of different float dtypes meet (fp16 scores + fp32 mask), the
+    promoted dtype. 0-d tensors do not promote dimensioned ones (fp16 * fp32 0-d is fp16)."""
     out = op.outputs[0].dtype if op.outputs else None
     if aten_short(op.target) in ACCUMULATE_IN_OUTPUT and out is not None and out.is_floating_point:
         return out
-    floats = [r.dtype for r in op.inputs if r.dtype is not None and r.dtype.is_floating_point]
-    return floats[0] if floats else out
+    floats = [r for r in op.inputs if r.dtype is not None and r.dtype.is_floating_point]
+    if not floats:
+        return out
+    dtypes = [r.dtype for r in floats if r.shape] or [r.dtype for r in floats]
+    promoted = dtypes[0]
+    for dtype in dtypes[1:]:
+        promoted = torch.promote_types(promoted, dtype)
+    return promoted
 
 
 def _is_significant(call, rec) -> bool:

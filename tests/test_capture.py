@@ -1,0 +1,126 @@
+"""Capture is faithful to the precision policy: dtypes, casts, constants, module paths, lines."""
+import os
+import resource
+import subprocess
+import sys
+
+import torch
+
+from conftest import ROOT, findings_of, sample
+from precisionaudit.analysis import run_passes
+from precisionaudit.frontends.pytorch import capture_file
+from precisionaudit.policy import Target
+
+MODELS = os.path.join(ROOT, "tests", "models")
+
+
+def model(name):
+    return os.path.join(MODELS, name)
+
+
+def graph_of(path, **target):
+    return run_passes(capture_file(path, Target(**target)).graph)
+
+
+def nodes(graph, op):
+    return [a for _, a in graph.nodes(data=True) if a["op"] == op]
+
+
+def test_cuda_autocast_dtypes_without_a_gpu():
+    g = graph_of(model("nested_blocks.py"))
+    assert {a["compute_dtype"] for a in nodes(g, "linear")} == {"float16"}
+    assert {a["compute_dtype"] for a in nodes(g, "softmax")} == {"float32"}
+    assert {a["compute_dtype"] for a in nodes(g, "layer_norm")} == {"float32"}
+
+
+def test_cpu_autocast_keeps_softmax_low():
+    g = graph_of(model("nested_blocks.py"), device="cpu")
+    assert {a["compute_dtype"] for a in nodes(g, "softmax")} == {"float16"}
+
+
+def test_pure_mode_runs_everything_low():
+    g = graph_of(model("nested_blocks.py"), mode="pure", dtype="bfloat16")
+    assert {a["compute_dtype"] for a in nodes(g, "softmax") + nodes(g, "layer_norm")} == {"bfloat16"}
+
+
+def test_finfo_constant_is_evaluated_under_the_policy():
+    values = {c["value"] for a in nodes(graph_of(model("nested_blocks.py")), "masked_fill")
+              for c in a["constants"]}
+    assert values == {torch.finfo(torch.float16).min}
+
+
+def test_finfo_constant_under_bfloat16():
+    values = {c["value"] for a in nodes(graph_of(model("nested_blocks.py"), dtype="bfloat16"), "masked_fill")
+              for c in a["constants"]}
+    assert values == {torch.finfo(torch.bfloat16).min}
+
+
+def test_module_paths_come_from_named_modules():
+    g = graph_of(model("nested_blocks.py"))
+    assert [a["module"] for a in nodes(g, "softmax")] == ["blocks.0.attn", "blocks.1.attn"]
+    assert [a["module"] for a in nodes(g, "linear")] == ["blocks.0.attn.qkv", "blocks.1.attn.qkv"]
+
+
+def test_source_line_is_the_users():
+    g = graph_of(model("nested_blocks.py"))
+    with open(model("nested_blocks.py")) as fh:
+        line = next(i for i, text in enumerate(fh, 1) if "masked_fill" in text)
+    assert {a["line"] for a in nodes(g, "masked_fill")} == {line}
+    assert {a["file"] for a in nodes(g, "masked_fill")} == {model("nested_blocks.py")}
+
+
+def test_explicit_cast_is_recorded_as_such():
+    g = graph_of(model("nested_blocks.py"))
+    casts = [a for _, a in g.nodes(data=True) if a["explicit_cast"]]
+    # softmax(...).to(v.dtype): fp32 softmax output back to fp16; the final x.float() of an
+    # fp32 tensor is a no-op and is not an op at all
+    assert [(a["op"], a["in_dtypes"][0], a["out_dtype"], a["why"]) for a in casts] == [
+        ("to", "float32", "float16", "explicit cast")] * 2
+
+
+def test_autocast_cast_is_attributed_to_the_op():
+    g = graph_of(model("nested_blocks.py"))
+    linear = nodes(g, "linear")[0]
+    assert (linear["autocast_cast"], linear["in_dtypes"][0], linear["why"]) == (
+        True, "float32", "autocast: lower_precision_fp list")
+
+
+def test_edges_follow_the_data():
+    g = graph_of(model("nested_blocks.py"))
+    ln = next(n for n, a in g.nodes(data=True) if a["op"] == "layer_norm")
+    qkv = next(n for n, a in g.nodes(data=True) if a["op"] == "linear")
+    assert g.has_edge(ln, qkv)
+
+
+def test_data_dependent_model_falls_back_to_eager():
+    captured = capture_file(model("data_dependent.py"), Target())
+    assert captured.frontend == "eager"
+    assert any("fake-tensor capture failed" in n for n in captured.notes)
+    assert len(nodes(captured.graph, "linear")) == 2
+
+
+def test_no_example_inputs_runs_structure_checks_and_says_what_it_skipped():
+    captured = capture_file(model("no_inputs.py"), Target())
+    assert captured.frontend == "structure"
+    found = findings_of(model("no_inputs.py"))
+    assert {f.rule for f in found} == {"PA201", "PA202"}
+
+
+def _peak_rss_mib(path):
+    code = ("import resource, sys; from precisionaudit.frontends.pytorch import capture_file;"
+            "from precisionaudit.policy import Target;"
+            f"c = capture_file({path!r}, Target()); print(c.frontend, c.graph.number_of_nodes());"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    head, rss = out.stdout.split("\n")[:2]
+    return head, int(rss)
+
+
+def test_meta_model_scans_without_allocating_weights():
+    head, rss = _peak_rss_mib(model("huge_meta.py"))
+    assert head.startswith("fake") and rss < 1500  # two weights would be 8 GiB
+
+
+def test_large_model_is_built_on_fake_tensors():
+    head, rss = _peak_rss_mib(model("huge_default.py"))
+    assert head.startswith("fake") and rss < 1500
