@@ -1,4 +1,5 @@
 """Reporters turn findings into text for people or machines; they never look at graphs."""
-from . import json_report, text
+from . import github, json_report, sarif, text
 
-FORMATTERS = {"text": text.render, "json": json_report.render}
+FORMATTERS = {"text": text.render, "json": json_report.render, "sarif": sarif.render,
+              "github": github.render}

@@ -37,7 +37,10 @@ def render(results, findings, target) -> str:
         for f in mine:
             where = f"{f.path}:{f.line}" if f.line else f.path
             lines.append(f"  {where}: {f.rule} [{f.severity}] {f.name}")
-            lines.append(f"      {f.module or '<root>'} · {f.op} ({f.node}): {f.message}")
+            place = (f.module or "<root>") + (f" · {f.op} ({f.node})" if f.op else "") + ": "
+            if not (f.module or f.op):  # e.g. an unused suppression comment: no graph place
+                place = ""
+            lines.append(f"      {place}{f.message}")
             if "source" in f.evidence:
                 lines.append(f"      at {f.evidence['source']}")
             fix = _fix_text(f.fix)
