@@ -9,7 +9,7 @@ import click
 
 from .errors import UsageError
 from .findings import SEVERITY_RANK
-from .policy import DEVICES, DTYPES, MODES, Target
+from .target import DEVICES, DTYPES, MODES, Target  # not .policy: keep torch out until a model is scanned
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -67,30 +67,75 @@ def main():
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
+              show_default=True)
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error",
               show_default=True, help="Exit 1 when a finding is at or above this severity.")
 @click.option("--select", multiple=True, help="Rule ids or prefixes to run (comma-separated).")
+@click.option("--extend-select", multiple=True, help="Rule ids or prefixes to add to the selection.")
 @click.option("--ignore", multiple=True, help="Rule ids or prefixes to skip (comma-separated).")
+@click.option("--config", "config_file", metavar="FILE",
+              help="Settings file (default: nearest precisionaudit.toml / pyproject.toml).")
+@click.option("--isolated", is_flag=True, help="Ignore every settings file.")
+@click.option("--baseline", metavar="FILE", help="Hide the findings this baseline file records.")
+@click.option("--write-baseline", metavar="FILE", help="Record the current findings as the baseline.")
 @target_options
 @guarded
-def scan(paths, fmt, fail_on, select, ignore, dtype, mode, device, entry, inputs_name):
-    """Scan model files (or directories of them) for precision hazards."""
-    from .engine import load_rules, select_rules
-    from .reporters import FORMATTERS
-    from .scanner import scan as run_scan
+def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolated, baseline,
+         write_baseline, dtype, mode, device, entry, inputs_name):
+    """Scan model files (or directories of them) for precision hazards.
 
+    Named files that do not define the entry point are skipped (pre-commit passes every
+    changed .py file); a directory without model files is an error.
+    """
+    from .baseline import read_baseline, split_known, write_baseline as record_baseline
+    from .config import load_config, selected_ids
+    from .engine import load_rules, rule_ids
+    from .gate import apply_settings
+    from .reporters import FORMATTERS
+    from .scanner import model_files, scan as run_scan
+
+    known = rule_ids()
+    config = load_config(config_file, isolated, known)
+    dtype, mode, device, fail_on = (_setting(name, value, config) for name, value in (
+        ("dtype", dtype), ("mode", mode), ("device", device), ("fail_on", fail_on)))
     target = Target(dtype, mode, device)
-    rules = select_rules(load_rules(), _split(select), _split(ignore))
-    results, findings = run_scan(paths, target, rules, entry, inputs_name)
+    chosen = selected_ids(known, config, _split(select), _split(extend_select), _split(ignore))
+    files, skipped = model_files(paths, entry)
+    baseline = baseline or config.baseline
+    known_findings = read_baseline(baseline) if baseline and not write_baseline else set()
+    if not files:
+        click.echo(f"precisionaudit: nothing to scan: {len(skipped)} file(s) without {entry}() "
+                   "skipped", err=True)
+        click.echo(FORMATTERS[fmt]([], [], target), nl=False)
+        sys.exit(EXIT_OK)
+
+    rules = [r for r in load_rules() if r.id in chosen]
+    graph_rules = [r for r in rules if r.scope != "source"]  # source rules come from apply_settings
+    results, findings = run_scan(files, target, graph_rules, entry, inputs_name)
+    findings = apply_settings(findings, results, rules, known, config, target)
+    failed = [r for r in results if r.status == "error"]
+    if write_baseline and not failed:
+        record_baseline(write_baseline, findings, target, config.root)
+        click.echo(f"precisionaudit: wrote {len(findings)} finding(s) to {write_baseline}", err=True)
+        known_findings = {f.fingerprint for f in findings}
+    findings, hidden = split_known(findings, known_findings)
     click.echo(FORMATTERS[fmt](results, findings, target), nl=False)
-    for result in results:
-        if result.status == "error":
-            click.echo(f"precisionaudit: error: {result.error}", err=True)
-    if any(r.status == "error" for r in results):
+    if hidden and not write_baseline:
+        click.echo(f"precisionaudit: {len(hidden)} finding(s) hidden by baseline {baseline}", err=True)
+    for result in failed:
+        click.echo(f"precisionaudit: error: {result.error}", err=True)
+    if failed:
         sys.exit(EXIT_USAGE)
     threshold = SEVERITY_RANK[fail_on]
     sys.exit(EXIT_FINDINGS if any(SEVERITY_RANK[f.severity] <= threshold for f in findings) else EXIT_OK)
+
+
+def _setting(name, value, config):
+    """A flag given on the command line wins over the settings file, which wins over the default."""
+    source = click.get_current_context().get_parameter_source(name)
+    configured = getattr(config, name)
+    return configured if source == click.core.ParameterSource.DEFAULT and configured else value
 
 
 @main.command()

@@ -31,24 +31,28 @@ class Finding:
             "message", "evidence", "fix", "fingerprint")}
 
 
-def fingerprint_all(findings: list[Finding]) -> None:
-    """Line-independent fingerprints: rule, file, module, op and the occurrence among equals."""
+def fingerprint_all(findings: list[Finding], root: str | None = None) -> None:
+    """Line-independent fingerprints: rule, file, module, op and the occurrence among equals.
+
+    The file is named relative to ``root`` (the project's settings file directory; default
+    the working directory), so that a baseline holds wherever the scan is started from.
+    """
     seen: dict[tuple, int] = {}
     for f in findings:
         model = f.model[len(f.path):] if f.model.startswith(f.path) else f.model
-        key = (f.rule, stable_path(f.path), model, f.module, f.op or "")
+        key = (f.rule, stable_path(f.path, root), model, f.module, f.op or "")
         occurrence = seen.get(key, 0)
         seen[key] = occurrence + 1
         raw = "\x1f".join(map(str, (*key, occurrence)))
         f.fingerprint = hashlib.sha256(raw.encode()).hexdigest()[:20]
 
 
-def stable_path(path: str) -> str:
+def stable_path(path: str, root: str | None = None) -> str:
     """``path`` as the same string however it was named (./m.py, m.py, /abs/m.py): relative
-    to the working directory when inside it, with / separators, so that a baseline written by
-    ``scan .`` in CI matches the file names pre-commit passes."""
+    to ``root`` (default: the working directory) when inside it, with / separators, so that a
+    baseline written by ``scan .`` in CI matches the file names pre-commit passes."""
     full = os.path.abspath(path)
-    rel = os.path.relpath(full)
+    rel = os.path.relpath(full, os.path.abspath(root or os.curdir))
     outside = rel == os.pardir or rel.startswith(os.pardir + os.sep)
     return (full if outside else rel).replace(os.sep, "/")
 
