@@ -7,11 +7,14 @@ on real tensors; without example inputs, the module structure alone.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from dataclasses import dataclass, field
 
 import torch
+from torch._subclasses import fake_tensor
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.utils import _pytree as pytree
 
 from ..errors import CaptureError
@@ -69,18 +72,51 @@ def capture(make_model, make_inputs, target: Target, path: str = "<model>",
         return Capture(structure_graph(model, target), "structure",
                        skipped=[f"{inputs}() not found: only module-structure checks ran"])
     try:
-        return _run(make_model, make_inputs, target, path, entry, inputs, fake=True)
-    except CaptureError:
-        raise
-    except Exception as fake_error:  # noqa: BLE001 - retried eagerly below
-        try:
-            result = _run(make_model, make_inputs, target, path, entry, inputs, fake=False)
-        except CaptureError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise CaptureError(f"{path}: the forward could not be captured: {_describe(exc)}") from exc
-        result.notes.append(f"fake-tensor capture failed ({_describe(fake_error)}); ran eagerly")
-        return result
+        with _quiet_fake_tensor_log():
+            return _run(make_model, make_inputs, target, path, entry, inputs, fake=True)
+    except Exception as fake_error:  # noqa: BLE001 - sorted out below
+        if not _fake_limitation(fake_error):
+            raise _as_capture_error(fake_error, path) from fake_error
+    # The forward needs real values (data-dependent control flow): run it eagerly. Only
+    # then, so that a model with wrong inputs never has its real weights allocated.
+    try:
+        result = _run(make_model, make_inputs, target, path, entry, inputs, fake=False)
+    except Exception as exc:  # noqa: BLE001
+        raise _as_capture_error(exc, path) from exc
+    result.notes.append(f"fake-tensor capture failed ({_describe(fake_error)}); ran eagerly")
+    return result
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensor_log():
+    """FakeTensorMode logs a traceback for every failing meta kernel; we report the error once."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+_FAKE_LIMITS = (fake_tensor.DataDependentOutputException, fake_tensor.DynamicOutputShapeException,
+                fake_tensor.UnsupportedFakeTensorException, fake_tensor.UnsupportedOperatorException,
+                fake_tensor.UnsupportedMutationAliasingException, GuardOnDataDependentSymNode)
+
+
+def _fake_limitation(exc: BaseException) -> bool:
+    """True when the error is fake tensors' (no values), not the model's."""
+    while exc is not None:
+        if isinstance(exc, _FAKE_LIMITS) or "FakeTensor" in str(exc):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def _as_capture_error(exc: BaseException, path: str) -> CaptureError:
+    if isinstance(exc, CaptureError):
+        return exc
+    return CaptureError(f"{path}: the forward failed on the example inputs: {_describe(exc)}")
 
 
 def _fake_model(make_model, path, entry):
@@ -132,15 +168,7 @@ def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) 
         recorder = Recorder(model, {**dict(model.named_buffers()), **dict(model.named_parameters())})
         recorder.mark_inputs((args, kwargs))
         with torch.no_grad(), policy(target, recorder.mark_banned), recorder:
-            try:
-                out = model(*args, **kwargs)
-            except CaptureError:
-                raise
-            except Exception as exc:
-                if not fake:
-                    raise CaptureError(f"{path}: the forward failed on the example inputs: "
-                                       f"{_describe(exc)}") from exc
-                raise
+            out = model(*args, **kwargs)
     graph = build_graph(recorder, target, (args, kwargs), out, model)
     return Capture(graph, "fake" if fake else "eager")
 

@@ -1,0 +1,4 @@
+import not_a_real_package_xyz
+
+def get_model():
+    pass

@@ -1,0 +1,3 @@
+import torch
+def get_model(:
+    pass
