@@ -8,7 +8,10 @@ SCALES = {"div", "mul"}
 
 
 def _scaled_by_scalar(node) -> bool:
-    return node["op"] in SCALES and any(isinstance(v, (int, float)) for _, v in node["scalars"]) \
+    # `* 1.0` is no scale: T5 (transformers 5) runs its unscaled logits through `* scaling`
+    # with scaling = 1.0
+    return node["op"] in SCALES and any(isinstance(v, (int, float)) and v != 1
+                                        for _, v in node["scalars"]) \
         or node["op"] in SCALES and len(node["in_dtypes"]) == 2
 
 

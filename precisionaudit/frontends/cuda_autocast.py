@@ -111,21 +111,8 @@ def _set_opt_dtype(args, kwargs, position):
     return args, kwargs
 
 
-def _set_opt_dtype(args, kwargs, position):
-    """dtype=float32 unless the caller chose a dtype (positionally or by keyword)."""
-    if position is not None and len(args) > position:
-        if args[position] is None:
-            args = (*args[:position], torch.float32, *args[position + 1:])
-        return args, kwargs
-    if kwargs.get("dtype") is None:
-        kwargs = dict(kwargs, dtype=torch.float32)
-    return args, kwargs
-
-
 def _make_kernel(name: str, kind: str, low: torch.dtype, on_banned):
     op = _op(name)
-    dtype_position = next((i for i, a in enumerate(op._schema.arguments)
-                           if a.name == "dtype" and not a.kwarg_only), None)
     dtype_at = _dtype_position(op)
 
     def kernel(*args, **kwargs):
