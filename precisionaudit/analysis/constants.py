@@ -6,7 +6,8 @@ from ..policy import rounds_to
 #: aten ops whose scalar arguments are values mixed into the tensor (not sizes or dims).
 VALUE_OPS = {"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full",
              "add", "sub", "rsub", "mul", "div", "clamp", "clamp_min", "clamp_max", "where",
-             "scalar_tensor", "lift_fresh_copy", "maximum", "minimum", "add_", "mul_", "div_"}
+             "scalar_tensor", "lift_fresh_copy", "maximum", "minimum", "add_", "mul_", "div_",
+             "initializer"}  # an ONNX weight whose largest element does not fit
 
 
 def classify(value: float, dtype: torch.dtype) -> tuple[float, str]:

@@ -15,7 +15,7 @@ def gemm_dims(graph, node) -> list[tuple[str, int]]:
     """[(name, size)] of the GEMM dims the model fixes (weights, head dims), not the batch."""
     if node["op"] == "linear" or (node["params"] and node["op"] in ("addmm", "mm")):
         weights = [shape for _, shape in node["params"] if shape and len(shape) == 2]
-        if weights:
+        if weights and None not in weights[0]:
             n, k = weights[0]
             return [("N (out_features)", n), ("K (in_features)", k)]
     if node["op"] in ("matmul", "bmm", "mm", "baddbmm") and len(node["in_shapes"]) >= 2:
@@ -23,7 +23,7 @@ def gemm_dims(graph, node) -> list[tuple[str, int]]:
         if a and b and len(a) >= 2 and len(b) >= 2:
             runtime = graph.graph.get("input_dims", set())
             dims = [("K", a[-1]), ("N", b[-1])]
-            return [(n, d) for n, d in dims if d not in runtime]
+            return [(n, d) for n, d in dims if d is not None and d not in runtime]
     return []
 
 
@@ -116,6 +116,6 @@ def head_dim(graph, name, node, target):
         size = node["in_shapes"][0][-1]
     else:
         return None
-    if size % 8 == 0 and size <= 256:
+    if size is None or size % 8 == 0 and size <= 256:
         return None
     return {"head_dim": size, "problem": "above 256" if size > 256 else "not a multiple of 8"}

@@ -1,0 +1,136 @@
+"""ONNX models exported by both torch exporters load into the same IR and meet the same rules."""
+import os
+
+import pytest
+
+pytest.importorskip("onnx")
+import onnx  # noqa: E402
+import numpy as np  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from conftest import findings_of  # noqa: E402
+from onnx_models import export  # noqa: E402
+from precisionaudit.frontends.onnx_model import capture_onnx, module_of  # noqa: E402
+from precisionaudit.policy import Target  # noqa: E402
+
+EXPORTERS = [pytest.param(False, id="legacy"), pytest.param(True, id="dynamo")]
+
+
+@pytest.fixture(scope="module")
+def outdir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("onnx"))
+
+
+def rules_of(path, **kw):
+    return {f.rule for f in findings_of(path, **kw)}
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_mask_constant_is_found(outdir, dynamo):
+    found = [f for f in findings_of(export("pa107_mask_hazard.py", outdir, dynamo)) if f.rule == "PA107"]
+    assert any(f.evidence["value"] == -1e9 and f.severity == "error" for f in found)
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_finfo_mask_is_clean(outdir, dynamo):
+    """Exported in fp32, finfo(float32).min is baked in: it does not fit fp16 either."""
+    found = [f for f in findings_of(export("pa107_mask_clean.py", outdir, dynamo)) if f.rule == "PA107"]
+    assert [f.evidence["status"] for f in found] == ["overflow"]
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_converted_softmax_and_norm_are_flagged(outdir, dynamo):
+    assert {"PA101", "PA106"} <= rules_of(export("pa106_logits_hazard.py", outdir, dynamo))
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_prescaled_logits_are_not_flagged(outdir, dynamo):
+    assert "PA106" not in rules_of(export("pa106_prescaled_clean.py", outdir, dynamo))
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_weights_give_gemm_shapes(outdir, dynamo):
+    found = sorted(f.evidence["size"] for f in findings_of(export("pa201_gemm_hazard.py", outdir, dynamo))
+                   if f.rule == "PA201")
+    assert found == [100, 100]
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_vocab_from_embedding_and_head_weights(outdir, dynamo):
+    found = [f for f in findings_of(export("pa202_vocab_hazard.py", outdir, dynamo)) if f.rule == "PA202"]
+    assert sorted(f.evidence["size"] for f in found) == [50257, 50257]
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_conv_channels(outdir, dynamo):
+    found = {f.evidence["size"]: f.severity for f in
+             findings_of(export("pa203_channels_hazard.py", outdir, dynamo)) if f.rule == "PA203"}
+    assert found == {3: "info", 100: "warning"}
+
+
+def test_dynamo_export_keeps_module_paths_and_source_lines(outdir):
+    captured = capture_onnx(export("pa106_logits_hazard.py", outdir, True), Target(mode="pure"))
+    linears = [a for _, a in captured.graph.nodes(data=True) if a["module"] == "qkv"]
+    assert linears and linears[0]["file"].endswith("pa106_logits_hazard.py")
+
+
+def test_legacy_names_give_module_scope():
+    node = helper.make_node("MatMul", ["a", "b"], ["c"], name="/blocks.0/attn/MatMul")
+    assert module_of(node) == "blocks.0.attn"
+
+
+def _write(tmp_path, nodes, inputs, outputs, initializers=(), name="m.onnx", domains=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    opsets = [helper.make_opsetid("", 17)] + [helper.make_opsetid(d, 1) for d in domains]
+    model = helper.make_model(graph, opset_imports=opsets)
+    path = str(tmp_path / name)
+    onnx.save(model, path)
+    return path
+
+
+def _tensor(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def test_initializer_above_fp16_range_is_reported(tmp_path):
+    big = helper.make_tensor("w", TensorProto.FLOAT, [2, 2], [1.0, 2.0, 1e6, 3.0])
+    path = _write(tmp_path, [helper.make_node("MatMul", ["x", "w"], ["y"], name="/proj/MatMul")],
+                  [_tensor("x", [2, 2])], [_tensor("y", [2, 2])], [big])
+    found = [f for f in findings_of(path) if f.rule == "PA107"]
+    assert [(f.module, f.evidence["value"]) for f in found] == [("proj", 1e6)]
+
+
+def test_custom_ops_are_listed_as_unanalysed_and_the_rest_scanned(tmp_path):
+    nodes = [helper.make_node("Fancy", ["x"], ["h"], domain="com.example", name="fancy"),
+             helper.make_node("Exp", ["h"], ["y"], name="/act/Exp")]
+    path = _write(tmp_path, nodes, [_tensor("x", [4])], [_tensor("y", [4])], domains=["com.example"])
+    captured = capture_onnx(path, Target(mode="pure"))
+    assert captured.skipped == ["unanalysed custom ops: com.example::Fancy"]
+    assert "PA105" in rules_of(path)
+
+
+def test_not_an_onnx_file(tmp_path, cli):
+    path = tmp_path / "junk.onnx"
+    path.write_bytes(b"\x00\x01 definitely not protobuf \xff\xfe" * 10)
+    result = cli("scan", path)
+    assert result.exit_code == 2 and "not a readable ONNX model" in result.stderr
+
+
+def test_truncated_file(tmp_path, outdir, cli):
+    whole = open(export("pa111_output_hazard.py", outdir, False), "rb").read()
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(whole[: len(whole) // 2])
+    result = cli("scan", path)
+    assert result.exit_code == 2 and "not a readable ONNX model" in result.stderr
+
+
+def test_missing_external_data(tmp_path, cli):
+    w = numpy_helper.from_array(np.full((64, 64), 0.5, dtype=np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="/proj/MatMul")]
+    graph = helper.make_graph(nodes, "g", [_tensor("x", [2, 64])], [_tensor("y", [2, 64])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = str(tmp_path / "ext.onnx")
+    onnx.save(model, path, save_as_external_data=True, location="ext.weights", size_threshold=0)
+    os.remove(tmp_path / "ext.weights")
+    result = cli("scan", path)
+    assert result.exit_code == 2 and "external data missing" in result.stderr
