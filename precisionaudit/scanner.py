@@ -1,6 +1,7 @@
 """Scan manager: find model files, capture each, run the passes and the rules."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -73,7 +74,9 @@ def model_files(paths, entry: str = "get_model") -> tuple[list[str], list[str]]:
 
 def capture_model(path: str, target, entry: str, inputs: str):
     if path.endswith(".onnx"):
-        raise CaptureError(f"{path}: ONNX models are not supported yet")
+        from .frontends.onnx_model import capture_onnx
+
+        return capture_onnx(path, target)
     from .frontends.pytorch import capture_file
 
     return capture_file(path, target, entry, inputs)
@@ -84,6 +87,8 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
     from .analysis import run_passes  # imports torch: only once a model file is really scanned
     from .engine import run_rules
 
+    if path.endswith(".onnx"):  # an ONNX graph is judged converted to the low dtype
+        target, entry = dataclasses.replace(target, mode="pure"), "onnx"
     result = ModelResult(path=path, entry=entry)
     try:
         captured = capture_model(path, target, entry, inputs)
