@@ -1,2 +1,13 @@
 """precisionaudit: find mixed-precision (fp16/bf16) hazards in PyTorch and ONNX models."""
 __version__ = "0.1.0"
+
+_LAZY = {"apply_plan": "patch", "to_low_precision": "patch", "load_plan": "plan_file"}
+
+
+def __getattr__(name):
+    """``precisionaudit.apply_plan`` without importing torch on ``import precisionaudit``."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'precisionaudit' has no attribute {name!r}")

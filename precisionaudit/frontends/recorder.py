@@ -71,6 +71,15 @@ def canonical_fn_name(func) -> str:
     name = getattr(func, "__name__", None) or resolve_name(func) or str(func)
     if name == "__get__":  # properties such as Tensor.shape
         name = getattr(getattr(func, "__self__", None), "__name__", name)
+    return canonical_name(name)
+
+
+def canonical_name(name: str) -> str:
+    """The canonical op name of a function name: 'torch.Tensor.__rmul__' → 'mul'.
+
+    Plans name ops this way, so ``apply_plan`` matches a hand-written 'F.softmax' or
+    '__matmul__' to the same calls a scan reports as 'softmax' and 'matmul'.
+    """
     name = name.rsplit(".", 1)[-1]
     if name.startswith("__") and name.endswith("__"):
         name = name[2:-2]

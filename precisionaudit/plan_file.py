@@ -1,0 +1,180 @@
+"""The override plan file (``amp_plan.yaml``): its data model, validation, reading, writing.
+
+One module owns the format so that the planner that writes it, ``apply_plan`` that
+training code calls, and ``check`` all read the same thing the same way. Validation is
+strict because a plan silently ignored is worse than no plan: every error names the file
+and the offending entry.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import yaml
+
+from .errors import UsageError
+from .policy import DEVICES, DTYPES, MODES
+
+PLAN_VERSION = 1
+ENTRY_KEYS = ("module", "ops", "dtype", "rules", "reason")
+TOP_KEYS = ("version", "target", "overrides", "keep_fp32_modules")
+
+
+class PlanError(UsageError, ValueError):
+    """A plan that cannot be applied: malformed, another version, or invalid entries."""
+
+
+@dataclass
+class Override:
+    """One region that runs in fp32: a module glob and, optionally, the ops inside it."""
+
+    module: str
+    ops: list[str] | None = None  # None: the whole module runs in fp32
+    dtype: str = "float32"
+    rules: list[str] = field(default_factory=list)
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        data = {"module": self.module}
+        if self.ops is not None:
+            data["ops"] = list(self.ops)
+        data["dtype"] = self.dtype
+        if self.rules:
+            data["rules"] = list(self.rules)
+        if self.reason:
+            data["reason"] = self.reason
+        return data
+
+
+@dataclass
+class OverridePlan:
+    target: dict
+    overrides: list[Override] = field(default_factory=list)
+    #: pure mode: modules whose parameters stay fp32 when the model is converted to the low
+    #: dtype (Hugging Face's ``_keep_in_fp32_modules``); empty under autocast.
+    keep_fp32_modules: list[str] = field(default_factory=list)
+    version: int = PLAN_VERSION
+    source: str = "<plan>"  # where it was read from, for messages
+
+    def to_dict(self) -> dict:
+        data = {"version": self.version, "target": dict(self.target),
+                "overrides": [o.to_dict() for o in self.overrides]}
+        if self.keep_fp32_modules:
+            data["keep_fp32_modules"] = list(self.keep_fp32_modules)
+        return data
+
+    def target_mismatch(self, target: dict) -> str | None:
+        """A sentence saying how the plan's target differs from ``target``, or None."""
+        diffs = [f"{key} {self.target.get(key)} (not {target[key]})"
+                 for key in ("dtype", "mode", "device")
+                 if key in self.target and key in target and self.target[key] != target[key]]
+        if not diffs:
+            return None
+        return f"{self.source} was made for {', '.join(diffs)}; its regions are applied anyway"
+
+
+# --------------------------------------------------------------------------- reading
+def load_plan(plan, source: str | None = None) -> OverridePlan:
+    """An OverridePlan from a path, a YAML string of a plan, a dict, or an OverridePlan."""
+    if isinstance(plan, OverridePlan):
+        return plan
+    if isinstance(plan, dict):
+        return parse_plan(plan, source or "<plan>")
+    if isinstance(plan, (str, os.PathLike)):
+        path = os.fspath(plan)
+        if not os.path.isfile(path):
+            raise PlanError(f"{path}: no such plan file")
+        with open(path, encoding="utf-8") as fh:
+            return parse_text(fh.read(), path)
+    raise PlanError(f"a plan must be a path, a dict or an OverridePlan, not {type(plan).__name__}")
+
+
+def parse_text(text: str, source: str) -> OverridePlan:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PlanError(f"{source}: not valid YAML{where}: {problem}") from exc
+    return parse_plan(data, source)
+
+
+def parse_plan(data, source: str) -> OverridePlan:
+    if not isinstance(data, dict):
+        raise PlanError(f"{source}: a plan is a mapping with version, target and overrides "
+                        f"(got {type(data).__name__})")
+    unknown = sorted(set(data) - set(TOP_KEYS))
+    if unknown:
+        raise PlanError(f"{source}: unknown top-level key {', '.join(map(str, unknown))}")
+    version = data.get("version")
+    if version is None:
+        raise PlanError(f"{source}: no version (this precisionaudit reads plan version {PLAN_VERSION})")
+    if version != PLAN_VERSION:
+        raise PlanError(f"{source}: plan version {version!r} is not supported "
+                        f"(this precisionaudit reads version {PLAN_VERSION})")
+    target = _parse_target(data.get("target"), source)
+    overrides = data.get("overrides")
+    if overrides is None:
+        overrides = []
+    if not isinstance(overrides, list):
+        raise PlanError(f"{source}: overrides must be a list of entries")
+    entries = [_parse_entry(entry, i, source) for i, entry in enumerate(overrides)]
+    keep = data.get("keep_fp32_modules") or []
+    if not isinstance(keep, list) or not all(isinstance(m, str) for m in keep):
+        raise PlanError(f"{source}: keep_fp32_modules must be a list of module globs")
+    return OverridePlan(target=target, overrides=entries, keep_fp32_modules=keep,
+                        version=version, source=source)
+
+
+def _parse_target(target, source) -> dict:
+    if target is None:
+        return {}
+    if not isinstance(target, dict):
+        raise PlanError(f"{source}: target must be a mapping like {{dtype: float16, mode: autocast}}")
+    allowed = {"dtype": DTYPES, "mode": MODES, "device": DEVICES}
+    for key, value in target.items():
+        if key not in allowed:
+            raise PlanError(f"{source}: target: unknown key {key!r}")
+        if value not in allowed[key]:
+            raise PlanError(f"{source}: target {key} {value!r} is not one of {', '.join(allowed[key])}")
+    return dict(target)
+
+
+def _parse_entry(entry, index: int, source: str) -> Override:
+    where = f"{source}: overrides[{index}]"
+    if not isinstance(entry, dict):
+        raise PlanError(f"{where}: an entry is a mapping with at least a module")
+    module = entry.get("module")
+    if isinstance(module, str):
+        where += f" (module {module!r})"
+    unknown = sorted(set(entry) - set(ENTRY_KEYS))
+    if unknown:
+        raise PlanError(f"{where}: unknown key {', '.join(map(str, unknown))}")
+    if not isinstance(module, str):
+        raise PlanError(f"{where}: module must be a string (a glob over named_modules() paths; "
+                        "\"\" is the root)")
+    ops = entry.get("ops")
+    if ops is not None:
+        if not isinstance(ops, list) or not ops or not all(isinstance(o, str) and o for o in ops):
+            raise PlanError(f"{where}: ops must be a non-empty list of op names "
+                            "(leave it out to run the whole module in fp32)")
+    dtype = entry.get("dtype", "float32")
+    if dtype != "float32":
+        raise PlanError(f"{where}: dtype {dtype!r} is not supported (overrides run in float32)")
+    rules = entry.get("rules") or []
+    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+        raise PlanError(f"{where}: rules must be a list of rule ids")
+    reason = entry.get("reason") or ""
+    if not isinstance(reason, str):
+        raise PlanError(f"{where}: reason must be a string")
+    return Override(module=module, ops=list(ops) if ops is not None else None, dtype=dtype,
+                    rules=list(rules), reason=reason)
+
+
+# --------------------------------------------------------------------------- writing
+def dump_plan(plan: OverridePlan, header: list[str] = ()) -> str:
+    """The plan as YAML, with ``header`` lines as a leading comment; key order is fixed."""
+    body = yaml.safe_dump(plan.to_dict(), sort_keys=False, default_flow_style=None, width=1 << 16)
+    comment = "".join(f"# {line}".rstrip() + "\n" for line in header)
+    return comment + body
