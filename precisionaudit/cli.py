@@ -172,3 +172,45 @@ def rules(rule_id):
     if not match:
         raise UsageError(f"unknown rule {rule_id!r}; `precisionaudit rules` lists them")
     click.echo(render_rule(match[0]), nl=False)
+
+
+@main.command()
+@click.argument("path")
+@click.option("-o", "--output", default="-", show_default=True, metavar="FILE",
+              help="Where to write the plan (amp_plan.yaml); - is stdout.")
+@click.option("--min-severity", type=click.Choice(["error", "warning", "info"]), default="warning",
+              show_default=True, help="Plan for findings at or above this severity.")
+@click.option("--config", "config_file", metavar="FILE", help="Settings file (as for scan).")
+@click.option("--isolated", is_flag=True, help="Ignore every settings file.")
+@target_options
+@guarded
+def plan(path, output, min_severity, config_file, isolated, dtype, mode, device, entry, inputs_name):
+    """Write the autocast override plan that fixes a model's precision findings."""
+    from .config import load_config, selected_ids
+    from .engine import load_rules, rule_ids
+    from .gate import apply_settings
+    from .plan_file import dump_plan
+    from .planner import header, make_plan
+    from .scanner import scan as run_scan
+
+    known = rule_ids()
+    config = load_config(config_file, isolated, known)
+    dtype, mode, device = (_setting(name, value, config) for name, value in (
+        ("dtype", dtype), ("mode", mode), ("device", device)))
+    target = Target(dtype, mode, device)
+    rules = [r for r in load_rules() if r.id in selected_ids(known, config, [], [], [])]
+    results, findings = run_scan([path], target, [r for r in rules if r.scope != "source"],
+                                 entry, inputs_name)
+    if results[0].status == "error":
+        raise UsageError(results[0].error)
+    findings = apply_settings(findings, results, rules, known, config, target)
+    override_plan, notes = make_plan(findings, target, results[0].graph, min_severity)
+    text = dump_plan(override_plan, header(path, override_plan, target, notes,
+                                           "amp_plan.yaml" if output == "-" else output))
+    if output == "-":
+        click.echo(text, nl=False)
+        return
+    with open(output, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    count = len(override_plan.overrides)
+    click.echo(f"precisionaudit: wrote {count} override{'s' * (count != 1)} to {output}", err=True)
