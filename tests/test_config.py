@@ -1,5 +1,6 @@
 """Settings files: discovery, strict checking (exit 2 naming file and key), precedence."""
 import json
+import os
 
 import pytest
 
@@ -150,3 +151,14 @@ def test_suppress_patterns_hide_lineless_findings_by_module(project, cli):
                        'reason = "mask added in the helper, fixed upstream"\n')
     result = cli("scan", "--format", "json", "via_helper.py")
     assert result.exit_code == 0 and json.loads(result.stdout)["findings"] == []
+
+
+def test_the_readme_settings_example_is_valid(tmp_path):
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")).read()
+    section = readme.split("### Settings", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "pyproject.toml").write_text(example)
+    config = load_config(start=str(tmp_path), known_ids=KNOWN)
+    assert config.dtype == "bfloat16" and config.severity == {"PA111": "warning"}
+    assert config.baseline == str(tmp_path / "precisionaudit-baseline.json")
+    assert config.suppress[0]["module"] == "lm_head"

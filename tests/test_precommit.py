@@ -118,3 +118,16 @@ def test_a_directory_without_model_files_is_still_a_usage_error(tmp_path, cli, m
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
         "precisionaudit: error: pkg: no model files (Python files defining get_model() or .onnx files)"]
+
+
+def test_readme_snippets_name_the_hooks_of_the_manifest():
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        section = fh.read().split("## Use in pre-commit and CI", 1)[1].split("\n## ", 1)[0]
+    snippets = [yaml.safe_load(block.split("```", 1)[0]) for block in section.split("```yaml\n")[1:]]
+    named = {hook["id"] for s in snippets if "repos" in s for repo in s["repos"] for hook in repo["hooks"]}
+    assert named == set(_hooks())
+    (workflow,) = [s for s in snippets if "jobs" in s]
+    steps = workflow["jobs"]["precisionaudit"]["steps"]
+    upload = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif"))
+    scan = next(s for s in steps if "--format sarif" in s.get("run", ""))
+    assert upload["with"]["sarif_file"] in scan["run"] and upload["if"] == "always()"
