@@ -214,3 +214,47 @@ def plan(path, output, min_severity, config_file, isolated, dtype, mode, device,
         fh.write(text)
     count = len(override_plan.overrides)
     click.echo(f"precisionaudit: wrote {count} override{'s' * (count != 1)} to {output}", err=True)
+
+
+@main.command()
+@click.argument("path")
+@click.option("--plan", "plan_path", metavar="FILE", help="Override plan to check (amp_plan.yaml).")
+@click.option("--dtype", type=click.Choice(DTYPES), default="float16", show_default=True,
+              help="Low-precision dtype of the policy.")
+@click.option("--mode", type=click.Choice(MODES), default="autocast", show_default=True,
+              help="autocast (mixed precision) or pure (model.half() / .to(bfloat16)).")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu", "cpu-emulated"]), default="auto",
+              show_default=True, help="auto: the GPU if there is one, else CUDA autocast emulated "
+              "on CPU; cpu: CPU autocast's own policy.")
+@click.option("--atol", type=float, help="Absolute tolerance (default per dtype).")
+@click.option("--rtol", type=float, help="Tolerance relative to max |reference| (default per dtype).")
+@click.option("--cosine", type=float, help="Minimum cosine similarity (default per dtype).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for weights and inputs.")
+@click.option("--grad", is_flag=True, help="Also compare gradients and recommend a loss scale.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--entry", default="get_model", show_default=True,
+              help="Function of the model file that returns the nn.Module.")
+@click.option("--inputs", "inputs_name", default="get_example_inputs", show_default=True,
+              help="Function of the model file that returns the example inputs.")
+@guarded
+def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, fmt, entry,
+          inputs_name):
+    """A/B check: fp32 reference vs the policy (baseline) vs the policy with the plan."""
+    import os
+
+    from .abcheck.runner import run_check
+    from .abcheck.tolerance import tolerance_for
+    from .reporters.check_report import render_json, render_text
+
+    if plan_path is not None and not os.path.isfile(plan_path):
+        raise UsageError(f"{plan_path}: no such plan file")
+    if not os.path.isfile(path):
+        raise UsageError(f"{path}: no such file")
+    target = Target(dtype, mode, "cpu" if device == "cpu" else "cuda")
+    tolerance = tolerance_for(dtype, atol, rtol, cosine)
+    report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance, seed=seed,
+                       grad=grad, entry=entry, inputs=inputs_name)
+    for warning in report["warnings"]:
+        click.echo(f"precisionaudit: warning: {warning}", err=True)
+    click.echo((render_json if fmt == "json" else render_text)(report), nl=False)
+    sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)

@@ -1,0 +1,129 @@
+"""Compare a variant's outputs with the fp32 reference's, output by output.
+
+Outputs are the tensor leaves of whatever the forward returns (tuples, dicts, Hugging
+Face ``ModelOutput``s), named by their path ("0", "logits", "1.hidden"). Anything that is
+not a floating-point tensor cannot be judged numerically: it is reported as incomparable
+with the reason, never a crash. All arithmetic is in float64.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.utils import _pytree as pytree
+
+
+def _key_name(key) -> str:
+    for attr in ("idx", "key", "name"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+def named_outputs(out) -> list[tuple[str, object]]:
+    """[(name, leaf)] of a forward's result; a bare tensor is output "0"."""
+    leaves, _ = pytree.tree_flatten_with_path(out)
+    if len(leaves) == 1 and not leaves[0][0]:
+        return [("0", leaves[0][1])]
+    return [(".".join(_key_name(k) for k in path) or "0", leaf) for path, leaf in leaves]
+
+
+def comparable(leaf) -> str | None:
+    """Why a reference output cannot be compared numerically, or None if it can."""
+    if not isinstance(leaf, torch.Tensor):
+        return f"not a tensor ({type(leaf).__name__})"
+    if not leaf.is_floating_point():
+        return f"a {str(leaf.dtype).replace('torch.', '')} tensor: only floating-point outputs are compared"
+    if leaf.numel() == 0:
+        return "an empty tensor"
+    return None
+
+
+def nonfinite_count(t: torch.Tensor) -> int:
+    return int((~torch.isfinite(t)).sum()) if t.is_floating_point() else 0
+
+
+def _num(x):
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return None
+    return float(f"{x:.6g}")
+
+
+def compare(name: str, ref, got, tol) -> dict:
+    """One output's error metrics and status: ok, exceeds_tolerance, nonfinite, incomparable."""
+    why = comparable(ref)
+    if why is not None:
+        entry = {"name": name, "status": "incomparable", "reason": why}
+        if isinstance(ref, torch.Tensor) and isinstance(got, torch.Tensor):
+            entry["equal"] = bool(ref.shape == got.shape and torch.equal(ref.cpu(), got.cpu()))
+        return entry
+    if not isinstance(got, torch.Tensor):
+        return {"name": name, "status": "exceeds_tolerance",
+                "reason": f"this variant returned {type(got).__name__}, the reference a tensor"}
+    if got.shape != ref.shape:
+        return {"name": name, "status": "exceeds_tolerance",
+                "reason": f"shape {tuple(got.shape)} differs from the reference's {tuple(ref.shape)}"}
+    if not got.is_floating_point():
+        return {"name": name, "status": "exceeds_tolerance",
+                "reason": f"this variant returned {got.dtype}, the reference a floating-point tensor"}
+    r = ref.detach().to(torch.float64)
+    a = got.detach().to(r.device, torch.float64)
+    finite = torch.isfinite(a)
+    bad = int((~finite).sum())
+    rf, af = r[finite], a[finite]
+    diff = (af - rf).abs()
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    ref_max = float(r.abs().max())
+    significant = rf.abs() > tol.atol
+    max_rel = float((diff[significant] / rf.abs()[significant]).max()) if significant.any() else 0.0
+    ref_l1 = float(rf.abs().sum())
+    mean_rel = float(diff.sum()) / ref_l1 if ref_l1 else (0.0 if max_abs == 0 else math.inf)
+    cosine = _cosine(rf, af)
+    noise = float((diff ** 2).sum())
+    signal = float((rf ** 2).sum())
+    snr_db = 10 * math.log10(signal / noise) if noise and signal else None
+    entry = {"name": name, "shape": list(ref.shape), "max_abs": _num(max_abs), "max_rel": _num(max_rel),
+             "mean_rel": _num(mean_rel), "cosine": _num(cosine), "snr_db": _num(snr_db),
+             "nonfinite": bad, "bound": _num(tol.bound(ref_max))}
+    if ref.dim() >= 2 and ref.shape[-1] >= 2:
+        rows_ok = finite.all(dim=-1)
+        agree = (a.argmax(dim=-1) == r.argmax(dim=-1)) & rows_ok
+        entry["top1_agreement"] = _num(float(agree.double().mean()))
+    if bad:
+        entry["status"] = "nonfinite"
+    elif max_abs > tol.bound(ref_max) or cosine < tol.cosine:
+        entry["status"] = "exceeds_tolerance"
+    else:
+        entry["status"] = "ok"
+    return entry
+
+
+def _cosine(r, a) -> float:
+    nr, na = float(r.norm()), float(a.norm())
+    if nr == 0 and na == 0:
+        return 1.0
+    if nr == 0 or na == 0:
+        return 0.0
+    return float((r * a).sum()) / (nr * na)
+
+
+def compare_all(ref_outputs, got, tol) -> list[dict]:
+    """Every reference output against the variant's output of the same name."""
+    mine = dict(named_outputs(got))
+    entries = []
+    for name, ref in ref_outputs:
+        if name not in mine:
+            entries.append({"name": name, "status": "exceeds_tolerance",
+                            "reason": "missing from this variant's outputs"})
+        else:
+            entries.append(compare(name, ref, mine[name], tol))
+    return entries
+
+
+STATUS_ORDER = ("nonfinite", "exceeds_tolerance", "ok")
+
+
+def variant_status(entries) -> str:
+    """The worst status among the comparable outputs (incomparable ones do not vote)."""
+    statuses = {e["status"] for e in entries}
+    return next((s for s in STATUS_ORDER if s in statuses), "ok")

@@ -1,0 +1,83 @@
+"""The check's parts on hand-computed cases: metrics, tolerance, loss-scale arithmetic,
+GEMM FLOP counting, and the round-to-dtype emulation of fp16 kernels CPU lacks."""
+import math
+
+import pytest
+import torch
+
+from precisionaudit.abcheck.execution import RoundToDtype, Runtime
+from precisionaudit.abcheck.flops import GemmFlops
+from precisionaudit.abcheck.grads import GradHistogram
+from precisionaudit.abcheck.metrics import compare, named_outputs
+from precisionaudit.abcheck.tolerance import tolerance_for
+from precisionaudit.frontends.cuda_autocast import emulated_cuda_autocast
+
+FP16 = tolerance_for("float16")
+
+
+def test_metrics_of_one_wrong_element():
+    m = compare("0", torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([1.0, 2.0, 3.0, 4.5]), FP16)
+    assert (m["max_abs"], m["max_rel"], m["mean_rel"]) == (0.5, 0.125, 0.05)
+    assert m["cosine"] == pytest.approx(32 / math.sqrt(30 * 34.25), rel=1e-5)
+    assert m["snr_db"] == pytest.approx(10 * math.log10(30 / 0.25), rel=1e-5)
+    assert m["status"] == "exceeds_tolerance"  # 0.5 > 0.01 + 0.01 * 4
+
+
+def test_the_bound_scales_with_the_output_not_the_element():
+    m = compare("0", torch.tensor([100.0, 0.001]), torch.tensor([100.0, 0.051]), FP16)
+    assert m["status"] == "ok"  # 0.05 <= 0.01 + 0.01 * 100, though 50x off elementwise
+
+
+def test_non_finite_values_are_counted_and_decide_the_status():
+    m = compare("0", torch.ones(4), torch.tensor([1.0, float("inf"), float("nan"), 1.0]), FP16)
+    assert (m["nonfinite"], m["status"], m["max_abs"]) == (2, "nonfinite", 0.0)
+
+
+def test_top1_agreement_is_the_share_of_rows_with_the_same_argmax():
+    m = compare("0", torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[0.0, 1.0], [0.0, 1.0]]), FP16)
+    assert m["top1_agreement"] == 0.5
+
+
+def test_outputs_are_named_by_their_path():
+    out = {"logits": torch.zeros(1), "past": (torch.zeros(1), torch.zeros(1))}
+    assert [n for n, _ in named_outputs(out)] == ["logits", "past.0", "past.1"]
+    assert [n for n, _ in named_outputs(torch.zeros(1))] == ["0"]
+
+
+def test_bf16_tolerances_are_looser_than_fp16():
+    bf16 = tolerance_for("bfloat16")
+    assert bf16.atol > FP16.atol and bf16.rtol > FP16.rtol and bf16.cosine < FP16.cosine
+    assert tolerance_for("float16", atol=0.5).atol == 0.5
+
+
+def test_underflow_shares_and_the_recommended_loss_scale():
+    h = GradHistogram()
+    h.add(torch.tensor([2.0 ** -30, 2.0 ** -20, 2.0 ** -10, 1.0, 0.0]))
+    assert h.values == 4  # zeros are not underflow
+    assert h.underflow(1.0) == {"zero": 0.25, "subnormal": 0.25}
+    assert h.recommended_scale() == 2.0 ** 15  # 1.0 * 2^16 = 65536 would overflow fp16
+    assert h.underflow(2.0 ** 15) == {"zero": 0.0, "subnormal": 0.25}
+
+
+def test_gemm_flops_are_counted_in_the_dtype_autocast_chose():
+    lin = torch.nn.Linear(64, 128)
+    with GemmFlops() as flops, emulated_cuda_autocast(torch.float16):
+        lin(torch.randn(4, 64)).softmax(-1)
+    assert dict(flops.by_dtype) == {"float16": 2 * 4 * 64 * 128} and flops.low_share() == 1.0
+
+
+def test_fp16_lstm_without_a_cpu_kernel_is_computed_in_fp32_and_rounded():
+    lstm, x = torch.nn.LSTM(8, 8), torch.randn(5, 2, 8)
+    with emulated_cuda_autocast(torch.float16), pytest.raises(RuntimeError):
+        lstm(x)
+    runtime = Runtime("cpu-emulated", "cuda", torch.device("cpu"))
+    with RoundToDtype(runtime), emulated_cuda_autocast(torch.float16):
+        out, _ = lstm(x)
+    assert out.dtype == torch.float16 and runtime.emulated_ops == {"mkldnn_rnn_layer"}
+    assert torch.allclose(out.float(), lstm(x)[0], atol=5e-3)
+
+
+def test_round_to_dtype_lets_real_fp16_failures_through():
+    with RoundToDtype(Runtime("cpu-emulated", "cuda", torch.device("cpu"))), \
+            pytest.raises(RuntimeError, match="overflow"):
+        torch.zeros(2, dtype=torch.float16).masked_fill(torch.ones(2, dtype=torch.bool), -1e9)
