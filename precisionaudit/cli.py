@@ -26,6 +26,7 @@ def guarded(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, debug=False, **kwargs):
+        click.get_current_context().meta["precisionaudit.debug"] = debug
         try:
             return fn(*args, **kwargs)
         except UsageError as exc:
@@ -79,14 +80,16 @@ def main():
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
 @click.option("--baseline", metavar="FILE", help="Hide the findings this baseline file records.")
 @click.option("--write-baseline", metavar="FILE", help="Record the current findings as the baseline.")
+@click.option("--skip-non-models", is_flag=True,
+              help="Skip named files that define no model entry point (what the pre-commit hooks pass).")
 @target_options
 @guarded
 def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolated, baseline,
-         write_baseline, dtype, mode, device, entry, inputs_name):
+         write_baseline, skip_non_models, dtype, mode, device, entry, inputs_name):
     """Scan model files (or directories of them) for precision hazards.
 
-    Named files that do not define the entry point are skipped (pre-commit passes every
-    changed .py file); a directory without model files is an error.
+    A named file without the entry point is an error unless --skip-non-models; a
+    directory yields its model files and is an error when it has none.
     """
     from .baseline import read_baseline, split_known, write_baseline as record_baseline
     from .config import load_config, selected_ids
@@ -101,7 +104,7 @@ def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolat
         ("dtype", dtype), ("mode", mode), ("device", device), ("fail_on", fail_on)))
     target = Target(dtype, mode, device)
     chosen = selected_ids(known, config, _split(select), _split(extend_select), _split(ignore))
-    files, skipped = model_files(paths, entry)
+    files, skipped = model_files(paths, entry, skip_non_models)
     baseline = baseline or config.baseline
     known_findings = read_baseline(baseline) if baseline and not write_baseline else set()
     if not files:
@@ -120,10 +123,14 @@ def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolat
         click.echo(f"precisionaudit: wrote {len(findings)} finding(s) to {write_baseline}", err=True)
         known_findings = {f.fingerprint for f in findings}
     findings, hidden = split_known(findings, known_findings)
-    click.echo(FORMATTERS[fmt](results, findings, target), nl=False)
+    if len(failed) < len(results):  # when every model failed there is no report, only the errors
+        click.echo(FORMATTERS[fmt](results, findings, target), nl=False)
     if hidden and not write_baseline:
         click.echo(f"precisionaudit: {len(hidden)} finding(s) hidden by baseline {baseline}", err=True)
+    debug = click.get_current_context().meta.get("precisionaudit.debug")
     for result in failed:
+        if debug and result.exception is not None:
+            traceback.print_exception(result.exception)
         click.echo(f"precisionaudit: error: {result.error}", err=True)
     if failed:
         sys.exit(EXIT_USAGE)

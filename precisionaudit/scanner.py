@@ -20,6 +20,7 @@ class ModelResult:
     skipped: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     graph: object = None
+    exception: BaseException | None = None  # for --debug; not part of the report
 
     def to_json(self) -> dict:
         return {"path": self.path, "entry": self.entry, "frontend": self.frontend,
@@ -59,16 +60,23 @@ def expand_paths(paths, entry: str = "get_model") -> list[str]:
     return files
 
 
-def model_files(paths, entry: str = "get_model") -> tuple[list[str], list[str]]:
+def model_files(paths, entry: str = "get_model", skip_non_models: bool = False):
     """(model files, skipped files) among ``paths``.
 
-    pre-commit passes every changed .py file by name, so a named file that does not define
-    the entry point (read from its source, never imported) is set aside rather than failing.
+    A named file that does not define the entry point (read from its source, never
+    imported) is an error, unless ``skip_non_models``: pre-commit passes every changed .py
+    file by name, and the hooks set it aside then.
     """
     files, skipped = [], []
     for path in expand_paths(paths, entry):
-        is_model = path.endswith((".py", ".onnx")) and looks_like_model_file(path, entry)
-        (files if is_model else skipped).append(path)
+        if path.endswith((".py", ".onnx")) and looks_like_model_file(path, entry):
+            files.append(path)
+        elif skip_non_models:
+            skipped.append(path)
+        elif path.endswith(".py"):
+            raise UsageError(f"{path}: no function {entry}() (use --entry to name the model factory)")
+        else:
+            raise UsageError(f"{path}: not a Python model file or an .onnx file")
     return files, skipped
 
 
@@ -93,7 +101,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
     try:
         captured = capture_model(path, target, entry, inputs)
     except CaptureError as exc:
-        result.status, result.error = "error", str(exc)
+        result.status, result.error, result.exception = "error", str(exc), exc
         return result, []
     graph = run_passes(captured.graph)
     result.frontend, result.nodes = captured.frontend, graph.number_of_nodes()

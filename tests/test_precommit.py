@@ -85,7 +85,7 @@ def test_both_hooks_run_one_process_over_model_and_onnx_files():
     assert hooks["precisionaudit"]["language"] == "python"
     assert hooks["precisionaudit-system"]["language"] == "system"
     for hook in hooks.values():
-        assert hook["entry"] == "precisionaudit scan"
+        assert hook["entry"] == "precisionaudit scan --skip-non-models"
         assert hook["require_serial"] is True  # one process: torch imported once
         pattern = re.compile(hook["files"])
         assert pattern.search("models/gpt.py") and pattern.search("export/model.onnx")
@@ -97,7 +97,7 @@ def _scan_in_subprocess(tmp_path, *names):
     code = ("import sys\nfrom precisionaudit.cli import main\n"
             "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\n"
             "print('torch imported' if 'torch' in sys.modules else 'no torch', code)\n")
-    run = subprocess.run([sys.executable, "-c", code, "scan", "--isolated", *names],
+    run = subprocess.run([sys.executable, "-c", code, "scan", "--isolated", "--skip-non-models", *names],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     return run.stdout.strip().splitlines()[-1], run.stderr
 
