@@ -140,3 +140,9 @@ def test_a_model_without_example_inputs_cannot_be_checked(cli, tmp_path):
     path.write_text(path.read_text().replace("def get_example_inputs", "def other_inputs"))
     result = cli("check", path)
     assert result.exit_code == 2 and "check needs example inputs: no function get_example_inputs()" in result.stderr
+
+
+def test_the_loss_scale_accounts_for_intermediate_gradients(cli, tmp_path):
+    # d loss / d (lin(x) * 0.01) is 100x any module output's or parameter's gradient
+    result, report = check_json(cli, _model(tmp_path, "return self.lin(x) * 0.01 * 100"), "--grad")
+    assert result.exit_code == 0 and report["variants"][1]["gradients"]["nonfinite"] == 0

@@ -3,7 +3,7 @@
 One backward per variant, from the same scalar loss: the model's own output when its first
 output is a scalar, else the mean of each floating output times a fixed random tensor (so
 every element gets a gradient of realistic, mean-reduced magnitude). The reference
-backward records every parameter gradient and every module output's gradient (the
+backward records every parameter gradient and the gradient of every op output (the
 activation gradients that AMP's backward carries in fp16) as a histogram of binary
 exponents, from which the underflow share at any power-of-two loss scale follows:
 in fp16 a value flushes to zero below 2^-24 and is subnormal (precision lost) below 2^-14.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
 from .metrics import _num
@@ -85,28 +86,24 @@ class GradHistogram:
         return 2.0 ** max(SCALE_RANGE[0], min(SCALE_RANGE[1], k))
 
 
-class ActivationGrads:
-    """Forward hooks that feed every module output's gradient into a histogram."""
+class ActivationGrads(TorchFunctionMode):
+    """Feeds the gradient of every op output of the forward into a histogram: the largest
+    gradient of a backward is often an intermediate one (attention scores), not a module's
+    output or a parameter's."""
 
-    def __init__(self, model, histogram: GradHistogram):
-        self.model, self.histogram = model, histogram
-        self._handles, self._seen = [], set()
+    def __init__(self, histogram: GradHistogram):
+        super().__init__()
+        self.histogram = histogram
+        self._seen = set()
 
-    def __enter__(self):
-        for _, module in self.model.named_modules():
-            self._handles.append(module.register_forward_hook(self._hook))
-        return self
-
-    def __exit__(self, *exc):
-        for h in self._handles:
-            h.remove()
-        return False
-
-    def _hook(self, module, args, out):
-        for t in _floats(out):
-            if t.requires_grad and id(t) not in self._seen:
-                self._seen.add(id(t))
-                t.register_hook(self._record)
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if getattr(func, "__name__", None) != "__get__":
+            for t in _floats(out):
+                if t.requires_grad and id(t) not in self._seen:
+                    self._seen.add(id(t))
+                    t.register_hook(self._record)
+        return out
 
     def _record(self, grad):
         self.histogram.add(grad)

@@ -189,7 +189,7 @@ def _execute(name, model, args, kwargs, seed, tol, counts, *, reference, policy,
     model.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
     started = time.perf_counter()
-    activations = ActivationGrads(model, histogram) if histogram is not None else contextlib.nullcontext()
+    activations = ActivationGrads(histogram) if histogram is not None else contextlib.nullcontext()
     try:
         with numerics:
             with torch.set_grad_enabled(grad), run.probe, activations, policy, run.flops:
