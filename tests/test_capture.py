@@ -124,3 +124,16 @@ def test_meta_model_scans_without_allocating_weights():
 def test_large_model_is_built_on_fake_tensors():
     head, rss = _peak_rss_mib(model("huge_default.py"))
     assert head.startswith("fake") and rss < 1500
+
+
+def test_json_report_is_strict_json(cli):
+    """-1e9 stored in fp16 is -inf: the report must still parse without NaN/Infinity extensions."""
+    import json
+
+    out = cli("scan", sample("pa107_mask_hazard.py"), "--format", "json").stdout
+
+    def refuse(constant):
+        raise ValueError(constant)
+
+    report = json.loads(out, parse_constant=refuse)
+    assert any(f["evidence"].get("stored") == "-inf" for f in report["findings"])

@@ -74,9 +74,10 @@ def capture(make_model, make_inputs, target: Target, path: str = "<model>",
     try:
         with _quiet_fake_tensor_log():
             return _run(make_model, make_inputs, target, path, entry, inputs, fake=True)
-    except Exception as fake_error:  # noqa: BLE001 - sorted out below
-        if not _fake_limitation(fake_error):
-            raise _as_capture_error(fake_error, path) from fake_error
+    except Exception as exc:  # noqa: BLE001 - sorted out below
+        if not _fake_limitation(exc):
+            raise _as_capture_error(exc, path) from exc
+        fake_error = exc  # `exc` is unbound once the except block ends
     # The forward needs real values (data-dependent control flow): run it eagerly. Only
     # then, so that a model with wrong inputs never has its real weights allocated.
     try:

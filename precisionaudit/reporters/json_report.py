@@ -1,8 +1,7 @@
 """The JSON report of DESIGN.md (more keys may be added, none removed)."""
-import json
-
 from .. import __version__
 from ..findings import summary
+from .strict_json import dumps
 
 
 def report(results, findings, target) -> dict:
@@ -13,4 +12,4 @@ def report(results, findings, target) -> dict:
 
 
 def render(results, findings, target) -> str:
-    return json.dumps(report(results, findings, target), indent=2, default=str) + "\n"
+    return dumps(report(results, findings, target))

@@ -1,29 +1,17 @@
 """SARIF 2.1.0, the format GitHub code scanning (and most CI dashboards) ingest."""
 from __future__ import annotations
 
-import json
-import math
 import os
 from urllib.parse import quote
 
 from .. import __version__
 from ..findings import stable_path
+from .strict_json import dumps, finite
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 FINGERPRINT_KEY = "precisionaudit/v1"
 TAGS = {"PA0": "suppression", "PA1": "precision", "PA2": "performance"}
-
-
-def _finite(value):
-    """SARIF is strict JSON: inf and nan (a -1e9 stored in fp16) become strings."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _artifact(path: str) -> dict:
@@ -69,7 +57,7 @@ def _result(f, index: dict) -> dict:
               "message": {"text": f"{f.message} [{f.module or '<root>'} · {f.op}]" if f.op else f.message},
               "locations": [location],
               "partialFingerprints": {FINGERPRINT_KEY: f.fingerprint},
-              "properties": _finite({"model": f.model, "module": f.module, "node": f.node,
+              "properties": finite({"model": f.model, "module": f.module, "node": f.node,
                                      "op": f.op, "evidence": f.evidence, "fix": f.fix})}
     if f.rule in index:
         result["ruleIndex"] = index[f.rule]
@@ -98,4 +86,4 @@ def report(results, findings, target, rules=None) -> dict:
 
 
 def render(results, findings, target) -> str:
-    return json.dumps(report(results, findings, target), indent=2, allow_nan=False) + "\n"
+    return dumps(report(results, findings, target))
