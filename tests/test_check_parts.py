@@ -81,3 +81,15 @@ def test_round_to_dtype_lets_real_fp16_failures_through():
     with RoundToDtype(Runtime("cpu-emulated", "cuda", torch.device("cpu"))), \
             pytest.raises(RuntimeError, match="overflow"):
         torch.zeros(2, dtype=torch.float16).masked_fill(torch.ones(2, dtype=torch.bool), -1e9)
+
+
+def test_the_readme_documents_the_default_tolerances():
+    import os
+    import re
+
+    from precisionaudit.abcheck.tolerance import DEFAULTS
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as fh:
+        rows = re.findall(r"^\| (float16|bfloat16) \| ([\d.e-]+) \| ([\d.e-]+) \| ([\d.]+) \|$", fh.read(), re.M)
+    assert {d: tuple(map(float, v)) for d, *v in rows} == {
+        d: (t.atol, t.rtol, t.cosine) for d, t in DEFAULTS.items()}
