@@ -261,7 +261,8 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     tolerance = tolerance_for(dtype, atol, rtol, cosine)
     report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance, seed=seed,
                        grad=grad, entry=entry, inputs=inputs_name)
-    for warning in report["warnings"]:
-        click.echo(f"precisionaudit: warning: {warning}", err=True)
+    if fmt == "json":  # the text report carries its warnings itself
+        for warning in report["warnings"]:
+            click.echo(f"precisionaudit: warning: {warning}", err=True)
     click.echo((render_json if fmt == "json" else render_text)(report), nl=False)
     sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)

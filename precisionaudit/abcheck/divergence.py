@@ -146,47 +146,41 @@ class Probe:
         self.stored[kind] += size
         return [t.detach().to(torch.float32).clone() for t in leaves]
 
-    def _on_module(self, key, out):
+    def _measure(self, kind: str, key, out):
+        """Reference run: keep the output, return None. Variant run: (rel_error, non-finite
+        count, divergence kind or None) against the reference's output, None if unknown."""
         if self.reference is None:
-            kept = self._keep("modules", out)
+            kept = self._keep(kind, out)
             if kept is not None:
-                self.modules[key] = kept
-            return
-        refs = self.reference.modules.get(key)
-        if refs is None:
-            return
-        measured = _error(refs, _floats(out))
+                getattr(self, kind)[key] = kept
+            return None
+        refs = getattr(self.reference, kind).get(key)
+        measured = _error(refs, _floats(out)) if refs is not None else None
+        if measured is None:
+            return None
+        max_abs, ref_max, bad = measured
+        return max_abs / ref_max if ref_max else max_abs, bad, self._verdict(max_abs, ref_max, bad)
+
+    def _on_module(self, key, out):
+        measured = self._measure("modules", key, out)
         if measured is None:
             return
-        max_abs, ref_max, bad = measured
-        row = {"module": key or "<root>", "rel_error": max_abs / ref_max if ref_max else max_abs,
-               "nonfinite": bad}
+        rel_error, bad, kind = measured
+        row = {"module": key or "<root>", "rel_error": rel_error, "nonfinite": bad}
         self.rows.append(row)
-        kind = self._verdict(max_abs, ref_max, bad)
         if kind and self.first_module[kind] is None:
-            self.first_module[kind] = {"module": key or "<root>", "rel_error": row["rel_error"],
-                                       "nonfinite": bad}
+            self.first_module[kind] = dict(row)
 
     def on_op(self, key, out):
-        if self.reference is None:
-            kept = self._keep("ops", out)
-            if kept is not None:
-                self.ops[key] = kept
-            return
-        refs = self.reference.ops.get(key)
-        if refs is None:
-            return
-        if all(v is not None for v in self.first_op.values()):
+        if self.reference is not None and all(v is not None for v in self.first_op.values()):
             return  # both kinds found: nothing left to learn from this run
-        measured = _error(refs, _floats(out))
+        measured = self._measure("ops", key, out)
         if measured is None:
             return
-        max_abs, ref_max, bad = measured
-        kind = self._verdict(max_abs, ref_max, bad)
+        rel_error, bad, kind = measured
         if kind and self.first_op[kind] is None:
             self.first_op[kind] = {"module": key[0] or "<root>", "op": key[1], "line": user_line(),
-                                   "rel_error": max_abs / ref_max if ref_max else max_abs,
-                                   "nonfinite": bad}
+                                   "rel_error": rel_error, "nonfinite": bad}
 
     def _verdict(self, max_abs, ref_max, bad):
         if bad:

@@ -43,11 +43,11 @@ def render_text(report: dict) -> str:
     lines += [f"warning: {w}" for w in report.get("warnings", [])]
     lines += [f"note: {n}" for n in report.get("notes", [])]
     lines.append("")
-    header = (f"  {'variant':10} {'output':10} {'status':18} {'max_abs':>9} {'max_rel':>9} "
-              f"{'mean_rel':>9} {'cosine':>9} {'snr_db':>7} {'nonfinite':>9} {'top1':>6}")
-    lines.append(header)
+    width = max([6] + [len(o["name"]) for v in report["variants"] for o in v.get("outputs", [])])
+    lines.append(f"  {'variant':10} {'output':{width}} {'status':18} {'max_abs':>9} {'max_rel':>9} "
+                 f"{'mean_rel':>9} {'cosine':>9} {'snr_db':>7} {'nonfinite':>9} {'top1':>6}")
     for v in report["variants"]:
-        lines.extend(_variant_lines(v))
+        lines.extend(_variant_lines(v, width))
     growth = _growth(report["variants"])
     if growth:
         lines.append("")
@@ -62,24 +62,24 @@ def render_text(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _variant_lines(v) -> list[str]:
+def _variant_lines(v, width: int) -> list[str]:
     name = v["name"]
     if name == "reference":
-        return [f"  {name:10} {'':10} ok (float32)"]
+        return [f"  {name:10} {'':{width}} ok (float32)"]
     out = []
     extra = f"GEMM FLOPs low: {_pct(v.get('gemm_flops_low_precision'))}"
     if "plan" in v:
         plan = v["plan"]
         extra += f"; plan {plan['path']}: {plan['overrides']} override{'s' * (plan['overrides'] != 1)}"
     if v["status"] == "error":
-        out.append(f"  {name:10} {'':10} error: {v['error']}")
+        out.append(f"  {name:10} {'':{width}} error: {v['error']}")
     for o in v["outputs"]:
         if "max_abs" not in o:
-            out.append(f"  {name:10} {o['name'][:10]:10} {o['status']:18} {o.get('reason', '')}")
+            out.append(f"  {name:10} {o['name']:{width}} {o['status']:18} {o.get('reason', '')}")
             continue
         snr = "inf" if o["snr_db"] is None else f"{o['snr_db']:.1f}"
         cosine = "-" if o["cosine"] is None else f"{o['cosine']:.6f}"
-        out.append(f"  {name:10} {o['name'][:10]:10} {o['status']:18} {_e(o['max_abs']):>9} "
+        out.append(f"  {name:10} {o['name']:{width}} {o['status']:18} {_e(o['max_abs']):>9} "
                    f"{_e(o['max_rel']):>9} {_e(o['mean_rel']):>9} {cosine:>9} {snr:>7} "
                    f"{o['nonfinite']:>9} {_pct(o.get('top1_agreement')):>6}")
     out.append(f"  {'':10} {extra}")
