@@ -200,6 +200,8 @@ def plan(path, output, min_severity, config_file, isolated, dtype, mode, device,
     from .planner import header, make_plan
     from .scanner import scan as run_scan
 
+    if path.endswith(".onnx"):
+        raise UsageError(f"{path}: plan writes overrides for PyTorch modules; ONNX models are scanned only")
     known = rule_ids()
     config = load_config(config_file, isolated, known)
     dtype, mode, device = (_setting(name, value, config) for name, value in (

@@ -146,3 +146,11 @@ def test_the_loss_scale_accounts_for_intermediate_gradients(cli, tmp_path):
     # d loss / d (lin(x) * 0.01) is 100x any module output's or parameter's gradient
     result, report = check_json(cli, _model(tmp_path, "return self.lin(x) * 0.01 * 100"), "--grad")
     assert result.exit_code == 0 and report["variants"][1]["gradients"]["nonfinite"] == 0
+
+
+@pytest.mark.parametrize("command", ["plan", "check"])
+def test_onnx_models_are_refused_with_one_line(cli, tmp_path, command):
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"\x08\x07")
+    result = cli(command, model)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "ONNX models are scanned only" in result.stderr

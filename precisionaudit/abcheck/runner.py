@@ -122,6 +122,8 @@ def run_check(path: str, target: Target, plan=None, device: str = "auto", tolera
 
 # --------------------------------------------------------------------------- loading
 def _load(path, entry, inputs, seed, runtime):
+    if path.endswith(".onnx"):
+        raise UsageError(f"{path}: check runs PyTorch model files; ONNX models are scanned only")
     module = import_model_file(path)
     make_model = entry_point(module, path, entry, required=True)
     make_inputs = entry_point(module, path, inputs, required=False)
