@@ -21,7 +21,8 @@ The same mechanism serves ``torch.autocast`` (CUDA or CPU) and pure fp16/bf16 mo
 Removing the handle removes the hooks: the original forward is back exactly.
 Limitations: modules called through ``module.forward(...)`` instead of ``module(...)``
 skip hooks; in-place writes through a view of an upcast copy made by an earlier op are
-not written back (in-place ops themselves are).
+not written back (in-place ops themselves are), nor are in-place writes to a whole-module
+region's inputs (the region works on fp32 copies of them).
 """
 from __future__ import annotations
 
@@ -224,6 +225,20 @@ def _write_back(copies, out, in_place: bool):
     return pytree.tree_map_only(torch.Tensor, lambda t: swap.get(id(t), t), out)
 
 
+_NAMES: dict = {}
+
+
+def _op_name(func) -> str:
+    """canonical_fn_name, memoised: it runs on every torch call inside a planned module."""
+    try:
+        return _NAMES[func]
+    except KeyError:
+        name = _NAMES[func] = canonical_fn_name(func)
+        return name
+    except TypeError:  # an unhashable callable
+        return canonical_fn_name(func)
+
+
 class _RegionMode(TorchFunctionMode):
     """Active while one planned module runs; ``ops`` None means every op is planned."""
 
@@ -235,13 +250,15 @@ class _RegionMode(TorchFunctionMode):
         kwargs = kwargs or {}
         if getattr(func, "__name__", None) == "__get__":  # properties: shape, dtype, grad_fn
             return func(*args, **kwargs)
-        name = canonical_fn_name(func)
+        name = _op_name(func)
         if name in QUERIES:
             return func(*args, **kwargs)
         if self.ops is None or name in self.ops:
             if self.ops is not None:
                 self.tracker.hits[self.entry] += 1
             return self._fp32(func, name, args, kwargs)
+        if not len(self.tracker.origin):  # nothing region-made is alive: the call is untouched
+            return func(*args, **kwargs)
         leaves = pytree.tree_leaves((args, kwargs))
         if any(self.tracker.origin_of(t) is not None for t in leaves):
             return self._mixed(func, name, args, kwargs, leaves)
