@@ -4,14 +4,15 @@ Reporters only format the report dict the check built; they compute nothing.
 """
 from __future__ import annotations
 
-import json
 import math
+
+from . import strict_json
 
 TEXT_GROWTH_ROWS = 24
 
 
 def render_json(report: dict) -> str:
-    return json.dumps(report, indent=2, default=str) + "\n"
+    return strict_json.dumps(report)  # never NaN/Infinity tokens, which strict parsers refuse
 
 
 def _e(x, digits=2) -> str:
