@@ -104,9 +104,9 @@ def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolat
         ("dtype", dtype), ("mode", mode), ("device", device), ("fail_on", fail_on)))
     target = Target(dtype, mode, device)
     chosen = selected_ids(known, config, _split(select), _split(extend_select), _split(ignore))
-    files, skipped = model_files(paths, entry, skip_non_models)
     baseline = baseline or config.baseline
     known_findings = read_baseline(baseline) if baseline and not write_baseline else set()
+    files, skipped = model_files(paths, entry, skip_non_models)
     if not files:
         click.echo(f"precisionaudit: nothing to scan: {len(skipped)} file(s) without {entry}() "
                    "skipped", err=True)

@@ -168,6 +168,8 @@ def _finding(rule, graph, name, evidence, target, path, model) -> Finding:
     values = {**node, "dtype": dtype, "target_dtype": target.dtype, "module": module or "<root>",
               **evidence}
     fix = {k: _format_value(v, values) for k, v in rule.fix.items()}
+    if "fix_ops" in evidence:  # the check knows the whole chain that must move to fp32
+        fix["ops"] = evidence.pop("fix_ops")
     if fix:
         fix.setdefault("module", module)
     file = node.get("file")

@@ -31,7 +31,7 @@ def make_plan(findings, target, graph=None, min_severity: str = "warning"):
             continue
         module = f.fix.get("module", f.module) or ""
         region = regions.setdefault(module, {"ops": [], "whole": False, "rules": {}, "nodes": []})
-        ops = list(f.fix.get("ops") or []) + _hazard_chain(graph, f.node)
+        ops = list(f.fix.get("ops") or [])
         if not ops:
             region["whole"] = True
         for op in ops:
@@ -70,15 +70,6 @@ def _not_covered(f) -> str:
     what = {"replace": f"use {fix.get('use')} instead", "cast_output": "return float32 outputs"}.get(
         fix.get("action"), fix.get("action"))
     return f"{f.rule} {f.op} in {f.module or '<root>'} ({where}): {what}"
-
-
-def _hazard_chain(graph, node) -> list[str]:
-    """Ops a finding's node depends on for the same hazard: the square of a mean of squares
-    (a variance written as (c * c).mean() overflows in the mul, not in the mean)."""
-    if graph is None or node is None or node not in graph:
-        return []
-    square = graph.nodes[node].get("square_node")
-    return [graph.nodes[square]["op"]] if square in graph else []
 
 
 def _in_order(ops, graph) -> list[str]:

@@ -128,3 +128,12 @@ def test_user_cuda_autocast_region_is_honoured():
 def test_banned_op_raises_like_cuda_without_a_callback():
     with emulated_cuda_autocast(torch.float16), pytest.raises(RuntimeError, match="unsafe to autocast"):
         F.binary_cross_entropy(torch.rand(4), torch.rand(4))
+
+
+def test_user_code_asking_about_cuda_autocast_sees_the_emulation():
+    with emulated_cuda_autocast(torch.bfloat16):
+        assert torch.is_autocast_enabled() and torch.is_autocast_enabled("cuda")
+        assert torch.get_autocast_dtype("cuda") == torch.bfloat16
+        with torch.autocast("cuda", enabled=False):
+            assert not torch.is_autocast_enabled("cuda")
+    assert not torch.is_autocast_enabled("cuda")

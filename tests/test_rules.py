@@ -142,3 +142,8 @@ def test_banned_op_only_under_autocast():
 def test_ineffective_upcast_points_at_the_matmul():
     f = next(f for f in findings_of(sample("pa112_upcast_hazard.py")) if f.rule == "PA112")
     assert f.evidence["undone_op"] == "matmul"
+
+
+def test_hand_written_variance_fix_covers_the_square():
+    f = next(f for f in findings_of(sample("pa102_variance_hazard.py")) if f.rule == "PA102")
+    assert f.fix["ops"] == ["mul", "mean"]

@@ -20,7 +20,10 @@ def norm_low_precision(graph, name, node, target):
         return None
     if pattern == "mean of squares":
         if node["low_precision"] or node.get("square_dtype") in LOW:
-            return {"pattern": pattern, "statistic_dtype": node.get("square_dtype") or node["compute_dtype"]}
+            # (c * c).mean() overflows in the square: the fix moves both to fp32
+            square = graph.nodes[node["square_node"]]["op"]
+            return {"pattern": pattern, "statistic_dtype": node.get("square_dtype") or node["compute_dtype"],
+                    "fix_ops": list(dict.fromkeys([square, node["op"]]))}
         return None
     if not node["low_precision"]:
         return None

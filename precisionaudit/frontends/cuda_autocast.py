@@ -162,7 +162,7 @@ def _raise_banned(name):
 
 @contextlib.contextmanager
 def _autocast_device_redirect(dtype: torch.dtype):
-    """Make ``torch.autocast("cuda", ...)`` in user code drive the emulated (CPU) autocast."""
+    """Make ``torch.autocast("cuda", ...)`` and autocast queries in user code see the emulation."""
     cls = torch.amp.autocast_mode.autocast
     original = cls.__init__
 
@@ -172,11 +172,32 @@ def _autocast_device_redirect(dtype: torch.dtype):
             device_type, dtype_ = "cpu", dtype_ or dtype
         original(self, device_type, dtype=dtype_, enabled=enabled, cache_enabled=cache_enabled)
 
+    # Queries answer for "cuda" from the CPU state that stands in for it (HF code asks
+    # torch.is_autocast_enabled() and torch.get_autocast_dtype("cuda") to pick a branch).
+    queries = {name: getattr(torch, name) for name in
+               ("is_autocast_enabled", "get_autocast_dtype", "get_autocast_gpu_dtype")}
+
+    def is_autocast_enabled(device_type=None):
+        device = "cpu" if device_type in (None, "cuda") else device_type
+        return queries["is_autocast_enabled"](device)
+
+    def get_autocast_dtype(device_type):
+        return queries["get_autocast_dtype"]("cpu" if device_type == "cuda" else device_type)
+
+    def get_autocast_gpu_dtype():
+        return queries["get_autocast_dtype"]("cpu")
+
     cls.__init__ = __init__
+    patched = {"is_autocast_enabled": is_autocast_enabled, "get_autocast_dtype": get_autocast_dtype,
+               "get_autocast_gpu_dtype": get_autocast_gpu_dtype}
+    for name, fn in patched.items():
+        setattr(torch, name, fn)
     try:
         yield
     finally:
         cls.__init__ = original
+        for name, fn in queries.items():
+            setattr(torch, name, fn)
 
 
 @contextlib.contextmanager
