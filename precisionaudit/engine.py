@@ -103,22 +103,6 @@ def rule_ids(directory: str | None = None) -> list[str]:
                   if isinstance(data, dict) and "id" in data)
 
 
-def select_rules(rules: list[Rule], select=(), ignore=()) -> list[Rule]:
-    """Rules whose id starts with one of ``select`` (all if empty) and none of ``ignore``."""
-    known = [r.id for r in rules]
-    for code in (*select, *ignore):
-        if code.upper() != "ALL" and not any(i.startswith(code.upper()) for i in known):
-            raise UsageError(f"unknown rule id or prefix: {code}")
-    chosen = []
-    for rule in rules:
-        if select and not any(c.upper() == "ALL" or rule.id.startswith(c.upper()) for c in select):
-            continue
-        if any(rule.id.startswith(c.upper()) for c in ignore):
-            continue
-        chosen.append(rule)
-    return chosen
-
-
 def _matches(rule: Rule, node: dict) -> bool:
     ops = rule.match.get("ops")
     if ops and node["op"] not in ops:
