@@ -137,3 +137,10 @@ def test_json_report_is_strict_json(cli):
 
     report = json.loads(out, parse_constant=refuse)
     assert any(f["evidence"].get("stored") == "-inf" for f in report["findings"])
+
+
+def test_ops_in_a_disabled_autocast_region_say_so():
+    g = graph_of(sample("pa110_positions_clean.py"))
+    why = {a["op"]: a["why"] for _, a in g.nodes(data=True)}
+    assert (why["arange"], why["sin"], why["linear"]) == (
+        "autocast disabled here", "autocast disabled here", "autocast: lower_precision_fp list")

@@ -20,6 +20,8 @@ def reason(node, target) -> str:
         return "explicit cast"
     if target.get("mode") == "pure" and node["compute_dtype"] in LOW:
         return f"pure {target['dtype']} model"
+    if target.get("mode") == "autocast" and not node["autocast_enabled"]:
+        return "autocast disabled here"
     kind = autocast_kind(node) if target.get("mode") == "autocast" else None
     low = node["compute_dtype"] in LOW
     if kind == "lower_precision_fp":

@@ -53,7 +53,13 @@ class Call:
     module_type: str
     file: str | None
     line: int | None
+    autocast: bool = False  # autocast was on where the call was made (not in an enabled=False region)
     ops: list[int] = field(default_factory=list)
+
+
+def _autocast_on() -> bool:
+    """CPU autocast is what runs during a capture (it stands in for CUDA's when emulated)."""
+    return torch.is_autocast_enabled("cpu")
 
 
 def _user_frame():
@@ -101,7 +107,8 @@ class _CallTracker(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         rec = self.recorder
-        rec.pending = (canonical_fn_name(func), *_user_frame())
+        # read autocast's state here: below, inside an autocast kernel, its key is excluded
+        rec.pending = (canonical_fn_name(func), *_user_frame(), _autocast_on())
         rec.current_call = None
         try:
             return func(*args, **(kwargs or {}))
@@ -175,9 +182,10 @@ class Recorder:
     def record(self, func, args, kwargs, out):
         call = self.current_call
         if call is None:
-            fn, file, line = self.pending or (func.__name__.split(".")[0].lstrip("_"), *_user_frame())
+            fn, file, line, autocast = self.pending or (
+                func.__name__.split(".")[0].lstrip("_"), *_user_frame(), _autocast_on())
             module, module_type = self.module_stack[-1]
-            call = Call(len(self.calls), fn, module, module_type, file, line)
+            call = Call(len(self.calls), fn, module, module_type, file, line, autocast)
             self.calls.append(call)
             if self.pending is not None:
                 self.current_call = call
