@@ -29,6 +29,7 @@ class Rule:
     needs_inputs: bool = True
     modes: tuple = ("autocast", "pure")
     fix: dict = field(default_factory=dict)
+    severity_note: str | None = None  # when a check adjusts the severity: say how
     source: str = ""
 
     def severity_for(self, dtype: str) -> str:

@@ -2,14 +2,15 @@
 
 
 def _severity(rule) -> str:
+    if rule.severity_note:
+        return rule.severity_note
     return ", ".join(v if k == "default" else f"{v} ({k})" for k, v in rule.severity.items())
 
 
 def render_catalog(rules) -> str:
-    lines = [f"{'id':<6} {'name':<28} {'default':<28} summary"]
-    for r in rules:
-        lines.append(f"{r.id:<6} {r.name:<28} {_severity(r):<28} {r.summary}")
-    return "\n".join(lines) + "\n"
+    rows = [("id", "name", "default", "summary")] + [(r.id, r.name, _severity(r), r.summary) for r in rules]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3] + "\n" for row in rows)
 
 
 def render_rule(rule) -> str:
