@@ -387,6 +387,7 @@ def apply_plan(model: torch.nn.Module, plan, warn: bool = True) -> PlanHandle:
     Parameters and buffers are not touched (``state_dict()`` stays bit-identical).
     """
     plan = load_plan(plan)
+    plan.require_pytorch()
     model = unwrap(model)
     handle = PlanHandle(plan, model)
     handle._tracker.buffers = frozenset(id(b) for b in model.buffers())
@@ -410,6 +411,7 @@ def to_low_precision(model: torch.nn.Module, plan, dtype: torch.dtype | None = N
     ``keep_fp32_modules`` and their submodules, whose parameters and buffers keep their
     dtype (Hugging Face's ``_keep_in_fp32_modules``). Converts in place, returns the model."""
     plan = load_plan(plan)
+    plan.require_pytorch()
     dtype = dtype or getattr(torch, plan.target.get("dtype", "float16"))
     inner = unwrap(model)
     kept = [name for name, _ in inner.named_modules()

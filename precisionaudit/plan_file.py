@@ -4,6 +4,11 @@ One module owns the format so that the planner that writes it, ``apply_plan`` th
 training code calls, and ``check`` all read the same thing the same way. Validation is
 strict because a plan silently ignored is worse than no plan: every error names the file
 and the offending entry.
+
+A plan is for one kind of model. PyTorch entries name a ``module`` glob (and optionally
+its ``ops``); ONNX entries name graph ``nodes`` and/or ``op_types`` that the float16
+conversion keeps in float32 (``precisionaudit convert``). One plan never mixes the two:
+a module glob means nothing in an ONNX graph, and a node name nothing in an nn.Module.
 """
 from __future__ import annotations
 
@@ -16,7 +21,10 @@ from .errors import UsageError
 from .policy import DEVICES, DTYPES, MODES
 
 PLAN_VERSION = 1
-ENTRY_KEYS = ("module", "ops", "dtype", "rules", "reason")
+ENTRY_KEYS = ("module", "nodes", "op_types", "ops", "dtype", "rules", "reason")
+#: op types an ONNX plan may not keep in fp32 by type: onnxconverter-common wraps a blocked
+#: op in the Casts it inserts and then meets those Casts as blocked ops too, forever.
+UNBLOCKABLE_OP_TYPES = ("Cast",)
 TOP_KEYS = ("version", "target", "overrides", "keep_fp32_modules")
 
 
@@ -26,16 +34,27 @@ class PlanError(UsageError, ValueError):
 
 @dataclass
 class Override:
-    """One region that runs in fp32: a module glob and, optionally, the ops inside it."""
+    """One region that runs in fp32: a module glob and, optionally, the ops inside it
+    (PyTorch), or ONNX graph nodes by name and/or by op type (``module`` is None then)."""
 
-    module: str
+    module: str | None
     ops: list[str] | None = None  # None: the whole module runs in fp32
     dtype: str = "float32"
     rules: list[str] = field(default_factory=list)
     reason: str = ""
+    nodes: list[str] | None = None  # ONNX node names
+    op_types: list[str] | None = None  # ONNX op types: every node of the type
+
+    @property
+    def is_onnx(self) -> bool:
+        return self.nodes is not None or self.op_types is not None
 
     def to_dict(self) -> dict:
-        data = {"module": self.module}
+        data = {} if self.module is None else {"module": self.module}
+        if self.nodes is not None:
+            data["nodes"] = list(self.nodes)
+        if self.op_types is not None:
+            data["op_types"] = list(self.op_types)
         if self.ops is not None:
             data["ops"] = list(self.ops)
         data["dtype"] = self.dtype
@@ -71,6 +90,17 @@ class OverridePlan:
         if not diffs:
             return None
         return f"{self.source} was made for {', '.join(diffs)}; its regions are applied anyway"
+
+    @property
+    def is_onnx(self) -> bool:
+        """True when the entries name ONNX nodes / op types (never mixed with modules)."""
+        return any(o.is_onnx for o in self.overrides)
+
+    def require_pytorch(self) -> None:
+        """Raise PlanError for an ONNX plan handed to code that patches nn.Modules."""
+        if self.is_onnx:
+            raise PlanError(f"{self.source}: this plan names ONNX nodes (nodes:/op_types:); apply it "
+                            "to the ONNX model with `precisionaudit convert MODEL.onnx --plan ...`")
 
 
 # --------------------------------------------------------------------------- reading
@@ -120,6 +150,10 @@ def parse_plan(data, source: str) -> OverridePlan:
     if not isinstance(overrides, list):
         raise PlanError(f"{source}: overrides must be a list of entries")
     entries = [_parse_entry(entry, i, source) for i, entry in enumerate(overrides)]
+    kinds = {o.is_onnx for o in entries}
+    if len(kinds) > 1:
+        raise PlanError(f"{source}: overrides mix module entries (PyTorch) with nodes/op_types "
+                        "entries (ONNX); a plan is for one kind of model")
     keep = data.get("keep_fp32_modules") or []
     if not isinstance(keep, list) or not all(isinstance(m, str) for m in keep):
         raise PlanError(f"{source}: keep_fp32_modules must be a list of module globs")
@@ -151,6 +185,8 @@ def _parse_entry(entry, index: int, source: str) -> Override:
     unknown = sorted(set(entry) - set(ENTRY_KEYS))
     if unknown:
         raise PlanError(f"{where}: unknown key {', '.join(map(str, unknown))}")
+    if "nodes" in entry or "op_types" in entry:
+        return _parse_onnx_entry(entry, where)
     if not isinstance(module, str):
         raise PlanError(f"{where}: module must be a string (a glob over named_modules() paths; "
                         "\"\" is the root)")
@@ -170,6 +206,36 @@ def _parse_entry(entry, index: int, source: str) -> Override:
         raise PlanError(f"{where}: reason must be a string")
     return Override(module=module, ops=list(ops) if ops is not None else None, dtype=dtype,
                     rules=list(rules), reason=reason)
+
+
+def _parse_onnx_entry(entry: dict, where: str) -> Override:
+    """An entry naming ONNX nodes and/or op types (no module, no ops)."""
+    mixed = [key for key in ("module", "ops") if key in entry]
+    if mixed:
+        raise PlanError(f"{where}: an entry names nodes/op_types (ONNX) or a module (PyTorch), "
+                        f"not both ({', '.join(mixed)} given too)")
+    lists = {}
+    for key, what in (("nodes", "ONNX node names"), ("op_types", "ONNX op types")):
+        value = entry.get(key)
+        if key in entry and (not isinstance(value, list) or not value
+                             or not all(isinstance(v, str) and v for v in value)):
+            raise PlanError(f"{where}: {key} must be a non-empty list of {what}")
+        lists[key] = list(value) if key in entry else None
+    blocked = sorted(set(lists["op_types"] or ()) & set(UNBLOCKABLE_OP_TYPES))
+    if blocked:
+        raise PlanError(f"{where}: op_types cannot keep {', '.join(blocked)} in float32 "
+                        "(onnxconverter-common never finishes with Cast in its op block list); "
+                        "name the nodes that need float32 under nodes: instead")
+    dtype = entry.get("dtype", "float32")
+    if dtype != "float32":
+        raise PlanError(f"{where}: dtype {dtype!r} is not supported (overrides run in float32)")
+    rules = entry.get("rules") or []
+    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+        raise PlanError(f"{where}: rules must be a list of rule ids")
+    reason = entry.get("reason") or ""
+    if not isinstance(reason, str):
+        raise PlanError(f"{where}: reason must be a string")
+    return Override(module=None, dtype=dtype, rules=list(rules), reason=reason, **lists)
 
 
 # --------------------------------------------------------------------------- writing
