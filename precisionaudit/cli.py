@@ -192,7 +192,11 @@ def rules(rule_id):
 @target_options
 @guarded
 def plan(path, output, min_severity, config_file, isolated, dtype, mode, device, entry, inputs_name):
-    """Write the autocast override plan that fixes a model's precision findings."""
+    """Write the override plan that fixes a model's precision findings.
+
+    For a PyTorch model file: autocast / pure-mode regions by module. For an ONNX model:
+    the nodes its float16 conversion keeps in float32 (`precisionaudit convert`).
+    """
     from .config import load_config, selected_ids
     from .engine import load_rules, rule_ids
     from .gate import apply_settings
@@ -200,22 +204,28 @@ def plan(path, output, min_severity, config_file, isolated, dtype, mode, device,
     from .planner import header, make_plan
     from .scanner import scan as run_scan
 
-    if path.endswith(".onnx"):
-        raise UsageError(f"{path}: plan writes overrides for PyTorch modules; ONNX models are scanned only")
+    onnx = path.endswith(".onnx")
     known = rule_ids()
     config = load_config(config_file, isolated, known)
     dtype, mode, device = (_setting(name, value, config) for name, value in (
         ("dtype", dtype), ("mode", mode), ("device", device)))
-    target = Target(dtype, mode, device)
+    target = Target(dtype, "pure" if onnx else mode, device)  # ONNX: the graph converted
     rules = [r for r in load_rules() if r.id in selected_ids(known, config, [], [], [])]
     results, findings = run_scan([path], target, [r for r in rules if r.scope != "source"],
                                  entry, inputs_name)
     if results[0].status == "error":
         raise UsageError(results[0].error)
     findings = apply_settings(findings, results, rules, known, config, target)
-    override_plan, notes = make_plan(findings, target, results[0].graph, min_severity)
-    text = dump_plan(override_plan, header(path, override_plan, target, notes,
-                                           "amp_plan.yaml" if output == "-" else output))
+    if onnx:
+        from .frontends.onnx_model import load_onnx
+        from .onnx_plan import header as onnx_header, make_onnx_plan
+
+        override_plan, notes = make_onnx_plan(findings, load_onnx(path), target, min_severity)
+        lines = onnx_header(path, override_plan, notes, "plan.yaml" if output == "-" else output)
+    else:
+        override_plan, notes = make_plan(findings, target, results[0].graph, min_severity)
+        lines = header(path, override_plan, target, notes, "amp_plan.yaml" if output == "-" else output)
+    text = dump_plan(override_plan, lines)
     if output == "-":
         click.echo(text, nl=False)
         return
@@ -245,13 +255,17 @@ def plan(path, output, min_severity, config_file, isolated, dtype, mode, device,
               help="Function of the model file that returns the nn.Module.")
 @click.option("--inputs", "inputs_name", default="get_example_inputs", show_default=True,
               help="Function of the model file that returns the example inputs.")
+@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
+              help="ONNX models: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
 @guarded
 def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, fmt, entry,
-          inputs_name):
-    """A/B check: fp32 reference vs the policy (baseline) vs the policy with the plan."""
+          inputs_name, input_shapes):
+    """A/B check: fp32 reference vs the policy (baseline) vs the policy with the plan.
+
+    ONNX models: fp32 vs converted to float16 vs converted with the plan, in onnxruntime (CPU).
+    """
     import os
 
-    from .abcheck.runner import run_check
     from .abcheck.tolerance import tolerance_for
     from .reporters.check_report import render_json, render_text
 
@@ -259,12 +273,73 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         raise UsageError(f"{plan_path}: no such plan file")
     if not os.path.isfile(path):
         raise UsageError(f"{path}: no such file")
-    target = Target(dtype, mode, "cpu" if device == "cpu" else "cuda")
     tolerance = tolerance_for(dtype, atol, rtol, cosine)
-    report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance, seed=seed,
-                       grad=grad, entry=entry, inputs=inputs_name)
+    if path.endswith(".onnx"):
+        from .abcheck.onnx_inputs import parse_shapes
+        from .abcheck.onnx_runner import run_onnx_check
+
+        if grad:
+            raise UsageError("--grad needs a PyTorch model file; an ONNX model is checked forward only")
+        report = run_onnx_check(path, plan=plan_path, dtype=dtype, tolerance=tolerance, seed=seed,
+                                input_shapes=parse_shapes(input_shapes))
+    else:
+        from .abcheck.runner import run_check
+
+        if input_shapes:
+            raise UsageError("--input-shape is for ONNX models; a model file's example inputs "
+                             "give the shapes")
+        target = Target(dtype, mode, "cpu" if device == "cpu" else "cuda")
+        report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance,
+                           seed=seed, grad=grad, entry=entry, inputs=inputs_name)
     if fmt == "json":  # the text report carries its warnings itself
         for warning in report["warnings"]:
             click.echo(f"precisionaudit: warning: {warning}", err=True)
     click.echo((render_json if fmt == "json" else render_text)(report), nl=False)
     sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)
+
+
+@main.command()
+@click.argument("path")
+@click.option("--plan", "plan_path", metavar="FILE",
+              help="Plan whose nodes stay in float32 (precisionaudit plan MODEL.onnx -o plan.yaml).")
+@click.option("-o", "--output", required=True, metavar="FILE", help="Where to write the converted model.")
+@click.option("--dtype", type=click.Choice(DTYPES), default="float16", show_default=True,
+              help="Low-precision dtype (float16; bfloat16 is refused, see the README).")
+@click.option("--keep-io-types", is_flag=True,
+              help="Keep float32 inputs and outputs (cast at the graph's borders).")
+@guarded
+def convert(path, plan_path, output, dtype, keep_io_types):
+    """Convert an ONNX model to float16 with the plan's nodes kept in float32.
+
+    The result must pass onnx.checker and load in onnxruntime before it is written, and is
+    written atomically; constants that do not fit float16 are reported.
+    """
+    import os
+
+    from .frontends.onnx_model import load_onnx
+    from .onnx_convert import convert as convert_model
+    from .onnx_io import verify, write_atomic
+    from .plan_file import load_plan
+
+    if not path.endswith(".onnx"):
+        raise UsageError(f"{path}: convert takes an ONNX model (.onnx); PyTorch models take a plan "
+                         "through precisionaudit.apply_plan / to_low_precision")
+    if os.path.exists(output) and os.path.samefile(output, path):
+        raise UsageError(f"{output}: the output would overwrite the model being converted")
+    plan = load_plan(plan_path) if plan_path is not None else None
+    conversion = convert_model(load_onnx(path), plan, dtype, keep_io_types, source=path)
+    for line in conversion.warnings + [c.message() for c in conversion.clipped]:
+        click.echo(f"precisionaudit: warning: {line}", err=True)
+    verify(conversion.model, f"{path} converted to {dtype}")
+    write_atomic(conversion.model, output)
+    total, kept = len(conversion.nodes), len(conversion.kept)
+    by_plan = len(conversion.by_plan)
+    extra = [f"{by_plan} kept in float32 by the plan"] if plan is not None else []
+    if kept > by_plan:
+        extra.append(f"{kept - by_plan} by onnxconverter-common's op block list")
+    if conversion.retargeted_casts:
+        extra.append(f"{len(conversion.retargeted_casts)} Cast(to=float) node(s) retargeted to float16")
+    if conversion.tiny_weights:
+        extra.append(f"{conversion.tiny_weights} weight value(s) below 2^-24 raised to 2^-24")
+    click.echo(f"precisionaudit: wrote {output}: {total - kept} of {total} nodes in {dtype}"
+               + (f" ({'; '.join(extra)})" if extra else ""), err=True)

@@ -69,6 +69,8 @@ def _variant_lines(v, width: int) -> list[str]:
         return [f"  {name:10} {'':{width}} ok (float32)"]
     out = []
     extra = f"GEMM FLOPs low: {_pct(v.get('gemm_flops_low_precision'))}"
+    if v.get("nodes_low_precision") is not None:  # ONNX: share of the graph's nodes converted
+        extra += f"; nodes low: {_pct(v['nodes_low_precision'])}"
     if "plan" in v:
         plan = v["plan"]
         extra += f"; plan {plan['path']}: {plan['overrides']} override{'s' * (plan['overrides'] != 1)}"
@@ -87,6 +89,7 @@ def _variant_lines(v, width: int) -> list[str]:
     fd = v.get("first_divergence")
     if fd:
         where = fd["module"] + (f" · {fd['op']}" if fd.get("op") else "")
+        where += f" [{fd['node']}]" if fd.get("node") else ""  # ONNX: the graph node
         at = f" ({fd['line']})" if fd.get("line") else ""
         what = {"error": "raised", "nonfinite": f"{fd.get('nonfinite')} non-finite values",
                 "exceeds_tolerance": f"relative error {_e(fd.get('rel_error'))}"}[fd["kind"]]

@@ -1,0 +1,51 @@
+"""Small hand-built ONNX graphs for the plan / convert / check tests (written to tmp dirs)."""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+IR_VERSION = 10  # what onnxruntime 1.2x loads; onnx's newest IR is ahead of it
+
+
+def tensor(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def const(name, value, dtype=np.float32):
+    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+
+def build(nodes, inputs, outputs, initializers=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
+
+
+def save(model, directory, name="m.onnx") -> str:
+    path = str(directory / name)
+    onnx.save(model, path)
+    return path
+
+
+def exp_softmax_by_hand(directory, name="gate.onnx", scale=0.1) -> str:
+    """x @ w / scale → Exp → ReduceSum → Div: a hand-written softmax without the max
+    subtraction; its Exp overflows float16 once a logit / scale passes 11.09."""
+    w = np.random.default_rng(1).standard_normal((16, 8)).astype(np.float32) * 0.3
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["logits"], name="/gate/MatMul"),
+             helper.make_node("Div", ["logits", "t"], ["scaled"], name="/gate/Div"),
+             helper.make_node("Exp", ["scaled"], ["e"], name="/gate/Exp"),
+             helper.make_node("ReduceSum", ["e", "axes"], ["s"], name="/gate/ReduceSum", keepdims=1),
+             helper.make_node("Div", ["e", "s"], ["y"], name="/gate/Div_1")]
+    inits = [const("w", w), const("t", scale), const("axes", [-1], np.int64)]
+    return save(build(nodes, [tensor("x", [32, 16])], [tensor("y", [32, 8])], inits), directory, name)
+
+
+def masked_attention(directory, name="mask.onnx", fill=-1e9) -> str:
+    """scores = q @ k^T; Where(mask, fill, scores) → Add bias → Softmax → @ v."""
+    mask = np.triu(np.ones((8, 8), dtype=bool), 1)
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0], name="/attn/Transpose"),
+             helper.make_node("MatMul", ["x", "xt"], ["scores"], name="/attn/MatMul"),
+             helper.make_node("Where", ["mask", "fill", "scores"], ["masked"], name="/attn/Where"),
+             helper.make_node("Add", ["masked", "bias"], ["biased"], name="/attn/Add"),
+             helper.make_node("Softmax", ["biased"], ["p"], axis=-1, name="/attn/Softmax"),
+             helper.make_node("MatMul", ["p", "x"], ["y"], name="/attn/MatMul_1")]
+    inits = [numpy_helper.from_array(mask, "mask"), const("fill", fill), const("bias", 0.5)]
+    return save(build(nodes, [tensor("x", [8, 16])], [tensor("y", [8, 16])], inits), directory, name)

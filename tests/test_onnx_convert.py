@@ -1,0 +1,241 @@
+"""precisionaudit convert: onnxconverter-common's float16 conversion with the plan, guarded."""
+import os
+import warnings
+
+import pytest
+
+pytest.importorskip("onnxconverter_common")
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from onnx_graphs import build, const, exp_softmax_by_hand, masked_attention, save, tensor  # noqa: E402
+from onnx_models import export  # noqa: E402
+from precisionaudit import onnx_convert, onnx_io  # noqa: E402
+from precisionaudit.errors import UsageError  # noqa: E402
+from precisionaudit.frontends.onnx_model import load_onnx  # noqa: E402
+from precisionaudit.onnx_convert import convert  # noqa: E402
+from precisionaudit.onnx_graph import elem_types  # noqa: E402
+from precisionaudit.plan_file import parse_plan  # noqa: E402
+
+EXPORTERS = [pytest.param(False, id="legacy"), pytest.param(True, id="dynamo")]
+
+
+@pytest.fixture(scope="module")
+def outdir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("onnx_convert"))
+
+
+def onnx_plan(*entries, dtype="float16"):
+    return parse_plan({"version": 1, "target": {"dtype": dtype, "mode": "pure"},
+                       "overrides": list(entries)}, "plan.yaml")
+
+
+def elem_type(model, name):
+    for vi in [*model.graph.input, *model.graph.output]:
+        if vi.name == name:
+            return vi.type.tensor_type.elem_type
+    raise KeyError(name)
+
+
+def run(path_or_model, feeds):
+    source = path_or_model if isinstance(path_or_model, str) else path_or_model.SerializeToString()
+    return ort.InferenceSession(source, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+# --------------------------------------------------------------------------- the CLI
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_convert_writes_a_float16_model_that_loads(cli, outdir, tmp_path, dynamo):
+    path = export("check_mask_fill.py", outdir, dynamo)
+    assert cli("plan", path, "-o", tmp_path / "plan.yaml").exit_code == 0
+    out = tmp_path / "fp16.onnx"
+    result = cli("convert", path, "--plan", tmp_path / "plan.yaml", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    model = onnx.load(str(out))
+    assert elem_type(model, model.graph.input[0].name) == TensorProto.INT64  # token ids untouched
+    assert elem_type(model, model.graph.output[0].name) == TensorProto.FLOAT16
+    types = elem_types(onnx.shape_inference.infer_shapes(model))
+    planned = [n for n in model.graph.node if n.op_type in ("LayerNormalization", "Softmax", "Where")]
+    assert len(planned) == 9 and {types[n.output[0]] for n in planned} == {TensorProto.FLOAT}
+    assert {types[n.output[0]] for n in model.graph.node if n.op_type == "MatMul"} == {TensorProto.FLOAT16}
+    assert "9 kept in float32 by the plan" in result.stderr
+    ids = np.arange(64, dtype=np.int64).reshape(2, 32)
+    assert np.isfinite(run(str(out), {model.graph.input[0].name: ids})[0]).all()
+    # the -1e9 fill is read by kept nodes only: it stays -1e9, no clipping to report
+    assert "clipped" not in result.stderr
+    inits = {i.name: i for i in model.graph.initializer}
+    fills = [inits[i] for n in planned if n.op_type == "Where" for i in n.input
+             if i in inits and inits[i].data_type != TensorProto.BOOL]
+    assert fills and all(numpy_helper.to_array(f) == np.float32(-1e9) for f in fills)
+
+
+def test_keep_io_types_keeps_float32_inputs_and_outputs(cli, tmp_path):
+    path = exp_softmax_by_hand(tmp_path)
+    cli("plan", path, "-o", tmp_path / "plan.yaml")
+    out = tmp_path / "fp16.onnx"
+    assert cli("convert", path, "--plan", tmp_path / "plan.yaml", "--keep-io-types", "-o", out).exit_code == 0
+    model = onnx.load(str(out))
+    # the output comes from a kept node: onnxconverter-common alone leaves it float16
+    assert (elem_type(model, "x"), elem_type(model, "y")) == (TensorProto.FLOAT, TensorProto.FLOAT)
+
+
+def test_bfloat16_is_refused_with_the_reason(cli, tmp_path):
+    result = cli("convert", exp_softmax_by_hand(tmp_path), "--dtype", "bfloat16", "-o", tmp_path / "o.onnx")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "float16 only" in result.stderr and "no bfloat16 kernels" in result.stderr
+    assert not (tmp_path / "o.onnx").exists()
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("junk.onnx", b"\x00\xff not protobuf \xfe" * 8, "not a readable ONNX model"),
+    ("absent.onnx", None, "no such file"),
+    ("model.py", b"x = 1\n", "convert takes an ONNX model"),
+])
+def test_bad_models_are_one_line_and_exit_2(cli, tmp_path, name, content, message):
+    if content is not None:
+        (tmp_path / name).write_bytes(content)
+    result = cli("convert", tmp_path / name, "-o", tmp_path / "o.onnx")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and message in result.stderr
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_truncated_model(cli, outdir, tmp_path):
+    whole = open(export("check_clean.py", outdir, False), "rb").read()
+    (tmp_path / "cut.onnx").write_bytes(whole[: len(whole) // 3])
+    result = cli("convert", tmp_path / "cut.onnx", "-o", tmp_path / "o.onnx")
+    assert result.exit_code == 2 and "not a readable ONNX model" in result.stderr
+
+
+def test_missing_external_data(cli, outdir, tmp_path):
+    source = export("check_clean.py", outdir, True)  # the dynamo exporter writes <model>.data
+    copy = tmp_path / "ext.onnx"
+    copy.write_bytes(open(source, "rb").read())  # the model without its weights file
+    result = cli("convert", copy, "-o", tmp_path / "o.onnx")
+    assert result.exit_code == 2 and "external data missing" in result.stderr
+
+
+@pytest.mark.parametrize("plan, message", [
+    ({"nodes": ["/blocks.7/attn/Where"]}, "names node '/blocks.7/attn/Where', which the model does not have"),
+    ({"module": "gate", "ops": ["exp"]}, "a plan for a PyTorch model"),
+])
+def test_a_plan_for_another_model_is_refused(cli, tmp_path, plan, message):
+    path = exp_softmax_by_hand(tmp_path)
+    (tmp_path / "plan.yaml").write_text(f"version: 1\noverrides: [{plan}]\n".replace("'", '"'))
+    result = cli("convert", path, "--plan", tmp_path / "plan.yaml", "-o", tmp_path / "o.onnx")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and message in result.stderr
+
+
+def test_a_plan_for_another_dtype_is_refused(cli, tmp_path):
+    path = exp_softmax_by_hand(tmp_path)
+    (tmp_path / "plan.yaml").write_text("version: 1\ntarget: {dtype: bfloat16, mode: pure}\n"
+                                        "overrides: [{nodes: [/gate/Exp]}]\n")
+    result = cli("convert", path, "--plan", tmp_path / "plan.yaml", "-o", tmp_path / "o.onnx")
+    assert result.exit_code == 2 and "made for dtype bfloat16, not float16" in result.stderr
+
+
+def test_a_model_already_in_float16_is_refused(cli, tmp_path):
+    path = exp_softmax_by_hand(tmp_path)
+    assert cli("convert", path, "-o", tmp_path / "fp16.onnx").exit_code == 0
+    result = cli("convert", tmp_path / "fp16.onnx", "-o", tmp_path / "again.onnx")
+    assert result.exit_code == 2 and "already has float16 tensors" in result.stderr
+
+
+# --------------------------------------------------------------------------- guarding the converter
+@pytest.mark.parametrize("name", ["check_clean.py", "check_exp_overflow.py"])
+def test_legacy_cast_nodes_break_onnxconverter_common_and_are_fixed(outdir, name):
+    from onnxconverter_common.float16 import convert_float_to_float16
+
+    model = load_onnx(export(name, outdir, False))
+    assert any(n.op_type == "Cast" for n in model.graph.node)  # the legacy exporter's .float()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # its truncation warnings
+        raw = convert_float_to_float16(model)
+    with pytest.raises(UsageError, match=r"at node /Cast \(Cast\).*declared output type"):
+        onnx_io.verify(raw, "raw conversion")
+    conversion = convert(model)
+    onnx_io.verify(conversion.model, "guarded conversion")
+    assert conversion.retargeted_casts == ["/Cast"]
+
+
+def test_a_conversion_that_does_not_load_is_not_written(cli, outdir, tmp_path, monkeypatch):
+    path = export("check_clean.py", outdir, False)
+    out = tmp_path / "fp16.onnx"
+    out.write_bytes(b"previous")
+    # without the Cast repair, onnxconverter-common's output does not load
+    monkeypatch.setattr(onnx_convert, "_no_op_casts_to_identity", lambda model: [])
+    monkeypatch.setattr(onnx_convert, "_retarget_casts", lambda graph, converted: [])
+    result = cli("convert", path, "-o", out)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "does not load in onnxruntime at node /Cast (Cast)" in result.stderr
+    assert out.read_bytes() == b"previous" and os.listdir(tmp_path) == ["fp16.onnx"]
+
+
+def test_an_interrupted_write_leaves_the_target_untouched(tmp_path, monkeypatch):
+    model = load_onnx(exp_softmax_by_hand(tmp_path))
+    target = tmp_path / "out.onnx"
+    target.write_bytes(b"previous")
+
+    def half_written(model, path):
+        open(path, "wb").write(model.SerializeToString()[:10])
+        raise OSError("disk full")
+
+    monkeypatch.setattr(onnx_io, "_save", half_written)
+    with pytest.raises(OSError):
+        onnx_io.write_atomic(model, str(target))
+    assert target.read_bytes() == b"previous" and sorted(os.listdir(tmp_path)) == ["gate.onnx", "out.onnx"]
+
+
+def test_a_kept_exp_read_by_two_kept_nodes_hands_them_float32(tmp_path):
+    """onnxconverter-common folds its cast pair only for one reader: alone, the Exp's
+    result reaches ReduceSum and Div rounded to float16 (inf)."""
+    model = load_onnx(exp_softmax_by_hand(tmp_path))
+    plan = onnx_plan({"nodes": ["/gate/Exp", "/gate/ReduceSum", "/gate/Div_1"]})
+    converted = convert(model, plan, keep_io_types=True).model
+    writers = {o: n for n in converted.graph.node for o in n.output}
+    for name in ("/gate/ReduceSum", "/gate/Div_1"):
+        node = next(n for n in converted.graph.node if n.name == name)
+        assert writers[node.input[0]].name == "/gate/Exp", name  # straight from the Exp, in fp32
+    x = np.random.default_rng(0).standard_normal((32, 16)).astype(np.float32)
+    expected = run(model, {"x": x})[0]
+    np.testing.assert_allclose(run(converted, {"x": x})[0], expected, atol=2e-3)
+
+
+def test_constants_that_do_not_fit_float16_are_reported_with_their_readers(tmp_path):
+    model = load_onnx(masked_attention(tmp_path))
+    conversion = convert(model)
+    assert [(c.tensor, c.nodes, c.kind, c.value) for c in conversion.clipped] == [
+        ("fill", ["/attn/Where"], "overflow", -1e9)]
+    assert "clipped to -65504" in conversion.clipped[0].message()
+    fill = next(i for i in conversion.model.graph.initializer if i.name == "fill")
+    assert numpy_helper.to_array(fill) == np.float16(-65504)  # not onnxconverter-common's -1e4
+
+
+def test_a_constant_read_by_kept_and_converted_nodes_is_split(tmp_path):
+    nodes = [helper.make_node("Mul", ["x", "c"], ["a"], name="keep"),
+             helper.make_node("Add", ["a", "c"], ["y"], name="convert_me")]
+    path = save(build(nodes, [tensor("x", [4])], [tensor("y", [4])], [const("c", [1e5, 1, 2, 3])]), tmp_path)
+    conversion = convert(load_onnx(path), onnx_plan({"nodes": ["keep"]}))
+    inits = {i.name: i.data_type for i in conversion.model.graph.initializer}
+    assert inits == {"c": TensorProto.FLOAT16, "c_fp32": TensorProto.FLOAT}
+    assert [(c.tensor, c.nodes) for c in conversion.clipped] == [("c", ["convert_me"])]
+    onnx_io.verify(conversion.model, "split")
+
+
+def test_a_constant_node_read_by_a_kept_node_keeps_its_value(tmp_path):
+    nodes = [helper.make_node("Constant", [], ["big"], name="c",
+                              value=numpy_helper.from_array(np.array(-1e9, np.float32))),
+             helper.make_node("Add", ["x", "big"], ["s"], name="add"),
+             helper.make_node("Softmax", ["s"], ["y"], name="softmax")]
+    path = save(build(nodes, [tensor("x", [4])], [tensor("y", [4])]), tmp_path)
+    conversion = convert(load_onnx(path), onnx_plan({"nodes": ["add", "softmax"]}))
+    assert conversion.clipped == []
+    big = next(i for i in conversion.model.graph.initializer if i.name == "big")
+    assert big.data_type == TensorProto.FLOAT and numpy_helper.to_array(big) == np.float32(-1e9)
+
+
+def test_an_op_type_entry_keeps_every_node_of_the_type(tmp_path):
+    model = load_onnx(masked_attention(tmp_path))
+    conversion = convert(model, onnx_plan({"op_types": ["MatMul"]}))
+    assert conversion.by_plan == ["/attn/MatMul", "/attn/MatMul_1"]
+    assert 0 < conversion.low_share < 1

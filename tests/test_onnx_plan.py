@@ -1,0 +1,119 @@
+"""ONNX plans: node / op-type entries in the plan file, and findings → nodes kept in fp32."""
+import pytest
+
+pytest.importorskip("onnx")
+import yaml  # noqa: E402
+
+from onnx_graphs import exp_softmax_by_hand, masked_attention  # noqa: E402
+from onnx_models import export  # noqa: E402
+from precisionaudit.findings import Finding  # noqa: E402
+from precisionaudit.frontends.onnx_model import load_onnx  # noqa: E402
+from precisionaudit.onnx_plan import make_onnx_plan  # noqa: E402
+from precisionaudit.plan_file import PlanError, dump_plan, load_plan, parse_plan  # noqa: E402
+from precisionaudit.target import Target  # noqa: E402
+
+EXPORTERS = [pytest.param(False, id="legacy"), pytest.param(True, id="dynamo")]
+TARGET = {"dtype": "float16", "mode": "pure", "device": "cuda"}
+
+
+@pytest.fixture(scope="module")
+def outdir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("onnx_plan"))
+
+
+def plan_of(cli, path, *args):
+    result = cli("plan", path, *args)
+    assert result.exit_code == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def kept(plan) -> list:
+    return [n for entry in plan["overrides"] for n in entry.get("nodes", [])]
+
+
+# --------------------------------------------------------------------------- plan file
+def test_node_and_op_type_entries_round_trip():
+    data = {"version": 1, "target": TARGET, "overrides": [
+        {"nodes": ["/attn/Where", "/attn/Add"], "rules": ["PA107"], "reason": "mask"},
+        {"op_types": ["Softmax"], "rules": ["PA101"]}]}
+    plan = parse_plan(data, "p.yaml")
+    assert plan.is_onnx and [o.module for o in plan.overrides] == [None, None]
+    again = yaml.safe_load(dump_plan(plan))
+    assert again["overrides"] == [
+        {"nodes": ["/attn/Where", "/attn/Add"], "dtype": "float32", "rules": ["PA107"], "reason": "mask"},
+        {"op_types": ["Softmax"], "dtype": "float32", "rules": ["PA101"]}]
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"op_types": ["Cast"]}, "op_types cannot keep Cast in float32"),
+    ({"nodes": []}, "nodes must be a non-empty list of ONNX node names"),
+    ({"nodes": "/attn/Where"}, "nodes must be a non-empty list"),
+    ({"nodes": ["a"], "module": "attn"}, "not both (module given too)"),
+    ({"op_types": ["Softmax"], "ops": ["softmax"]}, "not both (ops given too)"),
+    ({"nodes": ["a"], "dtype": "float16"}, "dtype 'float16' is not supported"),
+])
+def test_invalid_onnx_entries_name_the_entry(entry, message):
+    with pytest.raises(PlanError) as err:
+        parse_plan({"version": 1, "target": TARGET, "overrides": [entry]}, "p.yaml")
+    assert str(err.value).startswith("p.yaml: overrides[0]") and message in str(err.value)
+
+
+def test_a_plan_does_not_mix_modules_and_nodes():
+    with pytest.raises(PlanError, match="mix module entries"):
+        parse_plan({"version": 1, "overrides": [{"module": "attn"}, {"nodes": ["/attn/Where"]}]}, "p.yaml")
+
+
+def test_apply_plan_refuses_an_onnx_plan():
+    torch = pytest.importorskip("torch")
+    from precisionaudit import apply_plan
+
+    plan = parse_plan({"version": 1, "overrides": [{"op_types": ["Softmax"]}]}, "p.yaml")
+    with pytest.raises(PlanError, match="names ONNX nodes"):
+        apply_plan(torch.nn.Linear(2, 2), plan)
+
+
+# --------------------------------------------------------------------------- planner
+def test_an_overflowing_exp_keeps_its_chain_until_the_normalising_div(cli, tmp_path):
+    plan = plan_of(cli, exp_softmax_by_hand(tmp_path))
+    assert plan["target"] == TARGET
+    assert kept(plan) == ["/gate/Exp", "/gate/ReduceSum", "/gate/Div_1"]  # not the MatMul, not the scale
+
+
+def test_a_mask_fill_keeps_the_add_after_it_and_stops_at_the_softmax(cli, tmp_path):
+    plan = plan_of(cli, masked_attention(tmp_path))
+    by_rule = {tuple(e["rules"]): e.get("nodes") for e in plan["overrides"]}
+    assert by_rule == {("PA107",): ["/attn/Where", "/attn/Add"], ("PA101",): ["/attn/Softmax"]}
+
+
+def test_min_severity_error_leaves_warnings_out(cli, outdir):
+    path = export("check_mask_fill.py", outdir, True)
+    rules = {r for e in plan_of(cli, path, "--min-severity", "error")["overrides"] for r in e["rules"]}
+    assert rules == {"PA101", "PA107"}  # the layer norms (PA102, warning) stay in float16
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_an_op_type_kept_everywhere_becomes_one_op_types_entry(cli, outdir, dynamo):
+    plan = plan_of(cli, export("check_mask_fill.py", outdir, dynamo))
+    assert {tuple(e["op_types"]): e["rules"] for e in plan["overrides"]} == {
+        ("LayerNormalization",): ["PA102"], ("Where",): ["PA107"], ("Softmax",): ["PA101"]}
+
+
+def test_op_types_only_when_every_node_of_the_type_is_kept(tmp_path):
+    model = load_onnx(masked_attention(tmp_path))
+    one = Finding("PA106", "attention-logits-overflow", "warning", "m.onnx", None, "m", "/attn/MatMul",
+                  "matmul", "attn", "logits", fix={"action": "keep_fp32", "ops": ["matmul"]})
+    plan, _ = make_onnx_plan([one], model, Target("float16", "pure"))
+    entry = plan.overrides[0]
+    assert entry.op_types is None and entry.nodes[0] == "/attn/MatMul"  # MatMul_1 stays float16
+    # the logits grow: Where and Add follow until the Softmax, the second MatMul does not
+    assert entry.nodes == ["/attn/MatMul", "/attn/Where", "/attn/Add", "/attn/Softmax"]
+
+
+def test_the_plan_file_is_deterministic_and_loads(cli, outdir, tmp_path):
+    path = export("check_exp_overflow.py", outdir, False)
+    texts = []
+    for _ in range(2):
+        assert cli("plan", path, "-o", tmp_path / "p.yaml").exit_code == 0
+        texts.append((tmp_path / "p.yaml").read_text())
+    assert texts[0] == texts[1] and f"precisionaudit convert {path} --plan {tmp_path / 'p.yaml'}" in texts[0]
+    assert load_plan(str(tmp_path / "p.yaml")).is_onnx
