@@ -189,9 +189,15 @@ def rules(rule_id):
               show_default=True, help="Plan for findings at or above this severity.")
 @click.option("--config", "config_file", metavar="FILE", help="Settings file (as for scan).")
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
+@click.option("--prune", is_flag=True, help="ONNX models: keep only the hazards that a float16 run on "
+              "generated inputs needs (2-5 onnxruntime runs; the plan is verified).")
+@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
+              help="With --prune: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
+@click.option("--seed", type=int, default=0, show_default=True, help="With --prune: seed of the inputs.")
 @target_options
 @guarded
-def plan(path, output, min_severity, config_file, isolated, dtype, mode, device, entry, inputs_name):
+def plan(path, output, min_severity, config_file, isolated, prune, input_shapes, seed, dtype, mode,
+         device, entry, inputs_name):
     """Write the override plan that fixes a model's precision findings.
 
     For a PyTorch model file: autocast / pure-mode regions by module. For an ONNX model:
@@ -205,6 +211,8 @@ def plan(path, output, min_severity, config_file, isolated, dtype, mode, device,
     from .scanner import scan as run_scan
 
     onnx = path.endswith(".onnx")
+    if (prune or input_shapes) and not onnx:
+        raise UsageError("--prune and --input-shape are for ONNX models")
     known = rule_ids()
     config = load_config(config_file, isolated, known)
     dtype, mode, device = (_setting(name, value, config) for name, value in (
@@ -217,11 +225,21 @@ def plan(path, output, min_severity, config_file, isolated, dtype, mode, device,
         raise UsageError(results[0].error)
     findings = apply_settings(findings, results, rules, known, config, target)
     if onnx:
+        from .abcheck.onnx_inputs import parse_shapes
         from .frontends.onnx_model import load_onnx
         from .onnx_plan import header as onnx_header, make_onnx_plan
+        from .onnx_prune import pruned_plan
 
-        override_plan, notes = make_onnx_plan(findings, load_onnx(path), target, min_severity)
-        lines = onnx_header(path, override_plan, notes, "plan.yaml" if output == "-" else output)
+        model, pruned = load_onnx(path), None
+        if prune:
+            override_plan, notes, extra, pruned = pruned_plan(
+                findings, model, path, target, min_severity, parse_shapes(input_shapes), seed)
+        else:
+            (override_plan, notes), extra = make_onnx_plan(findings, model, target, min_severity), []
+        lines = onnx_header(path, override_plan, notes, "plan.yaml" if output == "-" else output) + extra
+        if pruned is not None and not pruned.passed:
+            click.echo(f"precisionaudit: warning: {path}: even the whole plan's float16 run is out of "
+                       "tolerance on the generated inputs (precisionaudit check shows where)", err=True)
     else:
         override_plan, notes = make_plan(findings, target, results[0].graph, min_severity)
         lines = header(path, override_plan, target, notes, "amp_plan.yaml" if output == "-" else output)

@@ -13,6 +13,8 @@ kept becomes one ``op_types`` entry. Same findings, same file, byte for byte.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from .findings import SEVERITY_RANK
 from .onnx_graph import attribute, consumers, name_nodes, producers
 from .plan_file import UNBLOCKABLE_OP_TYPES, OverridePlan, Override
@@ -33,13 +35,34 @@ FLOAT_CASTS = {1, 10, 11, 16}  # Cast targets that stay floating point
 SAME_SOURCE_DEPTH = 8  # how far back a Div's divisor is traced to its numerator
 
 
+@dataclass
+class Unit:
+    """One hazard a plan fixes: the flagged node, the rules that flag it (rule → message)
+    and, if its result can leave the low dtype's range, the nodes that result flows through."""
+
+    seed: str
+    rules: dict[str, str]
+    chain: list[str] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[str]:
+        return [self.seed, *self.chain]
+
+
 def make_onnx_plan(findings, model, target, min_severity: str = "warning"):
     """(OverridePlan, notes) for ``model`` (a ModelProto) from the scan's findings on it."""
+    units, notes = hazard_units(findings, model, min_severity)
+    return assemble(units, model.graph, target), notes
+
+
+def hazard_units(findings, model, min_severity: str = "warning"):
+    """([Unit] in graph order, notes on the findings a plan cannot cover)."""
     graph = model.graph
     order = {name: i for i, name in enumerate(name_nodes(graph))}
     by_name = {node.name: node for node in graph.node}
     threshold = SEVERITY_RANK[min_severity]
-    seeds: dict[str, dict] = {}
+    units: dict[str, Unit] = {}
+    grows: set[str] = set()
     notes = []
     for f in sorted(findings, key=lambda f: (order.get(f.node, len(order)), f.rule)):
         if SEVERITY_RANK[f.severity] > threshold:
@@ -49,29 +72,34 @@ def make_onnx_plan(findings, model, target, min_severity: str = "warning"):
             if action and action != "pad":  # shape hints are not precision hazards
                 notes.append(_not_covered(f))
             continue
-        seed = seeds.setdefault(f.node, {"rules": {}, "grows": False})
-        seed["rules"].setdefault(f.rule, f.message)
+        units.setdefault(f.node, Unit(f.node, {})).rules.setdefault(f.rule, f.message)
         overflow = f.rule == "PA107" and (f.evidence or {}).get("status") == "overflow"
-        seed["grows"] |= overflow or by_name[f.node].op_type in GROWING
+        if overflow or by_name[f.node].op_type in GROWING:
+            grows.add(f.node)
+    for name in grows:
+        units[name].chain = [n.name for n in out_of_range_chain(by_name[name], graph)]
+    return sorted(units.values(), key=lambda u: order[u.seed]), notes
 
-    owner: dict[str, frozenset] = {n: frozenset(s["rules"]) for n, s in seeds.items()}
+
+def assemble(units, graph, target) -> OverridePlan:
+    """The plan keeping ``units`` in fp32: one entry per set of rules, a node in the entry of
+    the unit it was flagged by (else of the first unit whose chain reaches it)."""
+    order = {node.name: i for i, node in enumerate(graph.node)}
+    owner = {u.seed: frozenset(u.rules) for u in units}
     chained: dict[frozenset, int] = {}
     messages: dict[str, str] = {}
-    for name in sorted(seeds, key=order.get):
-        messages.update({r: m for r, m in seeds[name]["rules"].items() if r not in messages})
-        if seeds[name]["grows"]:
-            for node in out_of_range_chain(by_name[name], graph):
-                if node.name not in owner:
-                    owner[node.name] = owner[name]
-                    chained[owner[name]] = chained.get(owner[name], 0) + 1
-
+    for unit in units:
+        messages.update({r: m for r, m in unit.rules.items() if r not in messages})
+        for name in unit.chain:
+            if name not in owner:
+                owner[name] = frozenset(unit.rules)
+                chained[owner[name]] = chained.get(owner[name], 0) + 1
     groups: dict[frozenset, list[str]] = {}
     for name in sorted(owner, key=order.get):
         groups.setdefault(owner[name], []).append(name)
     entries = [_entry(rules, names, graph, messages, chained.get(rules, 0))
                for rules, names in groups.items()]
-    plan = OverridePlan(target={**target.as_dict(), "mode": "pure"}, overrides=entries)
-    return plan, notes
+    return OverridePlan(target={**target.as_dict(), "mode": "pure"}, overrides=entries)
 
 
 def out_of_range_chain(start, graph) -> list:

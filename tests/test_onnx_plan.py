@@ -117,3 +117,59 @@ def test_the_plan_file_is_deterministic_and_loads(cli, outdir, tmp_path):
         texts.append((tmp_path / "p.yaml").read_text())
     assert texts[0] == texts[1] and f"precisionaudit convert {path} --plan {tmp_path / 'p.yaml'}" in texts[0]
     assert load_plan(str(tmp_path / "p.yaml")).is_onnx
+
+
+# --------------------------------------------------------------------------- plan --prune
+def test_prune_keeps_the_hazard_the_float16_run_needs(cli, tmp_path):
+    result = cli("plan", exp_softmax_by_hand(tmp_path), "--prune")
+    assert result.exit_code == 0
+    assert kept(yaml.safe_load(result.stdout)) == ["/gate/Exp", "/gate/ReduceSum", "/gate/Div_1"]
+    assert "(seed 0, 3 onnxruntime runs): keeps 1 of 1 flagged hazards" in result.stdout
+    assert "float16 run passed" in result.stdout
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_prune_drops_hazards_the_inputs_do_not_trigger(cli, outdir, dynamo):
+    """The -1e9 masks are clipped to -65504 in front of a softmax: harmless; the norms and
+    softmaxes are within tolerance in float16. Two runs: reference and baseline."""
+    result = cli("plan", export("check_mask_fill.py", outdir, dynamo), "--prune")
+    assert result.exit_code == 0 and yaml.safe_load(result.stdout)["overrides"] == []
+    assert "2 onnxruntime runs): keeps 0 of 9 flagged hazards" in result.stdout
+    assert "dropped (within tolerance without them on these inputs):" in result.stdout
+
+
+def test_prune_says_when_no_plan_passes(cli, tmp_path):
+    from onnx import helper
+
+    from onnx_graphs import build, const, save, tensor
+
+    nodes = [helper.make_node("Mul", ["x", "k"], ["a"], name="scale"),
+             helper.make_node("Mul", ["a", "k"], ["y"], name="scale_again")]  # 1e6: inf in fp16, unflagged
+    path = save(build(nodes, [tensor("x", [8])], [tensor("y", [8])], [const("k", 1000.0)]), tmp_path)
+    result = cli("plan", path, "--prune")
+    assert result.exit_code == 0 and "even the whole plan's float16 run is out of tolerance" in result.stderr
+    assert "did NOT pass" in result.stdout and "error starts at nodes no finding covers: scale_again" in result.stdout
+
+
+def test_prune_needs_an_onnx_model_and_float16(cli, tmp_path):
+    from conftest import sample
+
+    assert "--prune and --input-shape are for ONNX models" in cli("plan", sample("check_clean.py"), "--prune").stderr
+    result = cli("plan", exp_softmax_by_hand(tmp_path), "--prune", "--dtype", "bfloat16")
+    assert result.exit_code == 2 and "no bfloat16 kernels" in result.stderr
+
+
+def test_error_starts_are_where_divergence_begins():
+    from onnx import helper
+
+    from onnx_graphs import build, tensor
+    from precisionaudit.onnx_prune import error_starts
+
+    nodes = [helper.make_node("Exp", ["x"], ["e"], name="exp"), helper.make_node("Neg", ["e"], ["n"], name="neg"),
+             helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Add", ["n", "r"], ["y"], name="add")]
+    model = build(nodes, [tensor("x", [2])], [tensor("y", [2])])
+    watched = [("exp", 0, "e"), ("neg", 0, "n"), ("relu", 0, "r"), ("add", 0, "y")]
+    kinds = {("exp", 0): "nonfinite", ("neg", 0): "nonfinite", ("relu", 0): None, ("add", 0): "nonfinite"}
+    assert error_starts(model, watched, kinds) == {"exp"}
+    kinds[("relu", 0)] = "exceeds_tolerance"
+    assert error_starts(model, watched, kinds) == {"exp", "relu"}

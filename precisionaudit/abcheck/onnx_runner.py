@@ -12,6 +12,7 @@ report are the PyTorch check's; a conversion that fails is the variant's ``error
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -35,6 +36,42 @@ DEVICE = "onnxruntime-cpu"
 GROWTH_ROWS = 200
 
 
+@dataclass
+class Reference:
+    """A model, its generated inputs and its fp32 run: what every variant is compared with."""
+
+    path: str
+    model: onnx.ModelProto
+    feeds: dict
+    inputs: dict  # how each input was generated
+    watched: list  # (node, output index, tensor) compared node by node
+    values: dict  # (node, output index) → the reference's result
+    outputs: list  # [(output name, torch tensor)]
+    flops: dict  # GEMM node → FLOPs
+    wall_s: float
+    counts: dict = field(default_factory=lambda: {"forward": 0, "backward": 0})
+
+
+def run_reference(path: str, input_shapes: dict | None = None, seed: int = 0, model=None) -> Reference:
+    """Load ``path`` (unless ``model`` is given), generate its inputs, run it in fp32 once."""
+    model = model if model is not None else load_onnx(path)
+    name_nodes(model.graph)
+    shapes = resolve_shapes(model, input_shapes or {}, path)
+    feeds, described = make_inputs(model, shapes, seed, path)
+    typed = _typed(model, shapes)
+    watched = _watch(model, typed)
+    counts = {"forward": 0, "backward": 0}
+    values, wall, error = _run(_expose(model, [t for _, _, t in watched]), feeds, counts)
+    if error is not None:
+        raise UsageError(f"{path}: the fp32 reference run failed ({error}): the model or the "
+                         "generated inputs are broken before any low precision (--input-shape?)")
+    outputs = [(o.name, torch.from_numpy(np.asarray(values[o.name]))) for o in model.graph.output]
+    _check_reference(path, outputs)
+    return Reference(path, model, feeds, described, watched,
+                     {(node, i): values[t] for node, i, t in watched}, outputs,
+                     _gemm_flops(model, typed), wall, counts)
+
+
 def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None, seed: int = 0,
                    input_shapes: dict | None = None, device: str = "cuda") -> dict:
     """The check report (a dict, JSON-ready) for one ONNX model file."""
@@ -47,75 +84,63 @@ def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None,
     plan_obj = load_plan(plan) if plan is not None else None
     if plan_obj is not None:
         resolve_plan(plan_obj, model.graph, dtype)  # a plan for another model stops here
-    shapes = resolve_shapes(model, input_shapes or {}, path)
-    feeds, described = make_inputs(model, shapes, seed, path)
-    typed = _typed(model, shapes)
-    watched = _watch(model, typed)
-    counts = {"forward": 0, "backward": 0}
-
-    ref_values, ref_wall, ref_error = _run(_expose(model, [t for _, _, t in watched]), feeds, counts)
-    if ref_error is not None:
-        raise UsageError(f"{path}: the fp32 reference run failed ({ref_error}): the model or the "
-                         "generated inputs are broken before any low precision (--input-shape?)")
-    ref_outputs = [(o.name, torch.from_numpy(np.asarray(ref_values[o.name]))) for o in model.graph.output]
-    _check_reference(path, ref_outputs)
-    reference = {(node, i): ref_values[t] for node, i, t in watched}
-
+    ref = run_reference(path, input_shapes, seed, model)
     variants = [{"name": "reference", "dtype": "float32", "status": "ok", "error": None,
-                 "wall_s": _num(ref_wall)}]
+                 "wall_s": _num(ref.wall_s)}]
     warnings = []
-    flops = _gemm_flops(model, typed)
     for name, chosen in (("baseline", None), ("planned", plan_obj)):
         if name == "planned" and chosen is None:
             break
-        entry, conversion = _variant(name, model, chosen, path, feeds, watched, reference,
-                                     ref_outputs, tol, counts, flops)
+        entry, conversion, _ = run_variant(ref, name, chosen, tol)
         if conversion is not None:
             if name == "baseline":
                 warnings += [c.message() for c in conversion.clipped]
             warnings += conversion.warnings
-        if chosen is not None:
-            entry["plan"] = {"path": chosen.source, "overrides": len(chosen.overrides),
-                             "nodes": len(conversion.by_plan) if conversion else None,
-                             "gemm_flops_low_precision": entry["gemm_flops_low_precision"],
-                             "unmatched": [], "unused": []}
         variants.append(entry)
     return {"tool": "precisionaudit", "version": __version__, "path": path, "entry": "onnx",
             "target": {"dtype": dtype, "mode": "pure", "device": device}, "device": DEVICE,
-            "tolerance": tol.as_dict(), "seed": seed, "inputs": described, "executions": counts,
+            "tolerance": tol.as_dict(), "seed": seed, "inputs": ref.inputs, "executions": ref.counts,
             "wall_s": _num(time.perf_counter() - started), "variants": variants,
             "passed": variants[-1]["status"] == "ok", "warnings": warnings, "notes": [NOTE]}
 
 
 # --------------------------------------------------------------------------- variants
-def _variant(name, model, plan, path, feeds, watched, reference, ref_outputs, tol, counts, flops):
+def run_variant(ref: Reference, name: str, plan, tol):
+    """(the variant's report entry, the Conversion or None, (node, output) → divergence kind
+    or None) of the model converted with ``plan`` (None: the baseline), in one run."""
     entry = {"name": name, "dtype": "float16", "mode": "pure", "status": "error", "error": None,
              "outputs": [], "first_divergence": None, "gemm_flops_low_precision": None,
              "nodes_low_precision": None, "error_growth": [], "wall_s": None}
     try:
-        conversion = convert(model, plan, "float16", keep_io_types=True, source=path)
-        verify(conversion.model, f"{path} converted to float16")
+        conversion = convert(ref.model, plan, "float16", keep_io_types=True, source=ref.path)
+        verify(conversion.model, f"{ref.path} converted to float16")
     except UsageError as exc:
         entry["error"] = str(exc)
-        return entry, None
+        return entry, None, {}
     kept = set(conversion.kept)
     entry["nodes_low_precision"] = _num(conversion.low_share)
-    entry["gemm_flops_low_precision"] = _low_share(flops, kept)
+    entry["gemm_flops_low_precision"] = _low_share(ref.flops, kept)
+    if plan is not None:
+        entry["plan"] = {"path": plan.source, "overrides": len(plan.overrides),
+                         "nodes": len(conversion.by_plan),
+                         "gemm_flops_low_precision": entry["gemm_flops_low_precision"],
+                         "unmatched": [], "unused": []}
     emulated, visible = emulate(conversion.model)
-    names = {(node, i): visible[node][i] for node, i, _ in watched if node in visible}
-    values, wall, error = _run(_expose(emulated, list(names.values())), feeds, counts)
+    names = {(node, i): visible[node][i] for node, i, _ in ref.watched if node in visible}
+    values, wall, error = _run(_expose(emulated, list(names.values())), ref.feeds, ref.counts)
     entry["wall_s"] = _num(wall)
     if error is not None:
         entry["error"] = error
-        return entry, conversion
-    got = {o.name: torch.from_numpy(np.asarray(values[o.name])) for o in model.graph.output}
-    entry["outputs"] = compare_all(ref_outputs, got, tol)
+        return entry, conversion, {}
+    got = {o.name: torch.from_numpy(np.asarray(values[o.name])) for o in ref.model.graph.output}
+    entry["outputs"] = compare_all(ref.outputs, got, tol)
     entry["status"] = variant_status(entry["outputs"])
-    rows, first = _divergence(model, watched, reference, {k: values[v] for k, v in names.items()}, tol)
+    rows, first, kinds = _divergence(ref.model, ref.watched, ref.values,
+                                     {k: values[v] for k, v in names.items()}, tol)
     entry["error_growth"] = rows[:GROWTH_ROWS]
     if entry["status"] != "ok":
         entry["first_divergence"] = first
-    return entry, conversion
+    return entry, conversion, kinds
 
 
 def _run(model, feeds, counts):
@@ -193,10 +218,11 @@ def _expose(model, names):
 
 
 def _divergence(model, watched, reference, got, tol):
-    """(error growth rows per module, first diverging node or None)."""
+    """(error growth rows per module, first diverging node or None, (node, output) → kind)."""
     nodes = {n.name: n for n in model.graph.node}
     last: dict[str, dict] = {}
     first = {"nonfinite": None, "exceeds_tolerance": None}
+    kinds = {}
     for node_name, i, _ in watched:
         if (node_name, i) not in got:
             continue
@@ -214,12 +240,13 @@ def _divergence(model, watched, reference, got, tol):
         last.pop(module, None)
         last[module] = {"module": module, "rel_error": _num(rel), "nonfinite": bad}
         kind = "nonfinite" if bad else ("exceeds_tolerance" if max_abs > tol.bound(ref_max) else None)
+        kinds[(node_name, i)] = kind
         if kind and first[kind] is None:
             file, line = _source_of(node)
             first[kind] = {"module": module, "op": CANONICAL.get(node.op_type, node.op_type.lower()),
                            "node": node_name, "line": f"{file}:{line}" if file else None,
                            "rel_error": _num(rel), "nonfinite": bad, "kind": kind}
-    return list(last.values()), first["nonfinite"] or first["exceeds_tolerance"]
+    return list(last.values()), first["nonfinite"] or first["exceeds_tolerance"], kinds
 
 
 # --------------------------------------------------------------------------- GEMM FLOPs
