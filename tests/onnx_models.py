@@ -9,10 +9,12 @@ from precisionaudit.frontends.model_file import import_model_file
 
 
 def export(name: str, directory: str, dynamo: bool) -> str:
-    """sample_models/<name> exported by the dynamo (torch.export) or the legacy TorchScript exporter."""
-    module = import_model_file(sample(name))
+    """sample_models/<name> (or the model file at a path) exported by the dynamo
+    (torch.export) or the legacy TorchScript exporter."""
+    module = import_model_file(name if os.sep in name else sample(name))
     model, inputs = module.get_model().eval(), module.get_example_inputs()
-    path = os.path.join(directory, f"{name[:-3]}_{'dynamo' if dynamo else 'legacy'}.onnx")
+    stem = os.path.basename(name)[:-3]
+    path = os.path.join(directory, f"{stem}_{'dynamo' if dynamo else 'legacy'}.onnx")
     if not os.path.exists(path):
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")

@@ -1,0 +1,244 @@
+"""ONNX float16 conversion: precisionaudit's plan + check vs onnxconverter-common's search.
+
+    python bench/onnx_bench.py
+
+Each sample model is exported by both torch exporters (in a temporary directory) and
+made float16 three ways, on the same generated inputs and at the same tolerance (the
+check's float16 defaults: max |error| <= 1e-2 + 1e-2 * max |reference|, cosine >= 0.999):
+
+* ``precisionaudit``: ``plan`` (static: no model run) then ``check --plan`` (3 runs:
+  reference, baseline, planned);
+* ``precisionaudit --prune``: ``plan --prune``, which keeps only the flagged hazards the
+  float16 run needs and verifies the plan it writes (reference, baseline, then one
+  planned run per attempt: 2 runs when the baseline passes);
+* ``acmp``: ``auto_convert_mixed_precision`` as shipped (keep_io_types), which bisects
+  the node list, judging each attempt by running the float16 model on onnxruntime's CPU
+  provider as it is;
+* ``acmp-emulated``: the same search, each attempt run through precisionaudit's float16
+  emulation (every node's result rounded to float16) — what the search finds when it
+  sees the numerics a GPU has.
+
+Models with no-op ``Cast(to=float)`` nodes (the legacy exporter's ``.float()``) are given
+to the two ``acmp`` rows with those nodes made ``Identity`` (unchanged in fp32): as
+exported, every conversion attempt fails to load and the search dies (shown as
+``acmp (as exported)``).
+
+Columns: onnxruntime runs (``InferenceSession.run`` calls), wall time, share of the
+graph's nodes left in float16 (nodes kept in fp32 by the plan / block list and by
+onnxconverter-common's default op block list count against it), share of GEMM FLOPs in
+float16, and the final model's verdict and error measured the same way for all (the
+emulated float16 run against the fp32 reference: what a GPU would compute). Target
+(issue 5): fewer runs and at least the same float16 share at the same tolerance.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import platform
+import sys
+import tempfile
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # onnx_models.export: the tests' exporter
+
+SAMPLES = ["check_clean.py", "check_exp_overflow.py", "check_mask_fill.py", "pa107_mask_hazard.py",
+           "pa106_logits_hazard.py", os.path.join(HERE, "models", "onnx_softplus_gate.py")]
+
+
+class Counter:
+    """Counts onnxruntime runs made through onnxconverter-common's helper."""
+
+    def __init__(self, emulated: bool):
+        self.runs, self.emulated, self.last_block_list = 0, emulated, None
+
+    @contextlib.contextmanager
+    def patched(self):
+        from onnxconverter_common import auto_mixed_precision as acmp, float16
+
+        from precisionaudit.abcheck.onnx_emulate import emulate
+        from precisionaudit.onnx_graph import FLOAT16
+
+        run, convert = acmp.get_tensor_values_using_ort, float16.convert_float_to_float16
+
+        def counted(model, feeds, output_names=None, sess_options=None):
+            self.runs += 1
+            low = any(vi.type.tensor_type.elem_type == FLOAT16 for vi in model.graph.value_info)
+            if self.emulated and low and output_names is None:
+                model = emulate(model)[0]
+            return run(model, feeds, output_names, sess_options)
+
+        def recorded(model, *args, **kwargs):
+            self.last_block_list = list(kwargs.get("node_block_list") or [])
+            return convert(model, *args, **kwargs)
+
+        acmp.get_tensor_values_using_ort, float16.convert_float_to_float16 = counted, recorded
+        try:
+            yield self
+        finally:
+            acmp.get_tensor_values_using_ort, float16.convert_float_to_float16 = run, convert
+
+
+def final_error(model16, model, feeds, tol):
+    """(status, max |error| / max |reference|) of a float16 model, run emulated."""
+    import numpy as np
+    import torch
+
+    from precisionaudit.abcheck.metrics import compare_all, variant_status
+    from precisionaudit.abcheck.onnx_emulate import emulate
+    from precisionaudit.onnx_io import session
+
+    ref = session(model).run(None, feeds)
+    got = session(emulate(model16)[0]).run(None, feeds)
+    names = [o.name for o in model.graph.output]
+    entries = compare_all([(n, torch.from_numpy(np.asarray(r))) for n, r in zip(names, ref)],
+                          {n: torch.from_numpy(np.asarray(g)) for n, g in zip(names, got)}, tol)
+    worst = max((e["max_abs"] or 0) / (float(np.abs(r).max()) or 1) for e, r in zip(entries, ref)
+                if "max_abs" in e)
+    status = variant_status(entries)
+    return status, None if status == "nonfinite" else worst
+
+
+def shares(model, block_list, flops):
+    from onnxconverter_common.float16 import DEFAULT_OP_BLOCK_LIST
+
+    from precisionaudit.abcheck.onnx_runner import _low_share
+
+    kept = {n.name for n in model.graph.node if n.name in block_list or n.op_type in DEFAULT_OP_BLOCK_LIST}
+    return 1 - len(kept) / len(model.graph.node), _low_share(flops, kept)
+
+
+def ours(path, tol):
+    from precisionaudit.abcheck.onnx_runner import run_onnx_check
+    from precisionaudit.engine import load_rules
+    from precisionaudit.frontends.onnx_model import load_onnx
+    from precisionaudit.onnx_plan import make_onnx_plan
+    from precisionaudit.scanner import scan
+    from precisionaudit.target import Target
+
+    started = time.perf_counter()
+    target = Target("float16", "pure")
+    _, findings = scan([path], target, load_rules())
+    plan, _ = make_onnx_plan(findings, load_onnx(path), target)
+    report = run_onnx_check(path, plan=plan, tolerance=tol)
+    planned = report["variants"][-1]
+    rel = max(((o["max_abs"] or 0) / ((o["bound"] - tol.atol) / tol.rtol or 1)
+               for o in planned["outputs"] if "max_abs" in o), default=None)
+    return {"runs": report["executions"]["forward"], "wall": time.perf_counter() - started,
+            "nodes": planned["nodes_low_precision"], "gemm": planned["gemm_flops_low_precision"],
+            "status": planned["status"], "error": rel if planned["status"] != "error" else None,
+            "baseline": report["variants"][1]["status"]}
+
+
+def ours_pruned(path, tol, feeds, flops):
+    from precisionaudit.engine import load_rules
+    from precisionaudit.frontends.onnx_model import load_onnx
+    from precisionaudit.onnx_convert import convert
+    from precisionaudit.onnx_prune import pruned_plan
+    from precisionaudit.scanner import scan
+    from precisionaudit.target import Target
+
+    started = time.perf_counter()
+    target = Target("float16", "pure")
+    _, findings = scan([path], target, load_rules())
+    model = load_onnx(path)
+    plan, _, _, pruned = pruned_plan(findings, model, path, target, "warning", {}, 0)
+    wall = time.perf_counter() - started
+    nodes, gemm = shares(model, set(convert(model, plan).kept), flops)
+    status, rel = final_error(convert(model, plan, keep_io_types=True).model, model, feeds, tol)
+    return {"runs": 2 + len(pruned.attempts), "wall": wall, "nodes": nodes, "gemm": gemm,
+            "status": status, "error": rel}
+
+
+def acmp(model, original, feeds, tol, emulated, flops):
+    from onnxconverter_common.auto_mixed_precision import auto_convert_mixed_precision
+
+    from precisionaudit.abcheck.metrics import compare, variant_status
+    import numpy as np
+    import torch
+
+    def validate(ref, got):
+        entries = [compare(str(i), torch.from_numpy(np.asarray(r)), torch.from_numpy(np.asarray(g)), tol)
+                   for i, (r, g) in enumerate(zip(ref, got))]
+        return variant_status(entries) == "ok"
+
+    counter = Counter(emulated)
+    started = time.perf_counter()
+    try:
+        with counter.patched(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model16 = auto_convert_mixed_precision(model, dict(feeds), validate, keep_io_types=True)
+    except Exception as exc:  # noqa: BLE001 - a search that dies is a result
+        return {"runs": counter.runs, "wall": time.perf_counter() - started, "nodes": None, "gemm": None,
+                "status": f"fails: {str(exc).splitlines()[0][:70]}", "error": None}
+    wall = time.perf_counter() - started
+    nodes, gemm = shares(original, set(counter.last_block_list or ()), flops)
+    status, rel = final_error(model16, original, feeds, tol)
+    return {"runs": counter.runs, "wall": wall, "nodes": nodes, "gemm": gemm, "status": status, "error": rel}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", nargs="*", default=SAMPLES)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    import onnxconverter_common
+    import onnxruntime
+    import torch
+
+    from onnx_models import export
+    from precisionaudit.abcheck.onnx_inputs import make_inputs, resolve_shapes
+    from precisionaudit.abcheck.onnx_runner import _gemm_flops, _typed
+    from precisionaudit.abcheck.tolerance import tolerance_for
+    from precisionaudit.frontends.onnx_model import load_onnx
+    from precisionaudit.onnx_convert import _no_op_casts_to_identity
+    from precisionaudit.onnx_graph import name_nodes
+
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    print(f"machine: {platform.processor() or platform.machine()}, onnxruntime {onnxruntime.__version__}, "
+          f"onnxconverter-common {onnxconverter_common.__version__}, torch {torch.__version__}\n")
+    print("| model | exporter | method | ORT runs | wall s | nodes fp16 | GEMM FLOPs fp16 | final (emulated fp16) "
+          "| max err / max ref |")
+    print("|---|---|---|---:|---:|---:|---:|---|---:|")
+    tol = tolerance_for("float16")
+    with tempfile.TemporaryDirectory() as directory:
+        for sample in args.samples:
+            for dynamo in (False, True):
+                torch.manual_seed(0)  # the same weights on every run of the benchmark
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    path = export(sample, directory, dynamo)
+                model = load_onnx(path)
+                name_nodes(model.graph)
+                feeds, _ = make_inputs(model, resolve_shapes(model, {}, path), 0, path)
+                flops = _gemm_flops(model, _typed(model, {k: v.shape for k, v in feeds.items()}))
+                rows = [("precisionaudit", ours(path, tol)),
+                        ("precisionaudit --prune", ours_pruned(path, tol, feeds, flops))]
+                given = type(model)()
+                given.CopyFrom(model)
+                if _no_op_casts_to_identity(given):  # legacy exports: .float() as Cast(to=float)
+                    rows.append(("acmp (as exported)", acmp(model, model, feeds, tol, False, flops)))
+                rows.append(("acmp", acmp(given, model, feeds, tol, False, flops)))
+                rows.append(("acmp-emulated", acmp(given, model, feeds, tol, True, flops)))
+                for method, r in rows:
+                    status = r["status"] + (f" (baseline {r['baseline']})" if "baseline" in r else "")
+                    print(f"| {os.path.basename(sample)} | {'dynamo' if dynamo else 'legacy'} | {method} | {r['runs']} "
+                          f"| {r['wall']:.2f} | {_pct(r['nodes'])} | {_pct(r['gemm'])} | {status} "
+                          f"| {_e(r['error'])} |")
+    return 0
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _e(x) -> str:
+    return "-" if x is None else f"{x:.1e}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
