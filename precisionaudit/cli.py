@@ -345,10 +345,15 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     if os.path.exists(output) and os.path.samefile(output, path):
         raise UsageError(f"{output}: the output would overwrite the model being converted")
     plan = load_plan(plan_path) if plan_path is not None else None
-    conversion = convert_model(load_onnx(path), plan, dtype, keep_io_types, source=path)
+    original = load_onnx(path)
+    conversion = convert_model(original, plan, dtype, keep_io_types, source=path)
     for line in conversion.warnings + [c.message() for c in conversion.clipped]:
         click.echo(f"precisionaudit: warning: {line}", err=True)
-    verify(conversion.model, f"{path} converted to {dtype}")
+    try:
+        verify(conversion.model, f"{path} converted to {dtype}")
+    except UsageError:
+        verify(original, path)  # when the model itself does not load, say that instead
+        raise
     write_atomic(conversion.model, output)
     total, kept = len(conversion.nodes), len(conversion.kept)
     by_plan = len(conversion.by_plan)

@@ -45,6 +45,12 @@ def node_named_in(message: str, model) -> tuple[str | None, str | None]:
         for match in re.finditer(pattern, message):
             if match.group(1) in names:
                 return match.group(1), names[match.group(1)]
+    unknown = re.search(r"(?:^|\s)([\w.]*):(\w+)\(-?\d+\) is not a registered", message)
+    if unknown:  # an op onnxruntime does not know: its first node
+        node = next((n for n in model.graph.node if n.op_type == unknown.group(2)
+                     and n.domain in (unknown.group(1), "")), None)
+        if node is not None:
+            return node.name, node.op_type
     return None, None
 
 

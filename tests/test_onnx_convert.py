@@ -239,3 +239,21 @@ def test_an_op_type_entry_keeps_every_node_of_the_type(tmp_path):
     conversion = convert(model, onnx_plan({"op_types": ["MatMul"]}))
     assert conversion.by_plan == ["/attn/MatMul", "/attn/MatMul_1"]
     assert 0 < conversion.low_share < 1
+
+
+def test_a_custom_op_onnxruntime_does_not_know(cli, tmp_path):
+    """Scanned and planned around (the scan lists it as unanalysed), but not convertible:
+    the result could not be verified; check cannot even run the fp32 reference."""
+    nodes = [helper.make_node("Fancy", ["x"], ["h"], domain="com.example", name="fancy"),
+             helper.make_node("Exp", ["h"], ["y"], name="/act/Exp")]
+    graph = helper.make_graph(nodes, "g", [tensor("x", [4])], [tensor("y", [4])])
+    model = helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    path = save(model, tmp_path)
+    assert cli("plan", path, "-o", tmp_path / "plan.yaml").exit_code == 0
+    result = cli("convert", path, "--plan", tmp_path / "plan.yaml", "-o", tmp_path / "o.onnx")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert f"{path} does not load in onnxruntime at node fancy (Fancy)" in result.stderr
+    result = cli("check", path)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "reference run failed" in result.stderr
+    assert not (tmp_path / "o.onnx").exists()
