@@ -195,6 +195,13 @@ def _parse_entry(entry, index: int, source: str) -> Override:
         if not isinstance(ops, list) or not ops or not all(isinstance(o, str) and o for o in ops):
             raise PlanError(f"{where}: ops must be a non-empty list of op names "
                             "(leave it out to run the whole module in fp32)")
+    dtype, rules, reason = _common_fields(entry, where)
+    return Override(module=module, ops=list(ops) if ops is not None else None, dtype=dtype,
+                    rules=list(rules), reason=reason)
+
+
+def _common_fields(entry: dict, where: str):
+    """(dtype, rules, reason) of an entry of either kind."""
     dtype = entry.get("dtype", "float32")
     if dtype != "float32":
         raise PlanError(f"{where}: dtype {dtype!r} is not supported (overrides run in float32)")
@@ -204,8 +211,7 @@ def _parse_entry(entry, index: int, source: str) -> Override:
     reason = entry.get("reason") or ""
     if not isinstance(reason, str):
         raise PlanError(f"{where}: reason must be a string")
-    return Override(module=module, ops=list(ops) if ops is not None else None, dtype=dtype,
-                    rules=list(rules), reason=reason)
+    return dtype, rules, reason
 
 
 def _parse_onnx_entry(entry: dict, where: str) -> Override:
@@ -226,15 +232,7 @@ def _parse_onnx_entry(entry: dict, where: str) -> Override:
         raise PlanError(f"{where}: op_types cannot keep {', '.join(blocked)} in float32 "
                         "(onnxconverter-common never finishes with Cast in its op block list); "
                         "name the nodes that need float32 under nodes: instead")
-    dtype = entry.get("dtype", "float32")
-    if dtype != "float32":
-        raise PlanError(f"{where}: dtype {dtype!r} is not supported (overrides run in float32)")
-    rules = entry.get("rules") or []
-    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
-        raise PlanError(f"{where}: rules must be a list of rule ids")
-    reason = entry.get("reason") or ""
-    if not isinstance(reason, str):
-        raise PlanError(f"{where}: reason must be a string")
+    dtype, rules, reason = _common_fields(entry, where)
     return Override(module=None, dtype=dtype, rules=list(rules), reason=reason, **lists)
 
 
