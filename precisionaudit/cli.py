@@ -225,6 +225,9 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         raise UsageError(results[0].error)
     findings = apply_settings(findings, results, rules, known, config, target)
     if onnx:
+        from .onnx_io import require_onnx_extra
+
+        require_onnx_extra()
         from .abcheck.onnx_inputs import parse_shapes
         from .frontends.onnx_model import load_onnx
         from .onnx_plan import header as onnx_header, make_onnx_plan
@@ -293,6 +296,9 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         raise UsageError(f"{path}: no such file")
     tolerance = tolerance_for(dtype, atol, rtol, cosine)
     if path.endswith(".onnx"):
+        from .onnx_io import require_onnx_extra
+
+        require_onnx_extra()
         from .abcheck.onnx_inputs import parse_shapes
         from .abcheck.onnx_runner import run_onnx_check
 
@@ -334,6 +340,9 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     """
     import os
 
+    from .onnx_io import require_onnx_extra
+
+    require_onnx_extra()
     from .frontends.onnx_model import load_onnx
     from .onnx_convert import convert as convert_model
     from .onnx_io import verify, write_atomic

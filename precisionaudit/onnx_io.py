@@ -22,6 +22,17 @@ _NODE_PATTERNS = (r"of node \(([^)]*)\)", r"[Nn]ode \(([^)]*)\)", r"node with na
                   r"Node:\s*(\S+)", r"node ([^\s:]+) ")
 
 
+def require_onnx_extra() -> None:
+    """A UsageError naming the missing package unless the ``onnx`` extra is installed."""
+    import importlib.util
+
+    for module, package in (("onnx", "onnx"), ("onnxruntime", "onnxruntime"),
+                            ("onnxconverter_common", "onnxconverter-common")):
+        if importlib.util.find_spec(module) is None:
+            raise UsageError(f"ONNX models need the onnx extra: {package} is not installed "
+                             "(pip install 'precisionaudit[onnx]')")
+
+
 def session(model, optimize: bool = True):
     """A CPU onnxruntime session for a ModelProto (through a temporary file above 2 GiB)."""
     import onnxruntime as ort

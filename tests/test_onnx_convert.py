@@ -257,3 +257,13 @@ def test_a_custom_op_onnxruntime_does_not_know(cli, tmp_path):
     result = cli("check", path)
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "reference run failed" in result.stderr
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_without_the_onnx_extra_the_missing_package_is_named(cli, tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxconverter_common" else real(name, *a))
+    result = cli("convert", exp_softmax_by_hand(tmp_path), "-o", tmp_path / "o.onnx")
+    assert result.exit_code == 2 and "onnxconverter-common is not installed" in result.stderr

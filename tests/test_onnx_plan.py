@@ -1,7 +1,8 @@
 """ONNX plans: node / op-type entries in the plan file, and findings → nodes kept in fp32."""
 import pytest
 
-pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxconverter_common")
 import yaml  # noqa: E402
 
 from onnx_graphs import exp_softmax_by_hand, masked_attention  # noqa: E402
