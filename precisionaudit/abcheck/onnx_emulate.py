@@ -34,7 +34,12 @@ NOTE = ("onnxruntime's CPU provider runs float16 ops without a CPU kernel in flo
 
 def emulate(model) -> tuple[onnx.ModelProto, dict[str, list[str]]]:
     """(the emulating fp32 model, node name → the names of its outputs as consumers see them)."""
-    typed = onnx.shape_inference.infer_shapes(model) if model.ByteSize() < 2**31 - 1 else model
+    typed = model
+    if model.ByteSize() < 2**31 - 1:
+        try:
+            typed = onnx.shape_inference.infer_shapes(model)
+        except Exception:  # noqa: BLE001 - untyped results are left unrounded, not guessed
+            pass
     out = onnx.ModelProto()
     out.CopyFrom(model)
     types = {vi.name: vi.type.tensor_type.elem_type
