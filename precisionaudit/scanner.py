@@ -21,10 +21,12 @@ class ModelResult:
     notes: list = field(default_factory=list)
     graph: object = None
     exception: BaseException | None = None  # for --debug; not part of the report
+    target: dict | None = None  # the policy this model was judged under (ONNX: pure)
 
     def to_json(self) -> dict:
         return {"path": self.path, "entry": self.entry, "frontend": self.frontend,
                 "nodes": self.nodes, "status": self.status, "error": self.error,
+                "target": self.target,
                 "skipped": self.skipped, "notes": self.notes}
 
 
@@ -97,7 +99,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
 
     if path.endswith(".onnx"):  # an ONNX graph is judged converted to the low dtype
         target, entry = dataclasses.replace(target, mode="pure"), "onnx"
-    result = ModelResult(path=path, entry=entry)
+    result = ModelResult(path=path, entry=entry, target=target.as_dict())
     try:
         captured = capture_model(path, target, entry, inputs)
     except CaptureError as exc:

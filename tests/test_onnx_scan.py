@@ -134,3 +134,21 @@ def test_missing_external_data(tmp_path, cli):
     os.remove(tmp_path / "ext.weights")
     result = cli("scan", path)
     assert result.exit_code == 2 and "external data missing" in result.stderr
+
+
+def test_onnx_layer_norm_statistics_are_fp32_by_spec(tmp_path):
+    """LayerNormalization computes mean and variance in stash_type (fp32 by default)."""
+    scale = numpy_helper.from_array(np.ones(8, dtype=np.float32), "scale")
+
+    def layer_norm(**attrs):
+        node = helper.make_node("LayerNormalization", ["x", "scale"], ["y"], name="/ln/LN", **attrs)
+        return _write(tmp_path, [node], [_tensor("x", [2, 8])], [_tensor("y", [2, 8])], [scale],
+                      name=f"ln{attrs}.onnx")
+
+    assert "PA102" not in rules_of(layer_norm())
+    assert "PA102" in rules_of(layer_norm(stash_type=10))  # statistics asked in fp16
+
+
+def test_onnx_models_are_reported_as_judged_in_pure_mode(outdir, cli):
+    path = export("pa111_output_hazard.py", outdir, False)
+    assert "(float16, pure, cuda)" in cli("scan", path).stdout.splitlines()[0]

@@ -169,6 +169,8 @@ def capture_onnx(path: str, target) -> Capture:
         compute = next((converted(d) for d in in_dtypes if d in FLOAT_TYPES.values()), converted(out_dtype))
         if node.op_type == "Cast":
             compute = converted(out_dtype)
+        elif node.op_type == "LayerNormalization" and _stash_type(node) == 1:
+            compute = "float32"  # the spec computes the mean and variance in stash_type (fp32)
         scalars, params = [], []
         for i in node.input:
             value = tensors.values.get(i)
@@ -204,6 +206,10 @@ def capture_onnx(path: str, target) -> Capture:
                                "shape": tensors.shape(o.name)} for o in model.graph.output]
     skipped = [f"unanalysed custom ops: {', '.join(sorted(unanalysed))}"] if unanalysed else []
     return Capture(graph, "onnx", skipped=skipped, notes=["judged as converted to " + low])
+
+
+def _stash_type(node) -> int:
+    return next((a.i for a in node.attribute if a.name == "stash_type"), 1)
 
 
 def _axes(node, tensors) -> list:

@@ -23,10 +23,10 @@ def _fix_text(fix: dict) -> str:
 
 def render(results, findings, target) -> str:
     lines = []
-    t = target
     for result in results:
         mine = sorted((f for f in findings if f.path == result.path), key=sort_key)
-        header = f"{result.path} [{result.entry}] ({t.dtype}, {t.mode}, {t.device})"
+        judged = result.target or target.as_dict()
+        header = f"{result.path} [{result.entry}] ({judged['dtype']}, {judged['mode']}, {judged['device']})"
         if result.status != "ok":
             lines.append(f"{header}: error: {result.error}")
             continue
