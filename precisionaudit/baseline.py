@@ -8,10 +8,9 @@ commit accepts.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 
 from . import __version__
+from .atomic import write_text_atomic
 from .errors import UsageError
 from .findings import Finding, stable_path
 
@@ -20,32 +19,13 @@ _KEPT = ("rule", "name", "severity", "line", "model", "module", "node", "op", "m
 
 
 def write_baseline(path: str, findings: list[Finding], target, root: str | None = None) -> None:
-    """Write atomically: a crash or a full disk never leaves a truncated baseline behind.
-
-    Paths are written relative to ``root``, the directory fingerprints are computed from.
-    """
+    """Paths are written relative to ``root``, the directory fingerprints are computed from."""
     entries = sorted(({"fingerprint": f.fingerprint, "path": stable_path(f.path, root),
                        **{k: getattr(f, k) for k in _KEPT}} for f in findings),
                      key=lambda e: (e["path"], e["rule"], e["module"], e["fingerprint"]))
     document = {"tool": "precisionaudit", "version": __version__, "baseline": FORMAT,
                 "target": target.as_dict(), "findings": entries}
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".precisionaudit-baseline-", dir=directory)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write baseline: {exc.strerror}") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(document, fh, indent=2)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a baseline is meant to be committed
-        os.replace(tmp, path)
-    except OSError as exc:
-        os.unlink(tmp)
-        raise UsageError(f"{path}: cannot write baseline: {exc.strerror}") from exc
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_text_atomic(path, json.dumps(document, indent=2) + "\n", "baseline")
 
 
 def read_baseline(path: str) -> set[str]:

@@ -203,6 +203,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     For a PyTorch model file: autocast / pure-mode regions by module. For an ONNX model:
     the nodes its float16 conversion keeps in float32 (`precisionaudit convert`).
     """
+    from .atomic import write_text_atomic
     from .config import load_config, selected_ids
     from .engine import load_rules, rule_ids
     from .gate import apply_settings
@@ -250,8 +251,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     if output == "-":
         click.echo(text, nl=False)
         return
-    with open(output, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    write_text_atomic(output, text, "plan")
     count = len(override_plan.overrides)
     click.echo(f"precisionaudit: wrote {count} override{'s' * (count != 1)} to {output}", err=True)
 

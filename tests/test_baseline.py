@@ -5,7 +5,7 @@ import os
 import pytest
 
 from gate_models import HAZARD, HAZARD_LINE, NOT_A_MODEL, write
-from precisionaudit import baseline
+from precisionaudit import atomic, baseline
 from precisionaudit.errors import UsageError
 from precisionaudit.findings import Finding
 from precisionaudit.target import Target
@@ -103,7 +103,7 @@ def test_a_failed_write_keeps_the_old_baseline_and_leaves_no_temporary_file(tmp_
     def explode(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(baseline.json, "dump", explode)
+    monkeypatch.setattr(atomic.os, "replace", explode)
     with pytest.raises(UsageError, match="base.json: cannot write baseline: No space left on device"):
         baseline.write_baseline(str(path), [], Target())
     assert path.read_text() == before

@@ -1,4 +1,5 @@
 """Findings → override plan: op-level entries, globs only where they are exact, determinism."""
+import os
 import textwrap
 
 import yaml
@@ -112,3 +113,19 @@ def test_plan_cli_writes_the_same_valid_yaml_twice_with_a_header(cli, tmp_path, 
 def test_plan_cli_fails_with_one_line_on_a_missing_model(cli):
     result = cli("plan", "no_such_model.py")
     assert result.exit_code == 2 and result.output.count("\n") == 1 and "no_such_model.py" in result.output
+
+
+def test_plan_file_is_written_atomically(cli, tmp_path, monkeypatch):
+    """A failed write leaves the previous plan as it was and no temporary file."""
+    from precisionaudit import atomic
+
+    out = tmp_path / "amp_plan.yaml"
+    out.write_text("previous plan\n")
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "replace", full_disk)
+    result = cli("plan", sample("pa107_mask_hazard.py"), "-o", out)
+    assert result.exit_code == 2 and "cannot write plan: No space left on device" in result.stderr
+    assert out.read_text() == "previous plan\n" and os.listdir(tmp_path) == ["amp_plan.yaml"]
