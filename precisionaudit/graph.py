@@ -51,11 +51,6 @@ def add_op(graph: nx.DiGraph, node: OpNode) -> str:
     return node.name
 
 
-def ops(graph: nx.DiGraph, *names: str):
-    """(name, attrs) of the nodes whose op is one of ``names``, in graph order."""
-    return [(n, a) for n, a in graph.nodes(data=True) if a["op"] in names]
-
-
 def producers(graph: nx.DiGraph, node: str) -> list[str]:
     return sorted(graph.predecessors(node), key=lambda p: graph.edges[p, node].get("arg", 0))
 

@@ -5,8 +5,6 @@ import torch
 
 from .target import DEVICES, DTYPES, MODES, Target  # noqa: F401  (re-exported)
 
-LOW_PRECISION = (torch.float16, torch.bfloat16)
-
 #: Largest integer N such that every integer in [0, N] is exact in the dtype.
 EXACT_INTEGER_LIMIT = {torch.float16: 2048, torch.bfloat16: 256, torch.float32: 2**24}
 
@@ -14,14 +12,6 @@ EXACT_INTEGER_LIMIT = {torch.float16: 2048, torch.bfloat16: 256, torch.float32: 
 def dtype_name(dtype) -> str | None:
     """'float16' for torch.float16; None stays None."""
     return None if dtype is None else str(dtype).replace("torch.", "")
-
-
-def is_low(dtype) -> bool:
-    return dtype in LOW_PRECISION
-
-
-def finfo(dtype):
-    return torch.finfo(dtype)
 
 
 def rounds_to(value: float, dtype: torch.dtype) -> float:

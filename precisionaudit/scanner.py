@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 
 from .errors import CaptureError, UsageError
-from .findings import Finding, fingerprint_all, sort_key
+from .findings import fingerprint_all, sort_key
 
 
 @dataclass

@@ -1,6 +1,5 @@
 """Capture is faithful to the precision policy: dtypes, casts, constants, module paths, lines."""
 import os
-import resource
 import subprocess
 import sys
 

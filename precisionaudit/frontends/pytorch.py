@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -39,8 +38,6 @@ CAST_FNS = {"to", "float", "half", "bfloat16", "double", "type", "type_as"}
 DIM_ARG_OPS = {"sum", "mean", "var", "std", "var_mean", "std_mean", "cumsum", "cumprod", "prod",
                "softmax", "log_softmax", "logsumexp", "norm", "linalg_vector_norm", "amax",
                "amin", "max", "min", "argmax", "nansum", "nanmean"}
-
-EXAMPLE_INPUT_RULES_NOTE = "rules that follow values through the forward (no example inputs)"
 
 
 @dataclass
@@ -388,7 +385,3 @@ def structure_graph(model, target: Target):
                              compute_dtype=None if op == "embedding" else low,
                              params=params, module=module, module_type=kind))
     return graph
-
-
-def prod(values) -> int:
-    return math.prod(values)
