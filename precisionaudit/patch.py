@@ -36,7 +36,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .frontends.recorder import canonical_fn_name, canonical_name
+from .frontends.recorder import CAST_FNS, canonical_fn_name, canonical_name
 from .plan_file import OverridePlan, load_plan
 
 LOW = (torch.float16, torch.bfloat16)
@@ -48,8 +48,6 @@ linalg_multi_dot linalg_vecdot tensordot bilinear prelu conv1d conv2d conv3d con
 conv_transpose1d conv_transpose2d conv_transpose3d convolution scaled_dot_product_attention
 lstm gru rnn_tanh rnn_relu lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell
 """.split())
-#: calls that choose a dtype explicitly.
-CAST_FNS = frozenset({"to", "float", "double", "half", "bfloat16", "type", "type_as"})
 #: metadata queries: never worth an upcast copy.
 QUERIES = frozenset("""
 size dim numel stride element_size is_floating_point is_complex is_contiguous data_ptr

@@ -21,7 +21,7 @@ from ..graph import OpNode, add_op, new_graph
 from ..policy import Target, dtype_name
 from .cuda_autocast import emulated_cuda_autocast
 from .model_file import _describe, call_user, entry_point, import_model_file
-from .recorder import Recorder
+from .recorder import CAST_FNS, Recorder
 
 #: aten ops that only re-view, alias or copy a tensor: not nodes, edges pass through them.
 TRANSPARENT = {
@@ -32,8 +32,6 @@ TRANSPARENT = {
     "empty_like", "empty", "empty_strided", "new_empty", "new_empty_strided", "zero_", "fill_",
     "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel", "is_same_size",
 }
-#: user-level calls that are explicit casts.
-CAST_FNS = {"to", "float", "half", "bfloat16", "double", "type", "type_as"}
 #: ops whose int arguments are the dimensions reduced or normalised.
 DIM_ARG_OPS = {"sum", "mean", "var", "std", "var_mean", "std_mean", "cumsum", "cumprod", "prod",
                "softmax", "log_softmax", "logsumexp", "norm", "linalg_vector_norm", "amax",

@@ -94,6 +94,9 @@ def canonical_name(name: str) -> str:
     return _ALIASES.get(name, name)
 
 
+#: user-level calls that are explicit casts (canonical names).
+CAST_FNS = frozenset({"to", "float", "half", "bfloat16", "double", "type", "type_as"})
+
 _BINARY = {"add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "and", "or", "xor"}
 _ALIASES = {"truediv": "div", "floordiv": "div", "getitem": "getitem", "setitem": "setitem",
             "softmax": "softmax", "_softmax": "softmax", "multiply": "mul", "divide": "div",
