@@ -37,7 +37,8 @@ def render(results, findings, target) -> str:
         for f in mine:
             where = f"{f.path}:{f.line}" if f.line else f.path
             lines.append(f"  {where}: {f.rule} [{f.severity}] {f.name}")
-            place = (f.module or "<root>") + (f" · {f.op} ({f.node})" if f.op else "") + ": "
+            node = f" ({f.node})" if f.node and f.node != f.op else ""  # masked_fill_1, not masked_fill
+            place = (f.module or "<root>") + (f" · {f.op}{node}" if f.op else "") + ": "
             if not (f.module or f.op):  # e.g. an unused suppression comment: no graph place
                 place = ""
             lines.append(f"      {place}{f.message}")
