@@ -94,9 +94,9 @@ def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolat
     from .baseline import read_baseline, split_known, write_baseline as record_baseline
     from .config import load_config, selected_ids
     from .engine import load_rules, rule_ids
-    from .gate import apply_settings
+    from .gate import scan_with_settings
     from .reporters import FORMATTERS
-    from .scanner import model_files, scan as run_scan
+    from .scanner import model_files
 
     known = rule_ids()
     config = load_config(config_file, isolated, known)
@@ -114,9 +114,7 @@ def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolat
         sys.exit(EXIT_OK)
 
     rules = [r for r in load_rules() if r.id in chosen]
-    graph_rules = [r for r in rules if r.scope != "source"]  # source rules come from apply_settings
-    results, findings = run_scan(files, target, graph_rules, entry, inputs_name)
-    findings = apply_settings(findings, results, rules, known, config, target)
+    results, findings = scan_with_settings(files, target, rules, known, config, entry, inputs_name)
     failed = [r for r in results if r.status == "error"]
     if write_baseline and not failed:
         record_baseline(write_baseline, findings, target, config.root)
@@ -206,10 +204,9 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     from .atomic import write_text_atomic
     from .config import load_config, selected_ids
     from .engine import load_rules, rule_ids
-    from .gate import apply_settings
+    from .gate import scan_with_settings
     from .plan_file import dump_plan
     from .planner import header, make_plan
-    from .scanner import scan as run_scan
 
     onnx = path.endswith(".onnx")
     if (prune or input_shapes) and not onnx:
@@ -220,11 +217,9 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         ("dtype", dtype), ("mode", mode), ("device", device)))
     target = Target(dtype, "pure" if onnx else mode, device)  # ONNX: the graph converted
     rules = [r for r in load_rules() if r.id in selected_ids(known, config, [], [], [])]
-    results, findings = run_scan([path], target, [r for r in rules if r.scope != "source"],
-                                 entry, inputs_name)
+    results, findings = scan_with_settings([path], target, rules, known, config, entry, inputs_name)
     if results[0].status == "error":
         raise UsageError(results[0].error)
-    findings = apply_settings(findings, results, rules, known, config, target)
     if onnx:
         from .onnx_io import require_onnx_extra
 

@@ -14,9 +14,21 @@ from .suppressions import suppress_inline, suppress_patterns, unused_findings
 UNUSED_SUPPRESSION = "PA001"
 
 
+def scan_with_settings(paths, target, rules, known_ids, config: Config, entry, inputs):
+    """(results, findings) of a scan as the project's settings want to see them."""
+    from .scanner import scan  # imports torch only once there is a model to scan
+
+    graph_rules = [r for r in rules if r.scope != "source"]  # source rules are applied below
+    results, findings = scan(paths, target, graph_rules, entry, inputs, root=config.root)
+    return results, apply_settings(findings, results, rules, known_ids, config, target)
+
+
 def apply_settings(findings, results, rules, known_ids, config: Config, target):
-    """The findings a project wants to see (the baseline is applied after, by the caller)."""
-    fingerprint_all(findings, config.root)  # before anything is dropped: see the module doc
+    """The findings a project wants to see (the baseline is applied after, by the caller).
+
+    ``findings`` come from ``scanner.scan(..., root=config.root)``: fingerprinted before
+    anything is dropped (see the module doc).
+    """
     ignored = {}
 
     def ignored_for(path):

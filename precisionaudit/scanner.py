@@ -116,12 +116,13 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
     return result, findings
 
 
-def scan(paths, target, rules, entry="get_model", inputs="get_example_inputs"):
+def scan(paths, target, rules, entry="get_model", inputs="get_example_inputs", root=None):
+    """Results and findings of every model file; fingerprints use paths relative to ``root``."""
     results, findings = [], []
     for path in expand_paths(paths, entry):
         result, found = scan_file(path, target, rules, entry, inputs)
         results.append(result)
         findings.extend(found)
-    fingerprint_all(findings)
+    fingerprint_all(findings, root)
     findings.sort(key=sort_key)
     return results, findings
