@@ -38,8 +38,8 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from .frontends.recorder import CAST_FNS, canonical_fn_name, canonical_name
 from .plan_file import OverridePlan, load_plan
+from .policy import LOW_PRECISION as LOW
 
-LOW = (torch.float16, torch.bfloat16)
 
 #: ops that keep the low dtype when a region's fp32 result reaches them (the Tensor Core work).
 GEMM_OPS = frozenset("""

@@ -5,6 +5,10 @@ import torch
 
 from .target import DEVICES, DTYPES, MODES, Target  # noqa: F401  (re-exported)
 
+#: the low-precision dtypes a target can name, as torch dtypes and as the IR's names
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+LOW_PRECISION_NAMES = frozenset(DTYPES)
+
 #: Largest integer N such that every integer in [0, N] is exact in the dtype.
 EXACT_INTEGER_LIMIT = {torch.float16: 2048, torch.bfloat16: 256, torch.float32: 2**24}
 

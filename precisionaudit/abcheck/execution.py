@@ -20,8 +20,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import UsageError
 from ..frontends.cuda_autocast import emulated_cuda_autocast
+from ..policy import LOW_PRECISION as LOW
 
-LOW = (torch.float16, torch.bfloat16)
 DEVICE_CHOICES = ("auto", "cuda", "cpu", "cpu-emulated")
 #: CPU kernels refused for fp16/bf16 where the CUDA counterpart exists: emulated up front.
 ROUND_TO_DTYPE_OPS = {"mkldnn_rnn_layer", "mkldnn_rnn_layer_backward"}

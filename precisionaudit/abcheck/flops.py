@@ -16,7 +16,8 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-LOW = (torch.float16, torch.bfloat16)
+from ..policy import LOW_PRECISION_NAMES
+
 RNN_OPS = {"mkldnn_rnn_layer", "_cudnn_rnn"}
 
 
@@ -62,5 +63,5 @@ class GemmFlops(TorchDispatchMode):
         """Share of GEMM FLOPs in fp16/bf16 (None when the forward ran no GEMM)."""
         if not self.total:
             return None
-        low = sum(v for k, v in self.by_dtype.items() if k in ("float16", "bfloat16"))
+        low = sum(v for k, v in self.by_dtype.items() if k in LOW_PRECISION_NAMES)
         return low / self.total

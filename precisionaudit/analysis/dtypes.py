@@ -1,8 +1,8 @@
 """Why each op computes in the dtype it does: autocast list, explicit cast, promotion."""
 from ..frontends.cuda_autocast import POLICY
 from ..frontends.pytorch import aten_short
+from ..policy import LOW_PRECISION_NAMES as LOW
 
-LOW = {"float16", "bfloat16"}
 
 
 def autocast_kind(node) -> str | None:

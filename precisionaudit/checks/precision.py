@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 from ..graph import consumers, producers
-from ..policy import EXACT_INTEGER_LIMIT
+from ..policy import EXACT_INTEGER_LIMIT, LOW_PRECISION_NAMES as LOW
 from . import check
 
 import torch
 
-LOW = ("float16", "bfloat16")
 
 
 @check
