@@ -43,12 +43,12 @@ def main() -> int:
     warnings.simplefilter("ignore")
     import torch
 
-    from precisionaudit.abcheck.runner import run_check
-    from precisionaudit.engine import load_rules
-    from precisionaudit.plan_file import OverridePlan, Override
-    from precisionaudit.planner import make_plan
+    from precisionaudit.check.pytorch.runner import run_check
+    from precisionaudit.core.target import Target
+    from precisionaudit.plan.file import Override, OverridePlan
+    from precisionaudit.plan.pytorch import make_plan
+    from precisionaudit.rules.engine import load_rules
     from precisionaudit.scanner import scan
-    from precisionaudit.target import Target
 
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "

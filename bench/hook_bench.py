@@ -95,9 +95,9 @@ def wall(cmd, repeat: int, cwd: str) -> float:
 
 PER_MODEL = textwrap.dedent('''\
     import sys, time
-    from precisionaudit.engine import load_rules
+    from precisionaudit.rules.engine import load_rules
     from precisionaudit.scanner import scan_file
-    from precisionaudit.target import Target
+    from precisionaudit.core.target import Target
     rules, target = load_rules(), Target()
     for path in sys.argv[1:]:
         start = time.perf_counter()

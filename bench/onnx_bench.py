@@ -59,10 +59,11 @@ class Counter:
 
     @contextlib.contextmanager
     def patched(self):
-        from onnxconverter_common import auto_mixed_precision as acmp, float16
+        from onnxconverter_common import auto_mixed_precision as acmp
+        from onnxconverter_common import float16
 
-        from precisionaudit.abcheck.onnx_emulate import emulate
-        from precisionaudit.onnx_graph import FLOAT16
+        from precisionaudit.capture.onnx.graph import FLOAT16
+        from precisionaudit.check.onnx.emulate import emulate
 
         run, convert = acmp.get_tensor_values_using_ort, float16.convert_float_to_float16
 
@@ -89,9 +90,9 @@ def final_error(model16, model, feeds, tol):
     import numpy as np
     import torch
 
-    from precisionaudit.abcheck.metrics import compare_all, variant_status
-    from precisionaudit.abcheck.onnx_emulate import emulate
-    from precisionaudit.onnx_io import session
+    from precisionaudit.capture.onnx.io import session
+    from precisionaudit.check.metrics import compare_all, variant_status
+    from precisionaudit.check.onnx.emulate import emulate
 
     ref = session(model).run(None, feeds)
     got = session(emulate(model16)[0]).run(None, feeds)
@@ -107,19 +108,19 @@ def final_error(model16, model, feeds, tol):
 def shares(model, block_list, flops):
     from onnxconverter_common.float16 import DEFAULT_OP_BLOCK_LIST
 
-    from precisionaudit.abcheck.onnx_runner import _low_share
+    from precisionaudit.check.onnx.runner import _low_share
 
     kept = {n.name for n in model.graph.node if n.name in block_list or n.op_type in DEFAULT_OP_BLOCK_LIST}
     return 1 - len(kept) / len(model.graph.node), _low_share(flops, kept)
 
 
 def ours(path, tol):
-    from precisionaudit.abcheck.onnx_runner import run_onnx_check
-    from precisionaudit.engine import load_rules
-    from precisionaudit.frontends.onnx_model import load_onnx
-    from precisionaudit.onnx_plan import make_onnx_plan
+    from precisionaudit.capture.onnx.model import load_onnx
+    from precisionaudit.check.onnx.runner import run_onnx_check
+    from precisionaudit.core.target import Target
+    from precisionaudit.plan.onnx import make_onnx_plan
+    from precisionaudit.rules.engine import load_rules
     from precisionaudit.scanner import scan
-    from precisionaudit.target import Target
 
     started = time.perf_counter()
     target = Target("float16", "pure")
@@ -136,12 +137,12 @@ def ours(path, tol):
 
 
 def ours_pruned(path, tol, feeds, flops):
-    from precisionaudit.engine import load_rules
-    from precisionaudit.frontends.onnx_model import load_onnx
-    from precisionaudit.onnx_convert import convert
-    from precisionaudit.onnx_prune import pruned_plan
+    from precisionaudit.apply.onnx import convert
+    from precisionaudit.capture.onnx.model import load_onnx
+    from precisionaudit.core.target import Target
+    from precisionaudit.plan.onnx_prune import pruned_plan
+    from precisionaudit.rules.engine import load_rules
     from precisionaudit.scanner import scan
-    from precisionaudit.target import Target
 
     started = time.perf_counter()
     target = Target("float16", "pure")
@@ -156,11 +157,11 @@ def ours_pruned(path, tol, feeds, flops):
 
 
 def acmp(model, original, feeds, tol, emulated, flops):
-    from onnxconverter_common.auto_mixed_precision import auto_convert_mixed_precision
-
-    from precisionaudit.abcheck.metrics import compare, variant_status
     import numpy as np
     import torch
+    from onnxconverter_common.auto_mixed_precision import auto_convert_mixed_precision
+
+    from precisionaudit.check.metrics import compare, variant_status
 
     def validate(ref, got):
         entries = [compare(str(i), torch.from_numpy(np.asarray(r)), torch.from_numpy(np.asarray(g)), tol)
@@ -190,14 +191,14 @@ def main() -> int:
     import onnxconverter_common
     import onnxruntime
     import torch
-
     from onnx_models import export
-    from precisionaudit.abcheck.onnx_inputs import make_inputs, resolve_shapes
-    from precisionaudit.abcheck.onnx_runner import _gemm_flops, _typed
-    from precisionaudit.abcheck.tolerance import tolerance_for
-    from precisionaudit.frontends.onnx_model import load_onnx
-    from precisionaudit.onnx_convert import _no_op_casts_to_identity
-    from precisionaudit.onnx_graph import name_nodes
+
+    from precisionaudit.apply.onnx import _no_op_casts_to_identity
+    from precisionaudit.capture.onnx.graph import name_nodes
+    from precisionaudit.capture.onnx.model import load_onnx
+    from precisionaudit.check.onnx.inputs import make_inputs, resolve_shapes
+    from precisionaudit.check.onnx.runner import _gemm_flops, _typed
+    from precisionaudit.check.tolerance import tolerance_for
 
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     print(f"machine: {platform.processor() or platform.machine()}, onnxruntime {onnxruntime.__version__}, "

@@ -7,9 +7,14 @@ import traceback
 
 import click
 
-from .errors import UsageError
-from .findings import SEVERITY_RANK
-from .target import DEVICES, DTYPES, MODES, Target  # not .policy: keep torch out until a model is scanned
+from .core.errors import UsageError
+from .core.findings import SEVERITY_RANK
+from .core.target import (  # not .policy: keep torch out until a model is scanned
+    DEVICES,
+    DTYPES,
+    MODES,
+    Target,
+)
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -91,12 +96,13 @@ def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolat
     A named file without the entry point is an error unless --skip-non-models; a
     directory yields its model files and is an error when it has none.
     """
-    from .baseline import read_baseline, split_known, write_baseline as record_baseline
-    from .config import load_config, selected_ids
-    from .engine import load_rules, rule_ids
-    from .gate import scan_with_settings
-    from .reporters import FORMATTERS
+    from .report import FORMATTERS
+    from .rules.engine import load_rules, rule_ids
     from .scanner import model_files
+    from .settings.apply import scan_with_settings
+    from .settings.baseline import read_baseline, split_known
+    from .settings.baseline import write_baseline as record_baseline
+    from .settings.config import load_config, selected_ids
 
     known = rule_ids()
     config = load_config(config_file, isolated, known)
@@ -150,8 +156,8 @@ def _setting(name, value, config):
 def explain(path, dtype, mode, device, entry, inputs_name):
     """Show what every op computes in under the policy, and why."""
     from .analysis import run_passes
-    from .errors import CaptureError
-    from .explain import render
+    from .core.errors import CaptureError
+    from .report.explain import render
     from .scanner import capture_model
 
     target = Target(dtype, mode, device)
@@ -166,8 +172,8 @@ def explain(path, dtype, mode, device, entry, inputs_name):
 @guarded
 def rules(rule_id):
     """List the rule catalog, or show one rule's documentation."""
-    from .engine import load_rules
-    from .rule_docs import render_catalog, render_rule
+    from .rules.docs import render_catalog, render_rule
+    from .rules.engine import load_rules
 
     catalog = load_rules()
     if rule_id is None:
@@ -201,12 +207,12 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     For a PyTorch model file: autocast / pure-mode regions by module. For an ONNX model:
     the nodes its float16 conversion keeps in float32 (`precisionaudit convert`).
     """
-    from .atomic import write_text_atomic
-    from .config import load_config, selected_ids
-    from .engine import load_rules, rule_ids
-    from .gate import scan_with_settings
-    from .plan_file import dump_plan
-    from .planner import header, make_plan
+    from .core.atomic import write_text_atomic
+    from .plan.file import dump_plan
+    from .plan.pytorch import header, make_plan
+    from .rules.engine import load_rules, rule_ids
+    from .settings.apply import scan_with_settings
+    from .settings.config import load_config, selected_ids
 
     onnx = path.endswith(".onnx")
     if (prune or input_shapes) and not onnx:
@@ -221,13 +227,14 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     if results[0].status == "error":
         raise UsageError(results[0].error)
     if onnx:
-        from .onnx_io import require_onnx_extra
+        from .capture.onnx.io import require_onnx_extra
 
         require_onnx_extra()
-        from .abcheck.onnx_inputs import parse_shapes
-        from .frontends.onnx_model import load_onnx
-        from .onnx_plan import header as onnx_header, make_onnx_plan
-        from .onnx_prune import pruned_plan
+        from .capture.onnx.model import load_onnx
+        from .check.onnx.inputs import parse_shapes
+        from .plan.onnx import header as onnx_header
+        from .plan.onnx import make_onnx_plan
+        from .plan.onnx_prune import pruned_plan
 
         model, pruned = load_onnx(path), None
         if prune:
@@ -282,8 +289,8 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     """
     import os
 
-    from .abcheck.tolerance import tolerance_for
-    from .reporters.check_report import render_json, render_text
+    from .check.tolerance import tolerance_for
+    from .report.check_report import render_json, render_text
 
     if plan_path is not None and not os.path.isfile(plan_path):
         raise UsageError(f"{plan_path}: no such plan file")
@@ -291,18 +298,18 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         raise UsageError(f"{path}: no such file")
     tolerance = tolerance_for(dtype, atol, rtol, cosine)
     if path.endswith(".onnx"):
-        from .onnx_io import require_onnx_extra
+        from .capture.onnx.io import require_onnx_extra
 
         require_onnx_extra()
-        from .abcheck.onnx_inputs import parse_shapes
-        from .abcheck.onnx_runner import run_onnx_check
+        from .check.onnx.inputs import parse_shapes
+        from .check.onnx.runner import run_onnx_check
 
         if grad:
             raise UsageError("--grad needs a PyTorch model file; an ONNX model is checked forward only")
         report = run_onnx_check(path, plan=plan_path, dtype=dtype, tolerance=tolerance, seed=seed,
                                 input_shapes=parse_shapes(input_shapes))
     else:
-        from .abcheck.runner import run_check
+        from .check.pytorch.runner import run_check
 
         if input_shapes:
             raise UsageError("--input-shape is for ONNX models; a model file's example inputs "
@@ -335,13 +342,13 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     """
     import os
 
-    from .onnx_io import require_onnx_extra
+    from .capture.onnx.io import require_onnx_extra
 
     require_onnx_extra()
-    from .frontends.onnx_model import load_onnx
-    from .onnx_convert import convert as convert_model
-    from .onnx_io import verify, write_atomic
-    from .plan_file import load_plan
+    from .apply.onnx import convert as convert_model
+    from .capture.onnx.io import verify, write_atomic
+    from .capture.onnx.model import load_onnx
+    from .plan.file import load_plan
 
     if not path.endswith(".onnx"):
         raise UsageError(f"{path}: convert takes an ONNX model (.onnx); PyTorch models take a plan "

@@ -5,8 +5,8 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from .errors import CaptureError, UsageError
-from .findings import fingerprint_all, sort_key
+from .core.errors import CaptureError, UsageError
+from .core.findings import fingerprint_all, sort_key
 
 
 @dataclass
@@ -84,18 +84,20 @@ def model_files(paths, entry: str = "get_model", skip_non_models: bool = False):
 
 def capture_model(path: str, target, entry: str, inputs: str):
     if path.endswith(".onnx"):
-        from .frontends.onnx_model import capture_onnx
+        from .capture.onnx.model import capture_onnx
 
         return capture_onnx(path, target)
-    from .frontends.pytorch import capture_file
+    from .capture.pytorch.capture import capture_file
 
     return capture_file(path, target, entry, inputs)
 
 
 def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs"):
     """(ModelResult, findings) for one model file; capture errors become the result's error."""
-    from .analysis import run_passes  # imports torch: only once a model file is really scanned
-    from .engine import run_rules
+    from .analysis import (
+        run_passes,  # imports torch: only once a model file is really scanned
+    )
+    from .rules.engine import run_rules
 
     if path.endswith(".onnx"):  # an ONNX graph is judged converted to the low dtype
         target, entry = dataclasses.replace(target, mode="pure"), "onnx"

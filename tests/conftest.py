@@ -4,8 +4,8 @@ import pytest
 from click.testing import CliRunner
 
 from precisionaudit.cli import main
-from precisionaudit.engine import load_rules
-from precisionaudit.policy import Target
+from precisionaudit.core.numerics import Target
+from precisionaudit.rules.engine import load_rules
 from precisionaudit.scanner import scan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

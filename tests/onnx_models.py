@@ -3,9 +3,9 @@ import os
 import warnings
 
 import torch
-
 from conftest import sample
-from precisionaudit.frontends.model_file import import_model_file
+
+from precisionaudit.capture.pytorch.model_file import import_model_file
 
 
 def export(name: str, directory: str, dynamo: bool) -> str:

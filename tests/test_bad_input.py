@@ -3,8 +3,8 @@ import os
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import ROOT
+
 from precisionaudit.cli import main
 
 BAD = os.path.join(ROOT, "tests", "bad_models")
@@ -43,7 +43,7 @@ def test_debug_shows_the_traceback():
 
 def test_wrong_inputs_never_allocate_the_real_model(monkeypatch):
     """A shape error is the model's, not fake tensors': no eager retry."""
-    from precisionaudit.frontends import pytorch
+    from precisionaudit.capture.pytorch import capture as pytorch
 
     calls = []
     real_run = pytorch._run

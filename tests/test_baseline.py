@@ -3,12 +3,13 @@ import json
 import os
 
 import pytest
-
 from gate_models import HAZARD, HAZARD_LINE, NOT_A_MODEL, write
-from precisionaudit import atomic, baseline
-from precisionaudit.errors import UsageError
-from precisionaudit.findings import Finding
-from precisionaudit.target import Target
+
+from precisionaudit.core import atomic
+from precisionaudit.core.errors import UsageError
+from precisionaudit.core.findings import Finding
+from precisionaudit.core.target import Target
+from precisionaudit.settings import baseline
 
 MASK = "        scores = scores.masked_fill(mask, -1e9)\n"
 

@@ -4,11 +4,11 @@ import subprocess
 import sys
 
 import torch
-
 from conftest import ROOT, findings_of, sample
+
 from precisionaudit.analysis import run_passes
-from precisionaudit.frontends.pytorch import capture_file
-from precisionaudit.policy import Target
+from precisionaudit.capture.pytorch.capture import capture_file
+from precisionaudit.core.numerics import Target
 
 MODELS = os.path.join(ROOT, "tests", "models")
 
@@ -106,8 +106,8 @@ def test_no_example_inputs_runs_structure_checks_and_says_what_it_skipped():
 
 
 def _peak_rss_mib(path):
-    code = ("import resource, sys; from precisionaudit.frontends.pytorch import capture_file;"
-            "from precisionaudit.policy import Target;"
+    code = ("import resource, sys; from precisionaudit.capture.pytorch.capture import capture_file;"
+            "from precisionaudit.core.numerics import Target;"
             f"c = capture_file({path!r}, Target()); print(c.frontend, c.graph.number_of_nodes());"
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -6,8 +6,8 @@ import torch
 import torch.nn as nn
 
 from precisionaudit.analysis import run_passes
-from precisionaudit.frontends.pytorch import capture
-from precisionaudit.policy import Target
+from precisionaudit.capture.pytorch.capture import capture
+from precisionaudit.core.numerics import Target
 
 PURE16 = Target("float16", "pure", "cuda")
 AMP16 = Target("float16", "autocast", "cuda")
@@ -52,8 +52,9 @@ def test_pure_mode_converts_a_fake_model_without_falling_back_to_eager(dtype):
 
 
 def test_pure_mode_keeps_tied_weights_tied_and_int_buffers_int():
-    from precisionaudit.frontends.pytorch import _to_dtype
     from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from precisionaudit.capture.pytorch.capture import _to_dtype
 
     with FakeTensorMode():
         model = _to_dtype(TiedLM(), torch.float16)

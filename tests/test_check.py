@@ -4,7 +4,6 @@ import math
 import textwrap
 
 import pytest
-
 from conftest import sample
 
 DEMOS = [

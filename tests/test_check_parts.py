@@ -5,12 +5,12 @@ import math
 import pytest
 import torch
 
-from precisionaudit.abcheck.execution import RoundToDtype, Runtime
-from precisionaudit.abcheck.flops import GemmFlops
-from precisionaudit.abcheck.grads import GradHistogram
-from precisionaudit.abcheck.metrics import compare, named_outputs
-from precisionaudit.abcheck.tolerance import tolerance_for
-from precisionaudit.frontends.cuda_autocast import emulated_cuda_autocast
+from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
+from precisionaudit.check.metrics import compare, named_outputs
+from precisionaudit.check.pytorch.execution import RoundToDtype, Runtime
+from precisionaudit.check.pytorch.flops import GemmFlops
+from precisionaudit.check.pytorch.grads import GradHistogram
+from precisionaudit.check.tolerance import tolerance_for
 
 FP16 = tolerance_for("float16")
 
@@ -87,7 +87,7 @@ def test_the_readme_documents_the_default_tolerances():
     import os
     import re
 
-    from precisionaudit.abcheck.tolerance import DEFAULTS
+    from precisionaudit.check.tolerance import DEFAULTS
 
     with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as fh:
         rows = re.findall(r"^\| (float16|bfloat16) \| ([\d.e-]+) \| ([\d.e-]+) \| ([\d.]+) \|$", fh.read(), re.M)

@@ -5,11 +5,11 @@ import os
 import pytest
 import yaml
 from click.testing import CliRunner
-
 from gate_models import HAZARD, HAZARD_LINE, HELPER, helper_model, write
+
 from precisionaudit.cli import main
-from precisionaudit.findings import Finding
-from precisionaudit.reporters import github
+from precisionaudit.core.findings import Finding
+from precisionaudit.report import github
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA = os.path.join(ROOT, "..", "shared", "data", "sarif-schema-2.1.0.json")

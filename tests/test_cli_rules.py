@@ -1,7 +1,7 @@
 """`precisionaudit rules`: the catalog and each rule's documentation page."""
 import pytest
 
-from precisionaudit.engine import load_rules
+from precisionaudit.rules.engine import load_rules
 
 RULES = load_rules()
 

@@ -3,11 +3,17 @@ import json
 import os
 
 import pytest
-
 from gate_models import HAZARD, HELPER, helper_model, write
-from precisionaudit.config import Config, find_config, load_config, path_matches, selected_ids
-from precisionaudit.engine import rule_ids
-from precisionaudit.errors import UsageError
+
+from precisionaudit.core.errors import UsageError
+from precisionaudit.rules.engine import rule_ids
+from precisionaudit.settings.config import (
+    Config,
+    find_config,
+    load_config,
+    path_matches,
+    selected_ids,
+)
 
 KNOWN = rule_ids()
 

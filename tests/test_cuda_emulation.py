@@ -8,7 +8,11 @@ import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from precisionaudit.frontends.cuda_autocast import CPU_STAND_INS, POLICY, emulated_cuda_autocast
+from precisionaudit.capture.pytorch.cuda_autocast import (
+    CPU_STAND_INS,
+    POLICY,
+    emulated_cuda_autocast,
+)
 
 LOW = [torch.float16, torch.bfloat16]
 

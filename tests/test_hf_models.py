@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from precisionaudit.engine import load_rules  # noqa: E402
-from precisionaudit.policy import Target  # noqa: E402
+from precisionaudit.core.numerics import Target  # noqa: E402
+from precisionaudit.rules.engine import load_rules  # noqa: E402
 from precisionaudit.scanner import scan  # noqa: E402
 
 HF_MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_models")

@@ -7,14 +7,14 @@ pytest.importorskip("onnxruntime")
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
-from onnx import TensorProto, helper  # noqa: E402
-
 from conftest import sample  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 from onnx_graphs import build, const, exp_softmax_by_hand, save, tensor  # noqa: E402
 from onnx_models import export  # noqa: E402
-from precisionaudit.abcheck.onnx_emulate import emulate  # noqa: E402
-from precisionaudit.abcheck.onnx_inputs import make_inputs, resolve_shapes  # noqa: E402
-from precisionaudit.frontends.onnx_model import load_onnx  # noqa: E402
+
+from precisionaudit.capture.onnx.model import load_onnx  # noqa: E402
+from precisionaudit.check.onnx.emulate import emulate  # noqa: E402
+from precisionaudit.check.onnx.inputs import make_inputs, resolve_shapes  # noqa: E402
 
 EXPORTERS = [pytest.param(False, id="legacy"), pytest.param(True, id="dynamo")]
 

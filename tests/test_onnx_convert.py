@@ -9,15 +9,23 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from onnx_graphs import build, const, exp_softmax_by_hand, masked_attention, save, tensor  # noqa: E402
+from onnx_graphs import (  # noqa: E402
+    build,
+    const,
+    exp_softmax_by_hand,
+    masked_attention,
+    save,
+    tensor,
+)
 from onnx_models import export  # noqa: E402
-from precisionaudit import onnx_convert, onnx_io  # noqa: E402
-from precisionaudit.errors import UsageError  # noqa: E402
-from precisionaudit.frontends.onnx_model import load_onnx  # noqa: E402
-from precisionaudit.onnx_convert import convert  # noqa: E402
-from precisionaudit.onnx_graph import elem_types  # noqa: E402
-from precisionaudit.plan_file import parse_plan  # noqa: E402
+
+from precisionaudit.apply import onnx as onnx_convert  # noqa: E402
+from precisionaudit.capture.onnx import io as onnx_io  # noqa: E402
+from precisionaudit.apply.onnx import convert  # noqa: E402
+from precisionaudit.capture.onnx.graph import elem_types  # noqa: E402
+from precisionaudit.capture.onnx.model import load_onnx  # noqa: E402
+from precisionaudit.core.errors import UsageError  # noqa: E402
+from precisionaudit.plan.file import parse_plan  # noqa: E402
 
 EXPORTERS = [pytest.param(False, id="legacy"), pytest.param(True, id="dynamo")]
 

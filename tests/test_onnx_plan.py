@@ -4,14 +4,14 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxconverter_common")
 import yaml  # noqa: E402
-
 from onnx_graphs import exp_softmax_by_hand, masked_attention  # noqa: E402
 from onnx_models import export  # noqa: E402
-from precisionaudit.findings import Finding  # noqa: E402
-from precisionaudit.frontends.onnx_model import load_onnx  # noqa: E402
-from precisionaudit.onnx_plan import make_onnx_plan  # noqa: E402
-from precisionaudit.plan_file import PlanError, dump_plan, load_plan, parse_plan  # noqa: E402
-from precisionaudit.target import Target  # noqa: E402
+
+from precisionaudit.capture.onnx.model import load_onnx  # noqa: E402
+from precisionaudit.core.findings import Finding  # noqa: E402
+from precisionaudit.core.target import Target  # noqa: E402
+from precisionaudit.plan.file import PlanError, dump_plan, load_plan, parse_plan  # noqa: E402
+from precisionaudit.plan.onnx import make_onnx_plan  # noqa: E402
 
 EXPORTERS = [pytest.param(False, id="legacy"), pytest.param(True, id="dynamo")]
 TARGET = {"dtype": "float16", "mode": "pure", "device": "cuda"}
@@ -146,7 +146,6 @@ def test_prune_drops_hazards_the_inputs_do_not_trigger(cli, outdir, dynamo):
 
 def test_prune_says_when_no_plan_passes(cli, tmp_path):
     from onnx import helper
-
     from onnx_graphs import build, const, save, tensor
 
     nodes = [helper.make_node("Mul", ["x", "k"], ["a"], name="scale"),
@@ -167,9 +166,9 @@ def test_prune_needs_an_onnx_model_and_float16(cli, tmp_path):
 
 def test_error_starts_are_where_divergence_begins():
     from onnx import helper
-
     from onnx_graphs import build, tensor
-    from precisionaudit.onnx_prune import error_starts
+
+    from precisionaudit.plan.onnx_prune import error_starts
 
     nodes = [helper.make_node("Exp", ["x"], ["e"], name="exp"), helper.make_node("Neg", ["e"], ["n"], name="neg"),
              helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Add", ["n", "r"], ["y"], name="add")]

@@ -4,14 +4,14 @@ import os
 import pytest
 
 pytest.importorskip("onnx")
-import onnx  # noqa: E402
 import numpy as np  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
+import onnx  # noqa: E402
 from conftest import findings_of  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx_models import export  # noqa: E402
-from precisionaudit.frontends.onnx_model import capture_onnx, module_of  # noqa: E402
-from precisionaudit.policy import Target  # noqa: E402
+
+from precisionaudit.capture.onnx.model import capture_onnx, module_of  # noqa: E402
+from precisionaudit.core.numerics import Target  # noqa: E402
 
 EXPORTERS = [pytest.param(False, id="legacy"), pytest.param(True, id="dynamo")]
 

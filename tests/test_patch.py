@@ -7,10 +7,15 @@ import torch
 from torch import nn
 
 import precisionaudit
-from precisionaudit.abcheck.flops import GemmFlops
-from precisionaudit.frontends.cuda_autocast import emulated_cuda_autocast
-from precisionaudit.patch import PlanWarning, apply_plan, matches, to_low_precision
-from precisionaudit.plan_file import PlanError
+from precisionaudit.apply.pytorch import (
+    PlanWarning,
+    apply_plan,
+    matches,
+    to_low_precision,
+)
+from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
+from precisionaudit.check.pytorch.flops import GemmFlops
+from precisionaudit.plan.file import PlanError
 
 
 def plan(*overrides, **target):

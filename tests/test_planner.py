@@ -3,15 +3,15 @@ import os
 import textwrap
 
 import yaml
-
 from conftest import sample
-from precisionaudit.engine import load_rules
-from precisionaudit.findings import Finding
-from precisionaudit.graph import OpNode, add_op, new_graph
-from precisionaudit.plan_file import load_plan
-from precisionaudit.planner import make_plan
+
+from precisionaudit.core.findings import Finding
+from precisionaudit.core.target import Target
+from precisionaudit.ir.graph import OpNode, add_op, new_graph
+from precisionaudit.plan.file import load_plan
+from precisionaudit.plan.pytorch import make_plan
+from precisionaudit.rules.engine import load_rules
 from precisionaudit.scanner import scan
-from precisionaudit.target import Target
 
 
 def plan_for(path, mode="autocast", min_severity="warning"):
@@ -117,7 +117,7 @@ def test_plan_cli_fails_with_one_line_on_a_missing_model(cli):
 
 def test_plan_file_is_written_atomically(cli, tmp_path, monkeypatch):
     """A failed write leaves the previous plan as it was and no temporary file."""
-    from precisionaudit import atomic
+    from precisionaudit.core import atomic
 
     out = tmp_path / "amp_plan.yaml"
     out.write_text("previous plan\n")

@@ -14,7 +14,6 @@ import sys
 
 import pytest
 import yaml
-
 from gate_models import CLEAN, HAZARD, NOT_A_MODEL, write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,6 +1,5 @@
 """Every rule fires on its hazard sample and stays silent on its clean twin."""
 import pytest
-
 from conftest import findings_of, sample
 
 # (rule, hazard sample, clean twin, mode the hazard needs)

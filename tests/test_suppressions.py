@@ -3,9 +3,9 @@ import json
 import textwrap
 
 import pytest
-
 from gate_models import CLEAN, HAZARD, HAZARD_LINE, write
-from precisionaudit.suppressions import parse_directives
+
+from precisionaudit.settings.suppressions import parse_directives
 
 MASK = "scores = scores.masked_fill(mask, -1e9)"
 SAFE_MASK = "scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)"

@@ -1,5 +1,5 @@
 """matmul → (scale, mask) → softmax chains: which matmul makes the logits, where the scale is."""
-from ..graph import producers
+from ..ir.graph import producers
 
 GEMMS = {"matmul", "bmm", "baddbmm", "einsum", "mm"}
 BETWEEN = {"div", "mul", "add", "sub", "masked_fill", "where", "to", "float", "half", "type_as",

@@ -1,7 +1,7 @@
 """Constants each op meets, and what they become in the dtype they meet."""
 import torch
 
-from ..policy import rounds_to
+from ..core.numerics import rounds_to
 
 #: aten ops whose scalar arguments are values mixed into the tensor (not sizes or dims).
 VALUE_OPS = {"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full",

@@ -1,8 +1,7 @@
 """Why each op computes in the dtype it does: autocast list, explicit cast, promotion."""
-from ..frontends.cuda_autocast import POLICY
-from ..frontends.pytorch import aten_short
-from ..policy import LOW_PRECISION_NAMES as LOW
-
+from ..capture.pytorch.capture import aten_short
+from ..capture.pytorch.cuda_autocast import POLICY
+from ..core.numerics import LOW_PRECISION_NAMES as LOW
 
 
 def autocast_kind(node) -> str | None:

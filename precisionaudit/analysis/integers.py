@@ -1,7 +1,7 @@
 """Integer-valued float data (positions, counts, indices) and the largest value it can hold."""
 import networkx as nx
 
-from ..graph import producers
+from ..ir.graph import producers
 
 PASS_THROUGH = {"to", "float", "half", "bfloat16", "type_as", "unsqueeze", "expand", "getitem",
                 "view", "reshape", "repeat", "index_select", "embedding_bag"}

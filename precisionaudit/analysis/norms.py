@@ -1,5 +1,5 @@
 """Hand-written normalisation: mean of squares, variance as c * c, rsqrt/sqrt of a variance."""
-from ..graph import producers
+from ..ir.graph import producers
 
 SQUARES = {"pow", "square", "mul"}
 

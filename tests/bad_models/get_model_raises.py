@@ -1,5 +1,6 @@
 import torch
 
+
 def get_model():
     raise ValueError("checkpoint missing")
 

@@ -1,4 +1,5 @@
 import torch
 
+
 def build():
     return torch.nn.Linear(4, 4)

@@ -1,5 +1,6 @@
 import torch
 
+
 def get_model():
     return {"not": "a module"}
 

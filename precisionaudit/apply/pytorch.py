@@ -1,0 +1,423 @@
+"""``apply_plan``: make the planned regions of a live model run in fp32, and undo it.
+
+Training code calls this, so it must not retrace or rewrite the model and must not touch
+a parameter: it only registers forward pre/post hooks on the modules the plan names.
+While such a module runs, a ``TorchFunctionMode`` sees every torch call made inside it
+(its submodules included) and
+
+* runs the planned ops (an entry's ``ops``, or every op for a whole-module entry) with
+  autocast disabled and their fp16/bf16 inputs upcast to fp32 (parameters are upcast on
+  the fly, as autocast itself does; a whole-module region also ignores casts down to
+  fp16/bf16 written inside it);
+* lets their fp32 results flow on inside the region. Casting each result straight back
+  would undo the fix: ``exp`` computed in fp32 and rounded to fp16 is still inf. Ops that
+  are not planned but receive such a result keep fp32 (type promotion), except GEMMs and
+  convolutions, which get it back in the low dtype so that they stay on Tensor Cores;
+* casts the region's outputs back to the surrounding dtype when the module returns
+  (the dtype the results' low-precision inputs had; for a whole module, its inputs'), so
+  the rest of the model sees the dtypes it sees without the plan.
+
+The same mechanism serves ``torch.autocast`` (CUDA or CPU) and pure fp16/bf16 models.
+Removing the handle removes the hooks: the original forward is back exactly.
+Limitations: modules called through ``module.forward(...)`` instead of ``module(...)``
+skip hooks; in-place writes through a view of an upcast copy made by an earlier op are
+not written back (in-place ops themselves are), nor are in-place writes to a whole-module
+region's inputs (the region works on fp32 copies of them).
+"""
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import warnings
+from collections import Counter
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
+from torch.utils.weak import WeakIdKeyDictionary
+
+from ..capture.pytorch.recorder import CAST_FNS, canonical_fn_name, canonical_name
+from ..core.numerics import LOW_PRECISION as LOW
+from ..plan.file import OverridePlan, load_plan
+
+#: ops that keep the low dtype when a region's fp32 result reaches them (the Tensor Core work).
+GEMM_OPS = frozenset("""
+linear matmul mm bmm addmm baddbmm addbmm addmv addr mv einsum chain_matmul multi_dot
+linalg_multi_dot linalg_vecdot tensordot bilinear prelu conv1d conv2d conv3d conv_tbc
+conv_transpose1d conv_transpose2d conv_transpose3d convolution scaled_dot_product_attention
+lstm gru rnn_tanh rnn_relu lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell
+""".split())
+#: metadata queries: never worth an upcast copy.
+QUERIES = frozenset("""
+size dim numel stride element_size is_floating_point is_complex is_contiguous data_ptr
+storage_offset nelement ndimension is_same_size get_device __len__ len
+""".split())
+_AUTOCAST_DEVICES = ("cuda", "cpu", "xpu", "mps", "hpu")
+
+
+class PlanWarning(UserWarning):
+    """A plan entry that matched no module (or whose ops never ran)."""
+
+
+# --------------------------------------------------------------------------- module globs
+def matches(pattern: str, path: str) -> bool:
+    """Glob over dotted module paths: ``*`` is one component, ``**`` any number; "" is the root."""
+    if pattern == "" or path == "":
+        return pattern == path
+    return _match_parts(pattern.split("."), path.split("."))
+
+
+def _match_parts(pattern, parts) -> bool:
+    if not pattern:
+        return not parts
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_match_parts(rest, parts[i:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _match_parts(rest, parts[1:])
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The user's model inside DistributedDataParallel / DataParallel / torch.compile."""
+    while True:
+        kind = type(model).__name__
+        if kind in ("DistributedDataParallel", "DataParallel") and hasattr(model, "module"):
+            model = model.module
+        elif kind == "OptimizedModule" and hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model
+
+
+# --------------------------------------------------------------------------- dtype helpers
+@contextlib.contextmanager
+def autocast_disabled():
+    """Autocast off for every device type on which it is on right now."""
+    with contextlib.ExitStack() as stack:
+        for device in _AUTOCAST_DEVICES:
+            try:
+                enabled = torch.is_autocast_enabled(device)
+            except (RuntimeError, ValueError, TypeError):
+                continue
+            if enabled:
+                stack.enter_context(torch.autocast(device, enabled=False))
+        yield
+
+
+def _is_low(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.dtype in LOW
+
+
+def _promote(dtypes):
+    result = None
+    for d in dtypes:
+        result = d if result is None else torch.promote_types(result, d)
+    return result
+
+
+def _cast_target(name, args, kwargs):
+    """The dtype an explicit cast call asks for, or None (a device move, a query)."""
+    if name in ("half", "bfloat16", "float", "double"):
+        return {"half": torch.float16, "bfloat16": torch.bfloat16,
+                "float": torch.float32, "double": torch.float64}[name]
+    if name == "type_as" and len(args) > 1 and isinstance(args[1], torch.Tensor):
+        return args[1].dtype
+    candidates = [*args[1:], kwargs.get("dtype")]
+    for value in candidates:
+        if isinstance(value, torch.dtype):
+            return value
+        if name == "to" and isinstance(value, torch.Tensor):
+            return value.dtype
+    return None
+
+
+def _in_place(func, name) -> bool:
+    raw = getattr(func, "__name__", "")
+    return (raw.endswith("_") and not raw.endswith("__")) or raw.startswith("__i") \
+        or name == "setitem"
+
+
+# --------------------------------------------------------------------------- the region mode
+class _Tracker:
+    """State shared by every region of one applied plan: which tensors are region-made
+    fp32 and what dtype they stand in for, and how often each entry's ops ran."""
+
+    def __init__(self):
+        self.origin = WeakIdKeyDictionary()  # fp32 tensor made in a region → its low dtype
+        self.hits = Counter()
+        self.buffers = frozenset()  # ids of the model's buffers (written back when changed)
+
+    def origin_of(self, t):
+        return self.origin.get(t) if isinstance(t, torch.Tensor) else None
+
+    def dtype_seen(self, t):
+        """The dtype a tensor has as far as the model outside the regions is concerned."""
+        return self.origin_of(t) or t.dtype
+
+    def track(self, out, origin):
+        if origin is None or origin not in LOW:
+            return
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.dtype == torch.float32:
+                self.origin[t] = origin
+
+    def origin_of_inputs(self, leaves):
+        dims = [self.dtype_seen(t) for t in leaves if isinstance(t, torch.Tensor)
+                and t.is_floating_point() and t.dim() > 0]
+        return _promote(dims)
+
+    def cast_back(self, tree):
+        """Region-made fp32 tensors in ``tree`` back to the dtype they stand in for."""
+        def back(t):
+            origin = self.origin_of(t)
+            return t.to(origin) if origin is not None and t.dtype == torch.float32 else t
+        return pytree.tree_map_only(torch.Tensor, back, tree)
+
+
+def _upcast(args, kwargs, which, buffers=frozenset()):
+    """Copies of the selected tensors in fp32, and [(original, copy, version, is_buffer)]
+    for writing in-place changes back."""
+    copies = []
+
+    def up(t):
+        if not which(t):
+            return t
+        c = t.to(torch.float32)
+        copies.append((t, c, _version(c), id(t) in buffers))
+        return c
+
+    args, kwargs = pytree.tree_map_only(torch.Tensor, up, (args, kwargs))
+    return args, kwargs, copies
+
+
+def _version(t):
+    try:
+        return t._version
+    except RuntimeError:  # inference tensors have no version counter
+        return None
+
+
+def _changed(original, copy, version, is_buffer, in_place) -> bool:
+    now = _version(copy)
+    if version is not None and now != version:
+        return True
+    if is_buffer:  # kernels such as batch_norm update running stats without a version bump
+        return not torch.equal(copy.to(original.dtype), original)
+    return version is None and in_place
+
+
+def _write_back(copies, out, in_place: bool):
+    """In-place writes into an upcast copy go to the original; the original is returned."""
+    swap = {}
+    for original, copy, version, is_buffer in copies:
+        if not _changed(original, copy, version, is_buffer, in_place):
+            continue
+        if original.requires_grad and original.is_leaf or is_buffer:
+            with torch.no_grad():
+                original.copy_(copy)
+        else:
+            original.copy_(copy)
+        swap[id(copy)] = original
+    if not swap:
+        return out
+    return pytree.tree_map_only(torch.Tensor, lambda t: swap.get(id(t), t), out)
+
+
+_NAMES: dict = {}
+
+
+def _op_name(func) -> str:
+    """canonical_fn_name, memoised: it runs on every torch call inside a planned module."""
+    try:
+        return _NAMES[func]
+    except KeyError:
+        name = _NAMES[func] = canonical_fn_name(func)
+        return name
+    except TypeError:  # an unhashable callable
+        return canonical_fn_name(func)
+
+
+class _RegionMode(TorchFunctionMode):
+    """Active while one planned module runs; ``ops`` None means every op is planned."""
+
+    def __init__(self, tracker: _Tracker, ops, entry: int):
+        super().__init__()
+        self.tracker, self.ops, self.entry = tracker, ops, entry
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", None) == "__get__":  # properties: shape, dtype, grad_fn
+            return func(*args, **kwargs)
+        name = _op_name(func)
+        if name in QUERIES:
+            return func(*args, **kwargs)
+        if self.ops is None or name in self.ops:
+            if self.ops is not None:
+                self.tracker.hits[self.entry] += 1
+            return self._fp32(func, name, args, kwargs)
+        if not len(self.tracker.origin):  # nothing region-made is alive: the call is untouched
+            return func(*args, **kwargs)
+        leaves = pytree.tree_leaves((args, kwargs))
+        if any(self.tracker.origin_of(t) is not None for t in leaves):
+            return self._mixed(func, name, args, kwargs, leaves)
+        return func(*args, **kwargs)
+
+    def _fp32(self, func, name, args, kwargs):
+        """A planned op: fp32 in, autocast off, fp32 out (tracked)."""
+        tracker = self.tracker
+        leaves = pytree.tree_leaves((args, kwargs))
+        origin = tracker.origin_of_inputs(leaves)
+        if name in CAST_FNS and self.ops is None:
+            wanted = _cast_target(name, args, kwargs)
+            if wanted in LOW:  # a whole-module region runs in fp32, casts down included
+                source = args[0]
+                return source.to(torch.float32) if _is_low(source) else source
+        with autocast_disabled():
+            args, kwargs, copies = _upcast(args, kwargs, _is_low, tracker.buffers)
+            out = func(*args, **kwargs)
+        out = _write_back(copies, out, _in_place(func, name))
+        if name not in CAST_FNS and not _in_place(func, name):
+            tracker.track(out, origin)
+        return out
+
+    def _mixed(self, func, name, args, kwargs, leaves):
+        """An op that is not planned but receives a region-made fp32 tensor."""
+        tracker = self.tracker
+        if name in CAST_FNS or _in_place(func, name):
+            return func(*args, **kwargs)  # an explicit dtype choice / the target's dtype rules
+        if name in GEMM_OPS:
+            args, kwargs = tracker.cast_back((args, kwargs))
+            return func(*args, **kwargs)
+        origin = tracker.origin_of_inputs(leaves)
+        args, kwargs, copies = _upcast(args, kwargs, _is_low, tracker.buffers)
+        out = _write_back(copies, func(*args, **kwargs), _in_place(func, name))
+        tracker.track(out, origin)
+        return out
+
+
+# --------------------------------------------------------------------------- the handle
+class PlanHandle:
+    """What ``apply_plan`` returns: ``remove()`` (or leaving a ``with`` block) undoes it.
+
+    ``matched[i]`` lists the modules entry ``i`` applies to, ``unmatched`` the entries that
+    match no module, ``hits[i]`` how many planned op calls entry ``i`` has intercepted.
+    """
+
+    def __init__(self, plan: OverridePlan, model: torch.nn.Module):
+        self.plan = plan
+        self.model = model
+        self.matched: dict[int, list[str]] = {}
+        self.unmatched = []
+        self._tracker = _Tracker()
+        self._handles = []
+        self._stacks: dict[int, list] = {}
+
+    @property
+    def hits(self) -> Counter:
+        return self._tracker.hits
+
+    def unused_ops(self) -> list:
+        """Op-level entries that matched modules but whose ops have not run (after a forward)."""
+        return [o for i, o in enumerate(self.plan.overrides)
+                if o.ops is not None and self.matched.get(i) and not self._tracker.hits[i]]
+
+    def remove(self):
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+    # hooks ----------------------------------------------------------------------------
+    def _attach(self, index: int, override, module: torch.nn.Module):
+        ops = None if override.ops is None else frozenset(canonical_name(o) for o in override.ops)
+        key = (index, id(module))
+        whole = ops is None
+        pure_dtype = (getattr(torch, self.plan.target["dtype"])
+                      if self.plan.target.get("mode") == "pure" and "dtype" in self.plan.target
+                      else None)
+        tracker = self._tracker
+
+        def pre(mod, args, kwargs):
+            mode = _RegionMode(tracker, ops, index)
+            surrounding = None
+            if whole:
+                tracker.hits[index] += 1
+                floats = [t for t in pytree.tree_leaves((args, kwargs))
+                          if isinstance(t, torch.Tensor) and t.is_floating_point()]
+                surrounding = _promote(tracker.dtype_seen(t) for t in floats) if floats else pure_dtype
+                args, kwargs = pytree.tree_map_only(
+                    torch.Tensor, lambda t: t.to(torch.float32) if t.dtype in LOW else t,
+                    (args, kwargs))
+            mode.__enter__()
+            self._stacks.setdefault(key, []).append((mode, surrounding))
+            return args, kwargs
+
+        def post(mod, args, kwargs, out):
+            stack = self._stacks.get(key)
+            if not stack:
+                return None
+            mode, surrounding = stack.pop()
+            mode.__exit__(None, None, None)
+            if whole:
+                if surrounding in LOW:
+                    return pytree.tree_map_only(
+                        torch.Tensor,
+                        lambda t: t.to(surrounding) if t.dtype == torch.float32 else t, out)
+                return None
+            return tracker.cast_back(out)
+
+        self._handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
+        self._handles.append(module.register_forward_hook(post, with_kwargs=True, always_call=True))
+
+
+def apply_plan(model: torch.nn.Module, plan, warn: bool = True) -> PlanHandle:
+    """Make the regions ``plan`` names run in fp32 inside ``model``; returns the undo handle.
+
+    ``plan`` is a path to ``amp_plan.yaml``, a dict of it, or an ``OverridePlan``. An
+    invalid plan raises ``PlanError`` (a ``ValueError``) naming the file and the entry;
+    entries that match no module are listed in ``handle.unmatched`` and warned about.
+    Parameters and buffers are not touched (``state_dict()`` stays bit-identical).
+    """
+    plan = load_plan(plan)
+    plan.require_pytorch()
+    model = unwrap(model)
+    handle = PlanHandle(plan, model)
+    handle._tracker.buffers = frozenset(id(b) for b in model.buffers())
+    named = list(model.named_modules())
+    for index, override in enumerate(plan.overrides):
+        hits = [(name, m) for name, m in named if matches(override.module, name)]
+        if not hits:
+            handle.unmatched.append(override)
+            if warn:
+                warnings.warn(f"{plan.source}: override {override.module!r} matches no module "
+                              f"of {type(model).__name__}", PlanWarning, stacklevel=2)
+            continue
+        handle.matched[index] = [name for name, _ in hits]
+        for _, module in hits:
+            handle._attach(index, override, module)
+    return handle
+
+
+def to_low_precision(model: torch.nn.Module, plan, dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """Pure mode: ``model.to(dtype)`` (default: the plan's) except the plan's
+    ``keep_fp32_modules`` and their submodules, whose parameters and buffers keep their
+    dtype (Hugging Face's ``_keep_in_fp32_modules``). Converts in place, returns the model."""
+    plan = load_plan(plan)
+    plan.require_pytorch()
+    dtype = dtype or getattr(torch, plan.target.get("dtype", "float16"))
+    inner = unwrap(model)
+    kept = [name for name, _ in inner.named_modules()
+            if any(matches(p, name) for p in plan.keep_fp32_modules)]
+
+    def convert(t):
+        return t.to(dtype) if t.is_floating_point() else t
+
+    for name, module in inner.named_modules():
+        if not any(name == k or name.startswith(k + ".") or k == "" for k in kept):
+            module._apply(convert, recurse=False)
+    return model

@@ -1,0 +1,81 @@
+"""Graph helpers shared by the ONNX plan, conversion and check.
+
+Plans name ONNX nodes, so every stage must agree on the names: nodes an exporter left
+unnamed get the same deterministic name everywhere (the IR's own scheme for the nodes
+the scan reports, so a finding's ``node`` is a name the converter can block).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from onnx import TensorProto
+
+from .model import CANONICAL, STANDARD_DOMAINS, TRANSPARENT
+
+FLOAT, FLOAT16, BFLOAT16 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16
+LOW_TYPES = {"float16": FLOAT16, "bfloat16": BFLOAT16}
+
+
+def name_nodes(graph) -> list[str]:
+    """Give unnamed nodes of ``graph`` a stable name (in place); returns every node's name.
+
+    Compute nodes get the scan's name (``softmax_0``: canonical op and occurrence);
+    data-movement nodes, which the scan does not report, ``Reshape_t3`` (their index).
+    """
+    taken = {n.name for n in graph.node if n.name}
+    counts: dict[str, int] = defaultdict(int)
+    names = []
+    for index, node in enumerate(graph.node):
+        if node.op_type in TRANSPARENT:
+            candidate = f"{node.op_type}_t{index}"
+        else:
+            op = CANONICAL.get(node.op_type, node.op_type.lower())
+            if node.domain not in STANDARD_DOMAINS:
+                op = f"{node.domain}::{node.op_type}"
+            candidate = f"{op}_{counts[op]}"
+            counts[op] += 1
+        if not node.name:
+            while candidate in taken:
+                candidate += "_"
+            node.name = candidate
+            taken.add(candidate)
+        names.append(node.name)
+    return names
+
+
+def consumers(graph) -> dict[str, list]:
+    """Tensor name → the nodes of ``graph`` that read it, in graph order."""
+    readers = defaultdict(list)
+    for node in graph.node:
+        for name in node.input:
+            if name:
+                readers[name].append(node)
+    return readers
+
+
+def producers(graph) -> dict:
+    """Tensor name → the node of ``graph`` that writes it."""
+    return {out: node for node in graph.node for out in node.output if out}
+
+
+def elem_types(model) -> dict[str, int]:
+    """Tensor name → ONNX element type, from inputs, outputs, value_info and initializers."""
+    types = {}
+    graph = model.graph
+    for vi in [*graph.input, *graph.output, *graph.value_info]:
+        if vi.type.HasField("tensor_type"):
+            types[vi.name] = vi.type.tensor_type.elem_type
+    for init in graph.initializer:
+        types[init.name] = init.data_type
+    return types
+
+
+def attribute(node, name, default=None):
+    """The value of a node attribute, or ``default``."""
+    from onnx import helper
+
+    for attr in node.attribute:
+        if attr.name == name:
+            return helper.get_attribute_value(attr)
+    return default
+

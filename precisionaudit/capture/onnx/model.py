@@ -1,0 +1,245 @@
+"""ONNX frontend: load a model file into the same IR as the PyTorch frontend.
+
+Loading runs none of the model's code. Shapes come from onnx shape inference; constants
+and initializers are real values, so a -1e9 mask or a weight above 65504 is seen. The
+target for ONNX is a converted graph (``pure``): every float tensor in the low dtype,
+minus the nodes a plan keeps in fp32.
+"""
+from __future__ import annotations
+
+import ast
+import os
+
+import numpy as np
+
+from ...core.errors import CaptureError
+from ...ir.graph import OpNode, add_op, new_graph
+from ..pytorch.capture import Capture
+
+#: ONNX op type → canonical op (the names the PyTorch frontend and the rules use).
+CANONICAL = {
+    "Softmax": "softmax", "LogSoftmax": "log_softmax", "LayerNormalization": "layer_norm",
+    "GroupNormalization": "group_norm", "BatchNormalization": "batch_norm",
+    "InstanceNormalization": "instance_norm", "RMSNormalization": "rms_norm",
+    "SimplifiedLayerNormalization": "rms_norm", "ReduceSum": "sum", "ReduceMean": "mean",
+    "ReduceProd": "prod", "ReduceLogSumExp": "logsumexp", "ReduceL2": "norm",
+    "ReduceSumSquare": "sum", "CumSum": "cumsum", "Exp": "exp", "Log": "log", "Pow": "pow",
+    "Reciprocal": "reciprocal", "Sqrt": "sqrt", "Softplus": "softplus", "MatMul": "matmul",
+    "Gemm": "linear", "Conv": "conv", "ConvTranspose": "conv_transpose", "LSTM": "lstm",
+    "GRU": "gru", "RNN": "rnn_tanh", "Where": "where", "Add": "add", "Sub": "sub", "Mul": "mul",
+    "Div": "div", "Cast": "to", "CastLike": "to", "Range": "arange", "Gather": "embedding",
+    "Sigmoid": "sigmoid", "Tanh": "tanh", "Relu": "relu", "Gelu": "gelu", "Erf": "erf",
+    "Max": "maximum", "Min": "minimum", "Clip": "clamp", "Neg": "neg", "Abs": "abs",
+    "Einsum": "einsum", "Attention": "scaled_dot_product_attention",
+}
+#: ops that only move data: no node, edges pass through them (as views do in PyTorch).
+TRANSPARENT = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity",
+               "Expand", "Slice", "Split", "Concat", "Shape", "Size", "Constant",
+               "ConstantOfShape", "Dropout"}
+REDUCE_AXES_ATTR = {"Softmax": "axis", "LogSoftmax": "axis", "CumSum": None}
+FLOAT_TYPES = {1: "float32", 10: "float16", 16: "bfloat16", 11: "float64"}
+INT_TYPES = {6: "int32", 7: "int64", 9: "bool", 2: "uint8", 3: "int8"}
+STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "com.microsoft"}
+
+
+def load_onnx(path: str):
+    """The ModelProto with external data and inferred shapes, or a CaptureError."""
+    import onnx
+
+    if not os.path.isfile(path):
+        raise CaptureError(f"{path}: no such file")
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - DecodeError and friends: not a model
+        raise CaptureError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from exc
+    if not model.graph.node and not model.graph.output:
+        raise CaptureError(f"{path}: not a readable ONNX model (empty or truncated graph)")
+    try:
+        onnx.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+    except (OSError, onnx.checker.ValidationError) as exc:
+        missing = getattr(exc, "filename", None) or str(exc).split(" should be stored in ")[-1].split(",")[0]
+        raise CaptureError(f"{path}: external data missing: {missing}") from exc
+    try:
+        if model.ByteSize() < 2**31 - 1:
+            model = onnx.shape_inference.infer_shapes(model)
+        else:  # protobuf cannot serialise > 2 GB: infer on the file, keep our loaded weights
+            inferred = path + ".shapes.onnx"
+            onnx.shape_inference.infer_shapes_path(path, inferred)
+            try:
+                model.graph.value_info.extend(onnx.load(inferred, load_external_data=False).graph.value_info)
+            finally:
+                os.remove(inferred)
+    except Exception:  # noqa: BLE001 - shapes are a help, not a requirement
+        pass
+    return model
+
+
+def module_of(node) -> str:
+    """`named_modules()`-style path: from the dynamo exporter's name scopes, else the name."""
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            try:
+                scopes = ast.literal_eval(prop.value)
+            except (ValueError, SyntaxError):
+                break
+            return scopes[-2] if len(scopes) >= 2 else ""
+    parts = [p for p in node.name.split("/") if p]
+    return ".".join(parts[:-1]) if len(parts) > 1 else ""
+
+
+def _source_of(node):
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.stack_trace" and prop.value.startswith("File "):
+            first = prop.value.split("\n", 1)[0]  # File "/x/model.py", line 8, in forward
+            try:
+                file = first.split('"')[1]
+                line = int(first.split("line ")[1].split(",")[0])
+                return file, line
+            except (IndexError, ValueError):
+                return None, None
+    return None, None
+
+
+class _Tensors:
+    """Dtype, shape and (for constants) value of every tensor name in the graph."""
+
+    def __init__(self, model):
+        from onnx import numpy_helper
+
+        self.info = {}
+        for vi in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
+            t = vi.type.tensor_type
+            dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+            self.info[vi.name] = (t.elem_type, dims if t.HasField("shape") else None)
+        self.values = {}
+        for init in model.graph.initializer:
+            self.values[init.name] = numpy_helper.to_array(init)
+            self.info[init.name] = (init.data_type, tuple(init.dims))
+        for node in model.graph.node:
+            if node.op_type == "Constant":
+                for attr in node.attribute:
+                    if attr.name == "value":
+                        value = numpy_helper.to_array(attr.t)
+                        self.values[node.output[0]] = value
+                        self.info[node.output[0]] = (attr.t.data_type, tuple(attr.t.dims))
+                    elif attr.name in ("value_float", "value_int"):
+                        self.values[node.output[0]] = np.array(attr.f if attr.name == "value_float" else attr.i)
+        self.initializers = {i.name for i in model.graph.initializer}
+
+    def dtype(self, name):
+        elem = self.info.get(name, (None, None))[0]
+        return FLOAT_TYPES.get(elem) or INT_TYPES.get(elem)
+
+    def shape(self, name):
+        return self.info.get(name, (None, None))[1]
+
+
+def capture_onnx(path: str, target) -> Capture:
+    model = load_onnx(path)
+    tensors = _Tensors(model)
+    graph = new_graph(target=target.as_dict())
+    graph.graph["inputs"] = [(tensors.dtype(i.name), tensors.shape(i.name)) for i in model.graph.input
+                             if i.name not in tensors.initializers]
+    graph.graph["input_dims"] = {d for _, s in graph.graph["inputs"] if s for d in s if d}
+    graph.graph["params"] = {n: tuple(v.shape) for n, v in tensors.values.items() if n in tensors.initializers}
+    producer: dict[str, str | None] = {}
+    counts: dict[str, int] = {}
+    unanalysed = set()
+    low = target.dtype
+
+    def converted(dtype):
+        return low if dtype in ("float32", "float16", "bfloat16") else dtype
+
+    modules = {}
+    for node in model.graph.node:
+        if node.domain not in STANDARD_DOMAINS:
+            unanalysed.add(f"{node.domain}::{node.op_type}")
+        if node.op_type in TRANSPARENT:
+            source = next((producer.get(i) for i in node.input if i in producer), None)
+            for out in node.output:
+                producer[out] = source
+            continue
+        op = CANONICAL.get(node.op_type, node.op_type.lower())
+        if node.domain not in STANDARD_DOMAINS:
+            op = f"{node.domain}::{node.op_type}"
+        name = node.name or f"{op}_{counts.get(op, 0)}"
+        counts[op] = counts.get(op, 0) + 1
+        in_dtypes = [tensors.dtype(i) for i in node.input if i]
+        out_dtype = tensors.dtype(node.output[0]) if node.output else None
+        compute = next((converted(d) for d in in_dtypes if d in FLOAT_TYPES.values()), converted(out_dtype))
+        if node.op_type == "Cast":
+            compute = converted(out_dtype)
+        elif node.op_type == "LayerNormalization" and _stash_type(node) == 1:
+            compute = "float32"  # the spec computes the mean and variance in stash_type (fp32)
+        scalars, params = [], []
+        for i in node.input:
+            value = tensors.values.get(i)
+            if value is None:
+                continue
+            if value.size == 1:
+                scalars.append([op, value.reshape(()).item()])
+            elif i in tensors.initializers and value.dtype.kind == "f" and value.size:
+                params.append([i, tuple(value.shape)])
+                peak = float(np.abs(value).max())
+                if peak > 65504:
+                    scalars.append(["initializer", float(value.flat[int(np.abs(value).argmax())])])
+        file, line = _source_of(node)
+        module = module_of(node)
+        node_facts = OpNode(
+            name=name, op=op, target=f"onnx::{node.op_type}", atens=[node.op_type],
+            in_dtypes=[converted(d) for d in in_dtypes], in_shapes=[tensors.shape(i) for i in node.input if i],
+            compute_dtype=compute, out_dtype=converted(out_dtype),
+            out_shape=tensors.shape(node.output[0]) if node.output else None,
+            scalars=scalars, params=params, module=module, module_type=node.op_type,
+            file=file, line=line, explicit_cast=node.op_type in ("Cast", "CastLike"),
+            dims=_axes(node, tensors))
+        add_op(graph, node_facts)
+        for arg, i in enumerate(node.input):
+            source = producer.get(i)
+            if source and source != name and not graph.has_edge(source, name):
+                graph.add_edge(source, name, arg=arg)
+        for out in node.output:
+            producer[out] = name
+        _module_facts(node, tensors, module or name, modules)
+    graph.graph["modules"] = modules
+    graph.graph["outputs"] = [{"node": producer.get(o.name), "dtype": converted(tensors.dtype(o.name)),
+                               "shape": tensors.shape(o.name)} for o in model.graph.output]
+    skipped = [f"unanalysed custom ops: {', '.join(sorted(unanalysed))}"] if unanalysed else []
+    return Capture(graph, "onnx", skipped=skipped, notes=["judged as converted to " + low])
+
+
+def _stash_type(node) -> int:
+    return next((a.i for a in node.attribute if a.name == "stash_type"), 1)
+
+
+def _axes(node, tensors) -> list:
+    for attr in node.attribute:
+        if attr.name == "axes":
+            return list(attr.ints)
+        if attr.name == "axis":
+            return [attr.i]
+    if node.op_type.startswith("Reduce") or node.op_type == "CumSum":
+        axes = tensors.values.get(node.input[1]) if len(node.input) > 1 else None
+        return [int(a) for a in np.atleast_1d(axes)] if axes is not None else []
+    return []
+
+
+def _module_facts(node, tensors, module, modules):
+    """Linear / Embedding / Conv facts from weights, for the structure rules (PA202, PA203)."""
+    weights = [tensors.values[i] for i in node.input if i in tensors.initializers and i in tensors.values]
+    if node.op_type in ("MatMul", "Gemm") and weights and weights[0].ndim == 2:
+        k, n = weights[0].shape
+        transposed = any(a.name == "transB" and a.i for a in node.attribute)
+        if transposed:
+            k, n = n, k
+        modules.setdefault(module, {"type": "Linear", "in_features": int(k), "out_features": int(n)})
+    elif node.op_type == "Gather" and node.input and node.input[0] in tensors.initializers:
+        table = tensors.values.get(node.input[0])
+        if table is not None and table.ndim == 2 and table.dtype.kind == "f":
+            modules.setdefault(module, {"type": "Embedding", "num_embeddings": int(table.shape[0]),
+                                        "embedding_dim": int(table.shape[1])})
+    elif node.op_type == "Conv" and weights and weights[0].ndim >= 3:
+        groups = next((a.i for a in node.attribute if a.name == "group"), 1)
+        out_c, in_per_group = weights[0].shape[:2]
+        modules.setdefault(module, {"type": "Conv", "in_channels": int(in_per_group * groups),
+                                    "out_channels": int(out_c), "groups": int(groups)})

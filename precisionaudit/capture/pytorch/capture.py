@@ -1,0 +1,385 @@
+"""PyTorch frontend: run the user's forward under the target policy and build the IR.
+
+Capture order: a fake-tensor run (no weights allocated, any model size, meta models
+included); if the forward needs real values (data-dependent control flow), an eager run
+on real tensors; without example inputs, the module structure alone.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+import torch
+from torch._subclasses import fake_tensor
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+from torch.utils import _pytree as pytree
+
+from ...core.errors import CaptureError
+from ...core.numerics import Target, dtype_name
+from ...ir.graph import OpNode, add_op, new_graph
+from .cuda_autocast import emulated_cuda_autocast
+from .model_file import _describe, call_user, entry_point, import_model_file
+from .recorder import CAST_FNS, Recorder
+
+#: aten ops that only re-view, alias or copy a tensor: not nodes, edges pass through them.
+TRANSPARENT = {
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "transpose", "t", "permute", "expand",
+    "unsqueeze", "squeeze", "slice", "select", "split", "split_with_sizes", "unbind", "alias",
+    "detach", "clone", "contiguous", "as_strided", "lift_fresh", "lift_fresh_copy", "narrow",
+    "expand_as", "view_as", "unfold", "_to_copy", "to", "copy_", "copy", "_to_dim_order_copy",
+    "empty_like", "empty", "empty_strided", "new_empty", "new_empty_strided", "zero_", "fill_",
+    "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel", "is_same_size",
+}
+#: ops whose int arguments are the dimensions reduced or normalised.
+DIM_ARG_OPS = {"sum", "mean", "var", "std", "var_mean", "std_mean", "cumsum", "cumprod", "prod",
+               "softmax", "log_softmax", "logsumexp", "norm", "linalg_vector_norm", "amax",
+               "amin", "max", "min", "argmax", "nansum", "nanmean"}
+
+
+@dataclass
+class Capture:
+    graph: object
+    frontend: str
+    skipped: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+
+def aten_short(target: str) -> str:
+    """'aten._softmax.default' → '_softmax'."""
+    parts = target.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "aten" else parts[0]
+
+
+def capture_file(path: str, target: Target, entry: str = "get_model",
+                 inputs: str = "get_example_inputs") -> Capture:
+    module = import_model_file(path)
+    make_model = entry_point(module, path, entry, required=True)
+    make_inputs = entry_point(module, path, inputs, required=False)
+    return capture(make_model, make_inputs, target, path, entry, inputs)
+
+
+def capture(make_model, make_inputs, target: Target, path: str = "<model>",
+            entry: str = "get_model", inputs: str = "get_example_inputs") -> Capture:
+    if make_inputs is None:
+        model = _fake_model(make_model, path, entry)
+        return Capture(structure_graph(model, target), "structure",
+                       skipped=[f"{inputs}() not found: only module-structure checks ran"])
+    try:
+        with _quiet_fake_tensor_log():
+            return _run(make_model, make_inputs, target, path, entry, inputs, fake=True)
+    except Exception as exc:  # noqa: BLE001 - sorted out below
+        if not _fake_limitation(exc):
+            raise _as_capture_error(exc, path) from exc
+        fake_error = exc  # `exc` is unbound once the except block ends
+    # The forward needs real values (data-dependent control flow): run it eagerly. Only
+    # then, so that a model with wrong inputs never has its real weights allocated.
+    try:
+        result = _run(make_model, make_inputs, target, path, entry, inputs, fake=False)
+    except Exception as exc:  # noqa: BLE001
+        raise _as_capture_error(exc, path) from exc
+    result.notes.append(f"fake-tensor capture failed ({_describe(fake_error)}); ran eagerly")
+    return result
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensor_log():
+    """FakeTensorMode logs a traceback for every failing meta kernel; we report the error once."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+_FAKE_LIMITS = (fake_tensor.DataDependentOutputException, fake_tensor.DynamicOutputShapeException,
+                fake_tensor.UnsupportedFakeTensorException, fake_tensor.UnsupportedOperatorException,
+                fake_tensor.UnsupportedMutationAliasingException, GuardOnDataDependentSymNode)
+
+
+def _fake_limitation(exc: BaseException) -> bool:
+    """True when the error is fake tensors' (no values), not the model's."""
+    while exc is not None:
+        if isinstance(exc, _FAKE_LIMITS) or "FakeTensor" in str(exc):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def _as_capture_error(exc: BaseException, path: str) -> CaptureError:
+    if isinstance(exc, CaptureError):
+        return exc
+    return CaptureError(f"{path}: the forward failed on the example inputs: {_describe(exc)}")
+
+
+def _fake_model(make_model, path, entry):
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model = _as_module(call_user(make_model, path, entry), path, entry)
+        _materialise_meta(model)
+    return model
+
+
+def _as_module(model, path, entry):
+    if not isinstance(model, torch.nn.Module):
+        raise CaptureError(f"{path}: {entry}() returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def _materialise_meta(model):
+    """Meta parameters and buffers become fake CPU tensors (call inside FakeTensorMode).
+
+    ``Module.to_empty`` cannot swap meta parameters for fake ones, so replace them in place.
+    """
+    for module in model.modules():
+        for name, p in module._parameters.items():
+            if p is not None and p.device.type == "meta":
+                module._parameters[name] = torch.nn.Parameter(
+                    torch.empty(p.shape, dtype=p.dtype), requires_grad=p.requires_grad)
+        for name, b in module._buffers.items():
+            if b is not None and b.device.type == "meta":
+                module._buffers[name] = torch.zeros(b.shape, dtype=b.dtype)
+
+
+def _tensors(model):
+    return list(model.parameters()) + list(model.buffers())
+
+
+def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) -> Capture:
+    mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
+    with mode:
+        model = _as_module(call_user(make_model, path, entry), path, entry)
+        if fake:
+            _materialise_meta(model)
+        elif any(t.device.type == "meta" for t in _tensors(model)):
+            raise CaptureError(f"{path}: the model is on the meta device and its forward "
+                               "needs real values (data-dependent control flow)")
+        example = call_user(make_inputs, path, inputs_name)
+        args, kwargs = _split_inputs(example, path, inputs_name)
+        if target.mode == "pure":
+            model = _to_dtype(model, target.torch_dtype) if fake else model.to(target.torch_dtype)
+            args, kwargs = _cast_floats((args, kwargs), target.torch_dtype)
+        recorder = Recorder(model, {**dict(model.named_buffers()), **dict(model.named_parameters())})
+        recorder.mark_inputs((args, kwargs))
+        with torch.no_grad(), policy(target, recorder.mark_banned), recorder:
+            out = model(*args, **kwargs)
+    graph = build_graph(recorder, target, (args, kwargs), out, model)
+    return Capture(graph, "fake" if fake else "eager")
+
+
+def _to_dtype(model, dtype):
+    """``model.to(dtype)`` for a model whose tensors are fake.
+
+    ``Module._apply`` exchanges FakeTensor parameters with ``torch.utils.swap_tensors``,
+    which refuses tensors that have a weakref (fake parameters always do), so
+    ``model.half()`` raises "Couldn't swap". The floating-point parameters and buffers are
+    replaced instead, as ``.to(dtype)`` would convert them; tied weights stay tied.
+    """
+    converted = {}  # id → (original, replacement); the original is kept so ids stay unique
+    with torch.no_grad():
+        for module in model.modules():
+            for store in (module._parameters, module._buffers):
+                for key, t in store.items():
+                    if t is None or not t.is_floating_point() or t.dtype == dtype:
+                        continue
+                    if id(t) not in converted:
+                        new = t.to(dtype)
+                        if isinstance(t, torch.nn.Parameter):
+                            new = torch.nn.Parameter(new, requires_grad=t.requires_grad)
+                        converted[id(t)] = (t, new)
+                    store[key] = converted[id(t)][1]
+            if isinstance(module, torch.nn.RNNBase):
+                module._init_flat_weights()  # what RNNBase._apply does after a conversion
+    return model
+
+
+def _split_inputs(example, path, name):
+    if isinstance(example, dict):
+        return (), example
+    if isinstance(example, torch.Tensor):
+        return (example,), {}
+    if isinstance(example, (tuple, list)):
+        return tuple(example), {}
+    raise CaptureError(f"{path}: {name}() returned {type(example).__name__}; "
+                       "expected a tuple of tensors or a dict of keyword arguments")
+
+
+def _cast_floats(tree, dtype):
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.to(dtype) if t.is_floating_point() else t, tree)
+
+
+@contextlib.contextmanager
+def policy(target: Target, on_banned=None):
+    """The precision policy the forward runs under (CUDA autocast is emulated on CPU)."""
+    if target.mode == "pure":
+        yield
+    elif target.device == "cuda":
+        with emulated_cuda_autocast(target.torch_dtype, on_banned):
+            yield
+    else:
+        with torch.autocast("cpu", dtype=target.torch_dtype):
+            yield
+
+
+# --------------------------------------------------------------------------- graph building
+def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object:
+    graph = new_graph(target=target.as_dict())
+    tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
+    graph.graph["inputs"] = [(dtype_name(t.dtype), tuple(t.shape)) for t in tensors]
+    graph.graph["input_dims"] = {d for t in tensors for d in t.shape}
+    graph.graph["params"] = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    graph.graph["modules"] = module_facts(model)
+
+    node_of: dict[int, str | None] = {}
+    significant = {c.index: _is_significant(c, rec) for c in rec.calls}
+    counts: dict[str, int] = {}
+    for call in rec.calls:
+        ops = [rec.ops[i] for i in call.ops]
+        if not significant[call.index]:
+            for op in ops:
+                node_of[op.index] = _resolve(op, node_of)
+            continue
+        name = _unique(call.fn, counts)
+        compute = [op for op in ops if aten_short(op.target) not in TRANSPARENT] or ops
+        main = compute[-1]
+        inside = set(call.ops)
+        entering = [ref for op in ops for ref in op.inputs
+                    if ref.dtype is not None and ref.producer not in inside]
+        compute_dtype = _compute_dtype(main)
+        last = next((op.outputs[0] for op in reversed(ops) if op.outputs), None)
+        autocast_cast = call.fn not in CAST_FNS and any(
+            aten_short(op.target) == "_to_copy" and op.inputs and op.outputs
+            and op.inputs[0].dtype != op.outputs[0].dtype for op in ops)
+        ints = [r.value for r in main.inputs if r.dtype is None and isinstance(r.value, int)
+                and not isinstance(r.value, bool)]
+        node = OpNode(
+            name=name, op=call.fn, target=main.target,
+            atens=[aten_short(op.target) for op in compute],
+            in_dtypes=[dtype_name(r.dtype) for r in entering],
+            in_shapes=[r.shape for r in entering],
+            compute_dtype=dtype_name(compute_dtype),
+            out_dtype=dtype_name(last.dtype) if last else None,
+            out_shape=last.shape if last else None,
+            scalars=[[aten_short(op.target), r.value] for op in compute for r in op.inputs
+                     if r.value is not None and not isinstance(r.value, bool)],
+            params=[[r.producer[1], r.shape] for r in entering
+                    if isinstance(r.producer, tuple) and r.producer[0] == "param"],
+            module=call.module, module_type=call.module_type, file=call.file, line=call.line,
+            autocast_enabled=call.autocast,
+            autocast_cast=autocast_cast,
+            explicit_cast=call.fn in CAST_FNS,
+            banned=any(op.banned for op in ops),
+            dims=ints if call.fn in DIM_ARG_OPS or aten_short(main.target).lstrip("_") in DIM_ARG_OPS else [],
+        )
+        add_op(graph, node)
+        for op in ops:
+            node_of[op.index] = name
+        for arg, ref in enumerate(entering):
+            source = ref.producer
+            if isinstance(source, int):
+                source = node_of.get(source)
+                if source and source != name and not graph.has_edge(source, name):
+                    graph.add_edge(source, name, arg=arg)
+            elif isinstance(source, tuple) and source[0] == "input":
+                graph.nodes[name].setdefault("sources", []).append(source[1])
+    out_nodes = []
+    for t in pytree.tree_leaves(outputs):
+        if isinstance(t, torch.Tensor):
+            producer = rec.producer.get(t)
+            name = node_of.get(producer) if isinstance(producer, int) else None
+            out_nodes.append({"node": name, "dtype": dtype_name(t.dtype), "shape": tuple(t.shape)})
+    graph.graph["outputs"] = out_nodes
+    return graph
+
+
+#: reductions that take a dtype argument accumulate in it: their output dtype is what they compute in.
+ACCUMULATE_IN_OUTPUT = {"sum", "nansum", "cumsum", "cumprod", "prod", "mean", "norm",
+                        "linalg_vector_norm"}
+
+
+def _compute_dtype(op):
+    """The dtype an aten op computes in: a reduction's dtype argument; else its float inputs'
+    dtype, or, when tensors of different float dtypes meet (fp16 scores + fp32 mask), the
+    promoted dtype. 0-d tensors do not promote dimensioned ones (fp16 * fp32 0-d is fp16)."""
+    out = op.outputs[0].dtype if op.outputs else None
+    if aten_short(op.target) in ACCUMULATE_IN_OUTPUT and out is not None and out.is_floating_point:
+        return out
+    floats = [r for r in op.inputs if r.dtype is not None and r.dtype.is_floating_point]
+    if not floats:
+        return out
+    dtypes = [r.dtype for r in floats if r.shape] or [r.dtype for r in floats]
+    promoted = dtypes[0]
+    for dtype in dtypes[1:]:
+        promoted = torch.promote_types(promoted, dtype)
+    return promoted
+
+
+def _is_significant(call, rec) -> bool:
+    shorts = [aten_short(rec.ops[i].target) for i in call.ops]
+    if call.fn in CAST_FNS:
+        return any(s == "_to_copy" for s in shorts)
+    return any(s not in TRANSPARENT for s in shorts)
+
+
+def _resolve(op, node_of):
+    for ref in op.inputs:
+        if ref.dtype is not None:
+            return node_of.get(ref.producer) if isinstance(ref.producer, int) else None
+    return None
+
+
+def _unique(base: str, counts: dict) -> str:
+    n = counts.get(base, 0)
+    counts[base] = n + 1
+    return base if n == 0 else f"{base}_{n}"
+
+
+# --------------------------------------------------------------------------- structure
+def module_facts(model: torch.nn.Module) -> dict:
+    """Shape facts of the modules the structure-only rules read (no forward needed)."""
+    facts = {}
+    for name, m in model.named_modules():
+        kind = type(m).__name__
+        if isinstance(m, torch.nn.Linear):
+            facts[name] = {"type": kind, "in_features": m.in_features, "out_features": m.out_features}
+        elif isinstance(m, torch.nn.Embedding):
+            facts[name] = {"type": kind, "num_embeddings": m.num_embeddings,
+                           "embedding_dim": m.embedding_dim}
+        elif isinstance(m, torch.nn.modules.conv._ConvNd):
+            facts[name] = {"type": kind, "in_channels": m.in_channels,
+                           "out_channels": m.out_channels, "groups": m.groups}
+        elif isinstance(m, torch.nn.RNNBase):
+            facts[name] = {"type": kind, "hidden_size": m.hidden_size, "input_size": m.input_size,
+                           "num_layers": m.num_layers}
+        elif isinstance(m, (torch.nn.modules.batchnorm._NormBase, torch.nn.LayerNorm,
+                            torch.nn.GroupNorm)):
+            facts[name] = {"type": kind}
+    return facts
+
+
+def structure_graph(model, target: Target):
+    """A graph with one node per weight-bearing module, for runs without example inputs."""
+    graph = new_graph(target=target.as_dict())
+    graph.graph["params"] = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    graph.graph["modules"] = module_facts(model)
+    graph.graph["structure_only"] = True
+    low = target.dtype
+    for module, facts in graph.graph["modules"].items():
+        kind = facts["type"]
+        if "in_features" in facts:
+            op, shape = "linear", (facts["out_features"], facts["in_features"])
+        elif "num_embeddings" in facts:
+            op, shape = "embedding", (facts["num_embeddings"], facts["embedding_dim"])
+        elif "in_channels" in facts:
+            op, shape = kind.lower().replace("transpose", "_transpose"), None
+        elif "hidden_size" in facts:
+            op, shape = kind.lower(), None
+        else:
+            continue
+        params = [[f"{module}.weight" if module else "weight", shape]] if shape else []
+        add_op(graph, OpNode(name=module or kind.lower(), op=op, target=f"module:{kind}",
+                             compute_dtype=None if op == "embedding" else low,
+                             params=params, module=module, module_type=kind))
+    return graph

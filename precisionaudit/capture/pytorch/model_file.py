@@ -1,0 +1,57 @@
+"""Load a Python model file: import it, find its entry points, call them."""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import sys
+
+from ...core.errors import CaptureError
+
+_counter = itertools.count()
+
+
+def import_model_file(path: str):
+    """Import ``path`` as a fresh module (its directory on sys.path, as pytest does)."""
+    if not os.path.isfile(path):
+        raise CaptureError(f"{path}: no such file")
+    name = f"_precisionaudit_model_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CaptureError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    directory = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, directory)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise CaptureError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
+    except Exception as exc:  # noqa: BLE001 - any failure of user code is reported, not raised
+        raise CaptureError(f"{path}: importing the model file failed: {_describe(exc)}") from exc
+    finally:
+        if sys.path and sys.path[0] == directory:
+            sys.path.pop(0)
+    return module
+
+
+def entry_point(module, path: str, name: str, required: bool):
+    fn = getattr(module, name, None)
+    if fn is None:
+        if required:
+            raise CaptureError(f"{path}: no function {name}() (use --entry to name the model factory)")
+        return None
+    if not callable(fn):
+        raise CaptureError(f"{path}: {name} is not callable")
+    return fn
+
+
+def call_user(fn, path: str, what: str):
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001
+        raise CaptureError(f"{path}: {what}() raised {_describe(exc)}") from exc
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

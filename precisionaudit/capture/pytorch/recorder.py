@@ -1,0 +1,222 @@
+"""Record every aten op a forward runs, after autocast, with who called it and from where.
+
+A ``TorchDispatchMode`` sees the ops below autocast (so the casts autocast inserts and
+the dtypes it chose are what we record); a ``TorchFunctionMode`` tells which user-level
+call (``F.softmax``, ``x @ y``, ``nn.Linear``'s ``F.linear``) each aten op belongs to; and
+global module hooks give the ``named_modules()`` path. The same recorder works on fake
+tensors (no memory, no values) and on real ones (the eager fallback).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+import torch
+from torch.overrides import TorchFunctionMode, resolve_name
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.weak import WeakIdKeyDictionary
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SKIP_DIRS = (_TORCH_DIR, _OWN_DIR, os.path.dirname(os.__file__))
+
+
+@dataclass
+class TensorRef:
+    """What an op read: a tensor (with its producer) or a Python scalar."""
+
+    dtype: torch.dtype | None
+    shape: tuple | None
+    producer: object = None  # op index (int), ("input", i) or ("param", name), or None
+    value: float | int | bool | None = None  # for scalars and 0-d constants we know
+
+
+@dataclass
+class AtenOp:
+    index: int
+    target: str  # "aten._softmax.default"
+    inputs: list[TensorRef]
+    outputs: list[TensorRef]
+    call: int  # index of the user-level call it belongs to
+    banned: bool = False
+
+
+@dataclass
+class Call:
+    """One user-level call (a torch function) and where it was made."""
+
+    index: int
+    fn: str  # "softmax", "matmul", "linear"
+    module: str
+    module_type: str
+    file: str | None
+    line: int | None
+    autocast: bool = False  # autocast was on where the call was made (not in an enabled=False region)
+    ops: list[int] = field(default_factory=list)
+
+
+def _autocast_on() -> bool:
+    """CPU autocast is what runs during a capture (it stands in for CUDA's when emulated)."""
+    return torch.is_autocast_enabled("cpu")
+
+
+def _user_frame():
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(_SKIP_DIRS) and not path.startswith("<"):
+            return path, frame.f_lineno
+        frame = frame.f_back
+    return None, None
+
+
+def canonical_fn_name(func) -> str:
+    """'matmul' for Tensor.__matmul__, 'softmax' for F.softmax, 'mul' for __rmul__."""
+    name = getattr(func, "__name__", None) or resolve_name(func) or str(func)
+    if name == "__get__":  # properties such as Tensor.shape
+        name = getattr(getattr(func, "__self__", None), "__name__", name)
+    return canonical_name(name)
+
+
+def canonical_name(name: str) -> str:
+    """The canonical op name of a function name: 'torch.Tensor.__rmul__' → 'mul'.
+
+    Plans name ops this way, so ``apply_plan`` matches a hand-written 'F.softmax' or
+    '__matmul__' to the same calls a scan reports as 'softmax' and 'matmul'.
+    """
+    name = name.rsplit(".", 1)[-1]
+    if name.startswith("__") and name.endswith("__"):
+        name = name[2:-2]
+        if name.startswith(("r", "i")) and name[1:] in _BINARY:
+            name = name[1:]
+    return _ALIASES.get(name, name)
+
+
+#: user-level calls that are explicit casts (canonical names).
+CAST_FNS = frozenset({"to", "float", "half", "bfloat16", "double", "type", "type_as"})
+
+_BINARY = {"add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "and", "or", "xor"}
+_ALIASES = {"truediv": "div", "floordiv": "div", "getitem": "getitem", "setitem": "setitem",
+            "softmax": "softmax", "_softmax": "softmax", "multiply": "mul", "divide": "div",
+            "subtract": "sub", "true_divide": "div"}
+
+
+class _CallTracker(TorchFunctionMode):
+    def __init__(self, recorder):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        rec = self.recorder
+        # read autocast's state here: below, inside an autocast kernel, its key is excluded
+        rec.pending = (canonical_fn_name(func), *_user_frame(), _autocast_on())
+        rec.current_call = None
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            rec.pending = None
+            rec.current_call = None
+
+
+class _OpTap(TorchDispatchMode):
+    def __init__(self, recorder):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func.namespace != "prim":  # prim.device & co. are queries, not computations
+            self.recorder.record(func, args, kwargs, out)
+        return out
+
+
+class Recorder:
+    """Context manager that fills ``self.ops`` and ``self.calls`` while a forward runs."""
+
+    def __init__(self, model: torch.nn.Module, param_names: dict | None = None):
+        self.ops: list[AtenOp] = []
+        self.calls: list[Call] = []
+        self.producer = WeakIdKeyDictionary()
+        self.module_names = {id(m): n for n, m in model.named_modules(remove_duplicate=False)}
+        self.module_stack: list[tuple[str, str]] = [("", type(model).__name__)]
+        self.pending = None
+        self.current_call: Call | None = None
+        self.banned_pending = False
+        for name, t in (param_names or {}).items():
+            self.producer[t] = ("param", name)
+
+    def mark_inputs(self, inputs):
+        for i, t in enumerate(pytree.tree_leaves(inputs)):
+            if isinstance(t, torch.Tensor):
+                self.producer[t] = ("input", i)
+
+    def mark_banned(self, _name):
+        self.banned_pending = True
+
+    # module hooks -----------------------------------------------------------------
+    def _pre_hook(self, module, _args):
+        name = self.module_names.get(id(module))
+        if name is None:
+            name = self.module_stack[-1][0]
+        self.module_stack.append((name, type(module).__name__))
+
+    def _post_hook(self, module, _args, _out):
+        if len(self.module_stack) > 1:
+            self.module_stack.pop()
+
+    # recording ----------------------------------------------------------------------
+    def _ref(self, x) -> TensorRef:
+        if isinstance(x, torch.Tensor):
+            value = None
+            if x.numel() == 1 and not x.requires_grad:
+                constant = getattr(x, "constant", None)
+                source = constant if constant is not None else x
+                if not isinstance(source, torch._subclasses.FakeTensor) and source.device.type != "meta":
+                    try:
+                        value = source.item()
+                    except Exception:  # noqa: BLE001 - a value we cannot read is simply unknown
+                        value = None
+            return TensorRef(x.dtype, tuple(x.shape), self.producer.get(x), value)
+        return TensorRef(None, None, None, x)
+
+    def record(self, func, args, kwargs, out):
+        call = self.current_call
+        if call is None:
+            fn, file, line, autocast = self.pending or (
+                func.__name__.split(".")[0].lstrip("_"), *_user_frame(), _autocast_on())
+            module, module_type = self.module_stack[-1]
+            call = Call(len(self.calls), fn, module, module_type, file, line, autocast)
+            self.calls.append(call)
+            if self.pending is not None:
+                self.current_call = call
+        inputs = [self._ref(a) for a in pytree.tree_leaves((args, kwargs))
+                  if isinstance(a, (torch.Tensor, int, float))]
+        outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        op = AtenOp(len(self.ops), str(func), inputs, [self._ref(o) for o in outs], call.index,
+                    banned=self.banned_pending)
+        self.banned_pending = False
+        self.ops.append(op)
+        call.ops.append(op.index)
+        for o in outs:
+            self.producer[o] = op.index
+
+    def __enter__(self):
+        self._handles = [
+            torch.nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
+            torch.nn.modules.module.register_module_forward_hook(self._post_hook, always_call=True),
+        ]
+        self._tap = _OpTap(self)
+        self._tracker = _CallTracker(self)
+        self._tracker.__enter__()
+        self._tap.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._tap.__exit__(*exc)
+        self._tracker.__exit__(*exc)
+        for h in self._handles:
+            h.remove()
+        return False

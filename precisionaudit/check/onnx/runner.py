@@ -1,0 +1,284 @@
+"""The check of DESIGN.md for an ONNX model: fp32 vs converted vs converted + plan.
+
+Three onnxruntime (CPU) runs on the same generated inputs: the model as it is
+(``reference``), converted to float16 (``baseline``) and converted with the plan's nodes
+kept in float32 (``planned``). The converted variants are the models ``precisionaudit
+convert --keep-io-types`` writes (float32 inputs and outputs, so that outputs compare
+with the reference), run through the float16 emulation of ``onnx_emulate``. Each run
+also returns the nodes' intermediate results (up to a memory budget), so the first node
+that leaves the reference is known without another run. Metrics, tolerances and the
+report are the PyTorch check's; a conversion that fails is the variant's ``error``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import torch
+
+from ... import __version__
+from ...apply.onnx import BF16_UNSUPPORTED, convert, resolve_plan
+from ...capture.onnx.graph import name_nodes
+from ...capture.onnx.io import session, verify
+from ...capture.onnx.model import CANONICAL, _source_of, load_onnx, module_of
+from ...core.errors import UsageError
+from ...plan.file import load_plan
+from ..metrics import _num, compare_all, variant_status
+from ..pytorch.divergence import BUDGET_ELEMENTS
+from ..pytorch.runner import _check_reference
+from ..tolerance import tolerance_for
+from .emulate import NOTE, emulate
+from .inputs import make_inputs, resolve_shapes
+
+DEVICE = "onnxruntime-cpu"
+GROWTH_ROWS = 200
+
+
+@dataclass
+class Reference:
+    """A model, its generated inputs and its fp32 run: what every variant is compared with."""
+
+    path: str
+    model: onnx.ModelProto
+    feeds: dict
+    inputs: dict  # how each input was generated
+    watched: list  # (node, output index, tensor) compared node by node
+    values: dict  # (node, output index) → the reference's result
+    outputs: list  # [(output name, torch tensor)]
+    flops: dict  # GEMM node → FLOPs
+    wall_s: float
+    counts: dict = field(default_factory=lambda: {"forward": 0, "backward": 0})
+
+
+def run_reference(path: str, input_shapes: dict | None = None, seed: int = 0, model=None) -> Reference:
+    """Load ``path`` (unless ``model`` is given), generate its inputs, run it in fp32 once."""
+    model = model if model is not None else load_onnx(path)
+    name_nodes(model.graph)
+    shapes = resolve_shapes(model, input_shapes or {}, path)
+    feeds, described = make_inputs(model, shapes, seed, path)
+    typed = _typed(model, shapes)
+    watched = _watch(model, typed)
+    counts = {"forward": 0, "backward": 0}
+    values, wall, error = _run(_expose(model, [t for _, _, t in watched]), feeds, counts)
+    if error is not None:
+        raise UsageError(f"{path}: the fp32 reference run failed ({error}): the model or the "
+                         "generated inputs are broken before any low precision (--input-shape?)")
+    outputs = [(o.name, torch.from_numpy(np.asarray(values[o.name]))) for o in model.graph.output]
+    _check_reference(path, outputs)
+    return Reference(path, model, feeds, described, watched,
+                     {(node, i): values[t] for node, i, t in watched}, outputs,
+                     _gemm_flops(model, typed), wall, counts)
+
+
+def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None, seed: int = 0,
+                   input_shapes: dict | None = None, device: str = "cuda") -> dict:
+    """The check report (a dict, JSON-ready) for one ONNX model file."""
+    started = time.perf_counter()
+    if dtype != "float16":
+        raise UsageError(BF16_UNSUPPORTED)
+    tol = tolerance or tolerance_for(dtype)
+    model = load_onnx(path)
+    name_nodes(model.graph)
+    plan_obj = load_plan(plan) if plan is not None else None
+    if plan_obj is not None:
+        resolve_plan(plan_obj, model.graph, dtype)  # a plan for another model stops here
+    ref = run_reference(path, input_shapes, seed, model)
+    variants = [{"name": "reference", "dtype": "float32", "status": "ok", "error": None,
+                 "wall_s": _num(ref.wall_s)}]
+    warnings = []
+    for name, chosen in (("baseline", None), ("planned", plan_obj)):
+        if name == "planned" and chosen is None:
+            break
+        entry, conversion, _ = run_variant(ref, name, chosen, tol)
+        if conversion is not None:
+            if name == "baseline":
+                warnings += [c.message() for c in conversion.clipped]
+            warnings += conversion.warnings
+        variants.append(entry)
+    return {"tool": "precisionaudit", "version": __version__, "path": path, "entry": "onnx",
+            "target": {"dtype": dtype, "mode": "pure", "device": device}, "device": DEVICE,
+            "tolerance": tol.as_dict(), "seed": seed, "inputs": ref.inputs, "executions": ref.counts,
+            "wall_s": _num(time.perf_counter() - started), "variants": variants,
+            "passed": variants[-1]["status"] == "ok", "warnings": warnings, "notes": [NOTE]}
+
+
+# --------------------------------------------------------------------------- variants
+def run_variant(ref: Reference, name: str, plan, tol):
+    """(the variant's report entry, the Conversion or None, (node, output) → divergence kind
+    or None) of the model converted with ``plan`` (None: the baseline), in one run."""
+    entry = {"name": name, "dtype": "float16", "mode": "pure", "status": "error", "error": None,
+             "outputs": [], "first_divergence": None, "gemm_flops_low_precision": None,
+             "nodes_low_precision": None, "error_growth": [], "wall_s": None}
+    try:
+        conversion = convert(ref.model, plan, "float16", keep_io_types=True, source=ref.path)
+        verify(conversion.model, f"{ref.path} converted to float16")
+    except UsageError as exc:
+        entry["error"] = str(exc)
+        return entry, None, {}
+    kept = set(conversion.kept)
+    entry["nodes_low_precision"] = _num(conversion.low_share)
+    entry["gemm_flops_low_precision"] = _low_share(ref.flops, kept)
+    if plan is not None:
+        entry["plan"] = {"path": plan.source, "overrides": len(plan.overrides),
+                         "nodes": len(conversion.by_plan),
+                         "gemm_flops_low_precision": entry["gemm_flops_low_precision"],
+                         "unmatched": [], "unused": []}
+    emulated, visible = emulate(conversion.model)
+    names = {(node, i): visible[node][i] for node, i, _ in ref.watched if node in visible}
+    values, wall, error = _run(_expose(emulated, list(names.values())), ref.feeds, ref.counts)
+    entry["wall_s"] = _num(wall)
+    if error is not None:
+        entry["error"] = error
+        return entry, conversion, {}
+    got = {o.name: torch.from_numpy(np.asarray(values[o.name])) for o in ref.model.graph.output}
+    entry["outputs"] = compare_all(ref.outputs, got, tol)
+    entry["status"] = variant_status(entry["outputs"])
+    rows, first, kinds = _divergence(ref.model, ref.watched, ref.values,
+                                     {k: values[v] for k, v in names.items()}, tol)
+    entry["error_growth"] = rows[:GROWTH_ROWS]
+    if entry["status"] != "ok":
+        entry["first_divergence"] = first
+    return entry, conversion, kinds
+
+
+def _run(model, feeds, counts):
+    """(name → array, wall seconds, error message or None) of one onnxruntime run."""
+    try:
+        sess = session(model)
+    except Exception as exc:  # noqa: BLE001 - a variant that does not load is its result
+        return {}, 0.0, f"onnxruntime could not load it: {str(exc).splitlines()[0]}"
+    started = time.perf_counter()
+    counts["forward"] += 1
+    try:
+        outputs = sess.run(None, feeds)
+    except Exception as exc:  # noqa: BLE001
+        return {}, time.perf_counter() - started, f"onnxruntime failed: {str(exc).splitlines()[0]}"
+    wall = time.perf_counter() - started
+    return {o.name: v for o, v in zip(sess.get_outputs(), outputs)}, wall, None
+
+
+# --------------------------------------------------------------------------- intermediates
+def _typed(model, shapes):
+    """The model with the concrete input shapes and the shapes inference derives from them."""
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    for vi in fixed.graph.input:
+        if vi.name in shapes:
+            del vi.type.tensor_type.shape.dim[:]
+            for size in shapes[vi.name]:
+                vi.type.tensor_type.shape.dim.add().dim_value = size
+    del fixed.graph.value_info[:]
+    try:
+        return onnx.shape_inference.infer_shapes(fixed) if fixed.ByteSize() < 2**31 - 1 else fixed
+    except Exception:  # noqa: BLE001 - without shapes nothing is watched, the check still runs
+        return fixed
+
+
+def _tensor_info(typed) -> dict:
+    info = {}
+    for vi in [*typed.graph.input, *typed.graph.output, *typed.graph.value_info]:
+        t = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+        info[vi.name] = (t.elem_type, dims if t.HasField("shape") else None)
+    return info
+
+
+def _watch(model, typed) -> list[tuple[str, int, str]]:
+    """(node, output index, tensor) of float results to compare, in graph order, within the
+    memory budget."""
+    info = _tensor_info(typed)
+    watched, used = [], 0
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            continue
+        for i, name in enumerate(node.output):
+            elem, dims = info.get(name, (None, None))
+            if elem != onnx.TensorProto.FLOAT or dims is None or None in dims:
+                continue
+            size = int(np.prod(dims)) if dims else 1
+            if used + size > BUDGET_ELEMENTS:
+                return watched
+            used += size
+            watched.append((node.name, i, name))
+    return watched
+
+
+def _expose(model, names):
+    """A copy of ``model`` that also returns the tensors ``names``."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    present = {o.name for o in out.graph.output}
+    for name in names:
+        if name not in present:
+            out.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+            present.add(name)
+    return out
+
+
+def _divergence(model, watched, reference, got, tol):
+    """(error growth rows per module, first diverging node or None, (node, output) → kind)."""
+    nodes = {n.name: n for n in model.graph.node}
+    last: dict[str, dict] = {}
+    first = {"nonfinite": None, "exceeds_tolerance": None}
+    kinds = {}
+    for node_name, i, _ in watched:
+        if (node_name, i) not in got:
+            continue
+        ref = np.asarray(reference[(node_name, i)], dtype=np.float64)
+        val = np.asarray(got[(node_name, i)], dtype=np.float64)
+        if ref.shape != val.shape:
+            continue
+        finite = np.isfinite(val)
+        bad = int((~finite & np.isfinite(ref)).sum())
+        max_abs = float(np.abs(val[finite] - ref[finite]).max()) if finite.any() else 0.0
+        ref_max = float(np.abs(ref[np.isfinite(ref)]).max()) if np.isfinite(ref).any() else 0.0
+        rel = max_abs / ref_max if ref_max else max_abs
+        node = nodes[node_name]
+        module = module_of(node) or "<root>"
+        last.pop(module, None)
+        last[module] = {"module": module, "rel_error": _num(rel), "nonfinite": bad}
+        kind = "nonfinite" if bad else ("exceeds_tolerance" if max_abs > tol.bound(ref_max) else None)
+        kinds[(node_name, i)] = kind
+        if kind and first[kind] is None:
+            file, line = _source_of(node)
+            first[kind] = {"module": module, "op": CANONICAL.get(node.op_type, node.op_type.lower()),
+                           "node": node_name, "line": f"{file}:{line}" if file else None,
+                           "rel_error": _num(rel), "nonfinite": bad, "kind": kind}
+    return list(last.values()), first["nonfinite"] or first["exceeds_tolerance"], kinds
+
+
+# --------------------------------------------------------------------------- GEMM FLOPs
+def _gemm_flops(model, typed) -> dict[str, int]:
+    """Node → FLOPs of the MatMul / Gemm / Conv nodes whose shapes are known."""
+    info = _tensor_info(typed)
+    weights = {i.name: list(i.dims) for i in model.graph.initializer}
+
+    def dims(name):
+        return weights.get(name) or (info.get(name, (None, None))[1])
+
+    flops = {}
+    for node in model.graph.node:
+        out = dims(node.output[0]) if node.output else None
+        if not out or None in out:
+            continue
+        if node.op_type in ("MatMul", "Gemm"):
+            a = dims(node.input[0])
+            if not a or a[-1] is None:
+                continue
+            trans_a = any(at.name == "transA" and at.i for at in node.attribute)
+            k = a[0] if node.op_type == "Gemm" and trans_a else a[-1]
+            flops[node.name] = 2 * int(np.prod(out)) * int(k)
+        elif node.op_type == "Conv":
+            w = dims(node.input[1])
+            if w and None not in w:
+                flops[node.name] = 2 * int(np.prod(out)) * int(np.prod(w[1:]))
+    return flops
+
+
+def _low_share(flops: dict, kept: set):
+    total = sum(flops.values())
+    if not total:
+        return None
+    return _num(sum(v for n, v in flops.items() if n not in kept) / total)

@@ -1,0 +1,204 @@
+"""Where a variant first leaves the reference: hooks on every module and every op.
+
+During the reference run a ``Probe`` keeps each module's and each torch call's
+floating-point output (up to a memory budget); during a variant run it compares each
+output with the reference's as it is produced, so the first op (and module) whose output
+goes non-finite or out of tolerance is known without another execution. Ops are matched
+by (module path, op name, occurrence): the casts a plan inserts do not shift them.
+A variant that raises gets the op and module that raised.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
+
+from ...apply.pytorch import CAST_FNS, QUERIES
+from ...capture.pytorch.recorder import canonical_fn_name
+
+BUDGET_ELEMENTS = 1 << 25  # per kind (modules, ops): 32 M values, 128 MiB in fp32
+_SKIP_OPS = CAST_FNS | QUERIES | {"copy_", "detach", "requires_grad_", "register_hook"}
+_SKIP_DIRS = (os.path.dirname(torch.__file__),
+              os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+              os.path.dirname(os.__file__))
+
+
+def user_line() -> str | None:
+    """'file:line' of the innermost frame of user code (not torch, not precisionaudit)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(_SKIP_DIRS) and not path.startswith("<"):
+            shown = os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
+            return f"{shown}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def _floats(out) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(out)
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()]
+
+
+def _error(refs, outs):
+    """(max_abs, ref_max, new non-finite values) over matching leaves, or None."""
+    if len(refs) != len(outs):
+        return None
+    max_abs = ref_max = 0.0
+    bad = 0
+    with torch.no_grad():
+        for r, o in zip(refs, outs):
+            if r.shape != o.shape:
+                return None
+            o = o.detach().to(r.device, torch.float32)
+            finite = torch.isfinite(o)
+            bad += int((~finite).sum())
+            if finite.any():
+                max_abs = max(max_abs, float((o[finite] - r[finite]).abs().max()))
+            ref_max = max(ref_max, float(r.abs().max()))
+    return max_abs, ref_max, bad
+
+
+class _OpTap(TorchFunctionMode):
+    def __init__(self, probe):
+        super().__init__()
+        self.probe = probe
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", None) == "__get__":
+            return func(*args, **kwargs)
+        name = canonical_fn_name(func)
+        if name in _SKIP_OPS:
+            return func(*args, **kwargs)
+        probe = self.probe
+        module = probe.stack[-1] if probe.stack else ""
+        key = (module, name, probe.op_counts[(module, name)])
+        probe.op_counts[(module, name)] += 1
+        try:
+            out = func(*args, **kwargs)
+        except Exception:
+            if probe.failure is None:
+                probe.failure = {"module": module, "op": name, "line": user_line(), "kind": "error"}
+            raise
+        probe.on_op(key, out)
+        return out
+
+
+class Probe:
+    """Module and op outputs of one run; compared against ``reference`` if given."""
+
+    def __init__(self, model: torch.nn.Module, tol, reference: "Probe | None" = None):
+        self.model, self.tol, self.reference = model, tol, reference
+        self.modules: dict[str, torch.Tensor] = {}
+        self.ops: dict[tuple, list] = {}
+        self.stored = Counter()
+        self.stack: list[str] = []
+        self.calls = Counter()
+        self.op_counts = Counter()
+        self.rows: list[dict] = []  # variant: per module call, in completion order
+        self.failure = None
+        self.first_op = {"nonfinite": None, "exceeds_tolerance": None}
+        self.first_module = {"nonfinite": None, "exceeds_tolerance": None}
+        self._handles = []
+
+    # ------------------------------------------------------------------ attach / detach
+    def __enter__(self):
+        for name, module in self.model.named_modules():
+            self._handles.append(module.register_forward_pre_hook(self._pre(name)))
+            self._handles.append(module.register_forward_hook(self._post(name), always_call=True))
+        self._tap = _OpTap(self)
+        self._tap.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._tap.__exit__(*exc)
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        return False
+
+    def _pre(self, name):
+        def hook(module, args):
+            self.stack.append(name)
+        return hook
+
+    def _post(self, name):
+        def hook(module, args, out):
+            if self.stack:
+                self.stack.pop()
+            count = self.calls[name]
+            self.calls[name] += 1
+            key = name if count == 0 else f"{name}#{count}"
+            self._on_module(key, out)
+        return hook
+
+    # ------------------------------------------------------------------ recording
+    def _keep(self, kind: str, out):
+        leaves = _floats(out)
+        size = sum(t.numel() for t in leaves)
+        if self.stored[kind] + size > BUDGET_ELEMENTS:
+            return None
+        self.stored[kind] += size
+        return [t.detach().to(torch.float32).clone() for t in leaves]
+
+    def _measure(self, kind: str, key, out):
+        """Reference run: keep the output, return None. Variant run: (rel_error, non-finite
+        count, divergence kind or None) against the reference's output, None if unknown."""
+        if self.reference is None:
+            kept = self._keep(kind, out)
+            if kept is not None:
+                getattr(self, kind)[key] = kept
+            return None
+        refs = getattr(self.reference, kind).get(key)
+        measured = _error(refs, _floats(out)) if refs is not None else None
+        if measured is None:
+            return None
+        max_abs, ref_max, bad = measured
+        return max_abs / ref_max if ref_max else max_abs, bad, self._verdict(max_abs, ref_max, bad)
+
+    def _on_module(self, key, out):
+        measured = self._measure("modules", key, out)
+        if measured is None:
+            return
+        rel_error, bad, kind = measured
+        row = {"module": key or "<root>", "rel_error": rel_error, "nonfinite": bad}
+        self.rows.append(row)
+        if kind and self.first_module[kind] is None:
+            self.first_module[kind] = dict(row)
+
+    def on_op(self, key, out):
+        if self.reference is not None and all(v is not None for v in self.first_op.values()):
+            return  # both kinds found: nothing left to learn from this run
+        measured = self._measure("ops", key, out)
+        if measured is None:
+            return
+        rel_error, bad, kind = measured
+        if kind and self.first_op[kind] is None:
+            self.first_op[kind] = {"module": key[0] or "<root>", "op": key[1], "line": user_line(),
+                                   "rel_error": rel_error, "nonfinite": bad}
+
+    def _verdict(self, max_abs, ref_max, bad):
+        if bad:
+            return "nonfinite"
+        if max_abs > self.tol.bound(ref_max):
+            return "exceeds_tolerance"
+        return None
+
+    # ------------------------------------------------------------------ results
+    def first_divergence(self) -> dict | None:
+        """The op that raised; else the first op (or module) gone non-finite; else the first
+        out of tolerance."""
+        if self.failure is not None:
+            return dict(self.failure)
+        for kind in ("nonfinite", "exceeds_tolerance"):
+            op, module = self.first_op[kind], self.first_module[kind]
+            if op is not None:
+                return {**op, "kind": kind}
+            if module is not None:
+                return {**module, "op": None, "line": None, "kind": kind}
+        return None

@@ -1,0 +1,67 @@
+"""GEMM FLOPs of a forward, split by the dtype they run in.
+
+A plan is judged by the error it removes and by the share of GEMM FLOPs it keeps on the
+fast low-precision path; this counts them on the ops that actually ran (below autocast,
+so with the dtypes autocast chose). Formulas are PyTorch's own (``flop_registry``: mm,
+addmm, bmm, baddbmm, convolutions, fused attention); recurrent layers (oneDNN's
+``mkldnn_rnn_layer``, cuDNN's ``_cudnn_rnn``), which it lacks, count ``2 * steps * batch``
+per weight-matrix element.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
+
+from ...core.numerics import LOW_PRECISION_NAMES
+
+RNN_OPS = {"mkldnn_rnn_layer", "_cudnn_rnn"}
+
+
+def _rnn_flops(name, args) -> int:
+    """mkldnn_rnn_layer(input, w_ih, w_hh, ...) / _cudnn_rnn(input, [weights], ...)."""
+    x = args[0]
+    weights = [args[1], args[2]] if name == "mkldnn_rnn_layer" else list(args[1])
+    vectors = x.numel() // max(x.shape[-1], 1)  # steps * batch
+    return 2 * vectors * sum(w.numel() for w in weights if w.dim() == 2)
+
+
+class GemmFlops(TorchDispatchMode):
+    """``by_dtype``: GEMM FLOPs per compute dtype name while the mode is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.by_dtype = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func.overloadpacket
+        flops = 0
+        if packet in flop_registry:
+            try:
+                flops = flop_registry[packet](*args, **kwargs, out_val=out)
+            except Exception:  # noqa: BLE001 - an op whose formula does not apply counts 0
+                flops = 0
+        elif packet.__name__ in RNN_OPS:
+            flops = _rnn_flops(packet.__name__, args)
+        if flops:
+            first = next((a for a in pytree.tree_leaves(args)
+                          if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+            if first is not None:
+                self.by_dtype[str(first.dtype).replace("torch.", "")] += int(flops)
+        return out
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_dtype.values())
+
+    def low_share(self) -> float | None:
+        """Share of GEMM FLOPs in fp16/bf16 (None when the forward ran no GEMM)."""
+        if not self.total:
+            return None
+        low = sum(v for k, v in self.by_dtype.items() if k in LOW_PRECISION_NAMES)
+        return low / self.total

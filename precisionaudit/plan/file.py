@@ -1,0 +1,244 @@
+"""The override plan file (``amp_plan.yaml``): its data model, validation, reading, writing.
+
+One module owns the format so that the planner that writes it, ``apply_plan`` that
+training code calls, and ``check`` all read the same thing the same way. Validation is
+strict because a plan silently ignored is worse than no plan: every error names the file
+and the offending entry.
+
+A plan is for one kind of model. PyTorch entries name a ``module`` glob (and optionally
+its ``ops``); ONNX entries name graph ``nodes`` and/or ``op_types`` that the float16
+conversion keeps in float32 (``precisionaudit convert``). One plan never mixes the two:
+a module glob means nothing in an ONNX graph, and a node name nothing in an nn.Module.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import yaml
+
+from ..core.errors import UsageError
+from ..core.numerics import DEVICES, DTYPES, MODES
+
+PLAN_VERSION = 1
+ENTRY_KEYS = ("module", "nodes", "op_types", "ops", "dtype", "rules", "reason")
+#: op types an ONNX plan may not keep in fp32 by type: onnxconverter-common wraps a blocked
+#: op in the Casts it inserts and then meets those Casts as blocked ops too, forever.
+UNBLOCKABLE_OP_TYPES = ("Cast",)
+TOP_KEYS = ("version", "target", "overrides", "keep_fp32_modules")
+
+
+class PlanError(UsageError, ValueError):
+    """A plan that cannot be applied: malformed, another version, or invalid entries."""
+
+
+@dataclass
+class Override:
+    """One region that runs in fp32: a module glob and, optionally, the ops inside it
+    (PyTorch), or ONNX graph nodes by name and/or by op type (``module`` is None then)."""
+
+    module: str | None
+    ops: list[str] | None = None  # None: the whole module runs in fp32
+    dtype: str = "float32"
+    rules: list[str] = field(default_factory=list)
+    reason: str = ""
+    nodes: list[str] | None = None  # ONNX node names
+    op_types: list[str] | None = None  # ONNX op types: every node of the type
+
+    @property
+    def is_onnx(self) -> bool:
+        return self.nodes is not None or self.op_types is not None
+
+    def to_dict(self) -> dict:
+        data = {} if self.module is None else {"module": self.module}
+        if self.nodes is not None:
+            data["nodes"] = list(self.nodes)
+        if self.op_types is not None:
+            data["op_types"] = list(self.op_types)
+        if self.ops is not None:
+            data["ops"] = list(self.ops)
+        data["dtype"] = self.dtype
+        if self.rules:
+            data["rules"] = list(self.rules)
+        if self.reason:
+            data["reason"] = self.reason
+        return data
+
+
+@dataclass
+class OverridePlan:
+    target: dict
+    overrides: list[Override] = field(default_factory=list)
+    #: pure mode: modules whose parameters stay fp32 when the model is converted to the low
+    #: dtype (Hugging Face's ``_keep_in_fp32_modules``); empty under autocast.
+    keep_fp32_modules: list[str] = field(default_factory=list)
+    version: int = PLAN_VERSION
+    source: str = "<plan>"  # where it was read from, for messages
+
+    def to_dict(self) -> dict:
+        data = {"version": self.version, "target": dict(self.target),
+                "overrides": [o.to_dict() for o in self.overrides]}
+        if self.keep_fp32_modules:
+            data["keep_fp32_modules"] = list(self.keep_fp32_modules)
+        return data
+
+    def target_mismatch(self, target: dict) -> str | None:
+        """A sentence saying how the plan's target differs from ``target``, or None."""
+        diffs = [f"{key} {self.target.get(key)} (not {target[key]})"
+                 for key in ("dtype", "mode", "device")
+                 if key in self.target and key in target and self.target[key] != target[key]]
+        if not diffs:
+            return None
+        return f"{self.source} was made for {', '.join(diffs)}; its regions are applied anyway"
+
+    @property
+    def is_onnx(self) -> bool:
+        """True when the entries name ONNX nodes / op types (never mixed with modules)."""
+        return any(o.is_onnx for o in self.overrides)
+
+    def require_pytorch(self) -> None:
+        """Raise PlanError for an ONNX plan handed to code that patches nn.Modules."""
+        if self.is_onnx:
+            raise PlanError(f"{self.source}: this plan names ONNX nodes (nodes:/op_types:); apply it "
+                            "to the ONNX model with `precisionaudit convert MODEL.onnx --plan ...`")
+
+
+# --------------------------------------------------------------------------- reading
+def load_plan(plan, source: str | None = None) -> OverridePlan:
+    """An OverridePlan from a path, a YAML string of a plan, a dict, or an OverridePlan."""
+    if isinstance(plan, OverridePlan):
+        return plan
+    if isinstance(plan, dict):
+        return parse_plan(plan, source or "<plan>")
+    if isinstance(plan, (str, os.PathLike)):
+        path = os.fspath(plan)
+        if not os.path.isfile(path):
+            raise PlanError(f"{path}: no such plan file")
+        with open(path, encoding="utf-8") as fh:
+            return parse_text(fh.read(), path)
+    raise PlanError(f"a plan must be a path, a dict or an OverridePlan, not {type(plan).__name__}")
+
+
+def parse_text(text: str, source: str) -> OverridePlan:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PlanError(f"{source}: not valid YAML{where}: {problem}") from exc
+    return parse_plan(data, source)
+
+
+def parse_plan(data, source: str) -> OverridePlan:
+    if not isinstance(data, dict):
+        raise PlanError(f"{source}: a plan is a mapping with version, target and overrides "
+                        f"(got {type(data).__name__})")
+    unknown = sorted(set(data) - set(TOP_KEYS))
+    if unknown:
+        raise PlanError(f"{source}: unknown top-level key {', '.join(map(str, unknown))}")
+    version = data.get("version")
+    if version is None:
+        raise PlanError(f"{source}: no version (this precisionaudit reads plan version {PLAN_VERSION})")
+    if version != PLAN_VERSION:
+        raise PlanError(f"{source}: plan version {version!r} is not supported "
+                        f"(this precisionaudit reads version {PLAN_VERSION})")
+    target = _parse_target(data.get("target"), source)
+    overrides = data.get("overrides")
+    if overrides is None:
+        overrides = []
+    if not isinstance(overrides, list):
+        raise PlanError(f"{source}: overrides must be a list of entries")
+    entries = [_parse_entry(entry, i, source) for i, entry in enumerate(overrides)]
+    kinds = {o.is_onnx for o in entries}
+    if len(kinds) > 1:
+        raise PlanError(f"{source}: overrides mix module entries (PyTorch) with nodes/op_types "
+                        "entries (ONNX); a plan is for one kind of model")
+    keep = data.get("keep_fp32_modules") or []
+    if not isinstance(keep, list) or not all(isinstance(m, str) for m in keep):
+        raise PlanError(f"{source}: keep_fp32_modules must be a list of module globs")
+    return OverridePlan(target=target, overrides=entries, keep_fp32_modules=keep,
+                        version=version, source=source)
+
+
+def _parse_target(target, source) -> dict:
+    if target is None:
+        return {}
+    if not isinstance(target, dict):
+        raise PlanError(f"{source}: target must be a mapping like {{dtype: float16, mode: autocast}}")
+    allowed = {"dtype": DTYPES, "mode": MODES, "device": DEVICES}
+    for key, value in target.items():
+        if key not in allowed:
+            raise PlanError(f"{source}: target: unknown key {key!r}")
+        if value not in allowed[key]:
+            raise PlanError(f"{source}: target {key} {value!r} is not one of {', '.join(allowed[key])}")
+    return dict(target)
+
+
+def _parse_entry(entry, index: int, source: str) -> Override:
+    where = f"{source}: overrides[{index}]"
+    if not isinstance(entry, dict):
+        raise PlanError(f"{where}: an entry is a mapping with at least a module")
+    module = entry.get("module")
+    if isinstance(module, str):
+        where += f" (module {module!r})"
+    unknown = sorted(set(entry) - set(ENTRY_KEYS))
+    if unknown:
+        raise PlanError(f"{where}: unknown key {', '.join(map(str, unknown))}")
+    if "nodes" in entry or "op_types" in entry:
+        return _parse_onnx_entry(entry, where)
+    if not isinstance(module, str):
+        raise PlanError(f"{where}: module must be a string (a glob over named_modules() paths; "
+                        "\"\" is the root)")
+    ops = entry.get("ops")
+    if ops is not None:
+        if not isinstance(ops, list) or not ops or not all(isinstance(o, str) and o for o in ops):
+            raise PlanError(f"{where}: ops must be a non-empty list of op names "
+                            "(leave it out to run the whole module in fp32)")
+    dtype, rules, reason = _common_fields(entry, where)
+    return Override(module=module, ops=list(ops) if ops is not None else None, dtype=dtype,
+                    rules=list(rules), reason=reason)
+
+
+def _common_fields(entry: dict, where: str):
+    """(dtype, rules, reason) of an entry of either kind."""
+    dtype = entry.get("dtype", "float32")
+    if dtype != "float32":
+        raise PlanError(f"{where}: dtype {dtype!r} is not supported (overrides run in float32)")
+    rules = entry.get("rules") or []
+    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+        raise PlanError(f"{where}: rules must be a list of rule ids")
+    reason = entry.get("reason") or ""
+    if not isinstance(reason, str):
+        raise PlanError(f"{where}: reason must be a string")
+    return dtype, rules, reason
+
+
+def _parse_onnx_entry(entry: dict, where: str) -> Override:
+    """An entry naming ONNX nodes and/or op types (no module, no ops)."""
+    mixed = [key for key in ("module", "ops") if key in entry]
+    if mixed:
+        raise PlanError(f"{where}: an entry names nodes/op_types (ONNX) or a module (PyTorch), "
+                        f"not both ({', '.join(mixed)} given too)")
+    lists = {}
+    for key, what in (("nodes", "ONNX node names"), ("op_types", "ONNX op types")):
+        value = entry.get(key)
+        if key in entry and (not isinstance(value, list) or not value
+                             or not all(isinstance(v, str) and v for v in value)):
+            raise PlanError(f"{where}: {key} must be a non-empty list of {what}")
+        lists[key] = list(value) if key in entry else None
+    blocked = sorted(set(lists["op_types"] or ()) & set(UNBLOCKABLE_OP_TYPES))
+    if blocked:
+        raise PlanError(f"{where}: op_types cannot keep {', '.join(blocked)} in float32 "
+                        "(onnxconverter-common never finishes with Cast in its op block list); "
+                        "name the nodes that need float32 under nodes: instead")
+    dtype, rules, reason = _common_fields(entry, where)
+    return Override(module=None, dtype=dtype, rules=list(rules), reason=reason, **lists)
+
+
+# --------------------------------------------------------------------------- writing
+def dump_plan(plan: OverridePlan, header: list[str] = ()) -> str:
+    """The plan as YAML, with ``header`` lines as a leading comment; key order is fixed."""
+    body = yaml.safe_dump(plan.to_dict(), sort_keys=False, default_flow_style=None, width=1 << 16)
+    comment = "".join(f"# {line}".rstrip() + "\n" for line in header)
+    return comment + body

@@ -1,0 +1,165 @@
+"""Findings → override plan: the smallest fp32 regions that remove the hazards found.
+
+Op-level entries are preferred (only the ops a finding names run in fp32, so the module's
+large GEMMs stay in low precision); a fix that repeats across layers becomes one glob
+entry (``blocks.*.attn``) when the glob matches exactly the modules that need it. The
+output is deterministic: same findings, same file, byte for byte.
+"""
+from __future__ import annotations
+
+import itertools
+
+from ..core.findings import SEVERITY_RANK
+from .file import Override, OverridePlan
+
+#: fix actions a plan region implements (disable_autocast: an op autocast casts back down
+#: after an explicit .float() runs with autocast off, which is what a region does).
+PLANNED_ACTIONS = ("keep_fp32", "disable_autocast")
+
+
+def make_plan(findings, target, graph=None, min_severity: str = "warning"):
+    """(OverridePlan, notes): the plan, and one line per finding it cannot cover."""
+    threshold = SEVERITY_RANK[min_severity]
+    chosen = [f for f in findings if SEVERITY_RANK[f.severity] <= threshold]
+    regions: dict[str, dict] = {}
+    notes = []
+    for f in chosen:
+        action = (f.fix or {}).get("action")
+        if action not in PLANNED_ACTIONS:
+            if action and action != "pad":  # shape hints are not precision hazards
+                notes.append(_not_covered(f))
+            continue
+        module = f.fix.get("module", f.module) or ""
+        region = regions.setdefault(module, {"ops": [], "whole": False, "rules": {}, "nodes": []})
+        ops = list(f.fix.get("ops") or [])
+        if not ops:
+            region["whole"] = True
+        for op in ops:
+            if op not in region["ops"]:
+                region["ops"].append(op)
+        region["rules"].setdefault(f.rule, f.message)
+        if f.node:
+            region["nodes"].append(f.node)
+
+    known = known_modules(graph) if graph is not None else set(regions)
+    order = _module_order(graph, known | set(regions))
+    entries = []
+    for pattern, members in _globbed(regions, known, order):
+        first = regions[members[0]]
+        ops = None if first["whole"] else _in_order(first["ops"], graph)
+        rules = {}
+        for m in members:
+            for rule, message in regions[m]["rules"].items():
+                rules.setdefault(rule, message)
+        reason = "; ".join(rules[r] for r in sorted(rules))
+        entries.append((order.get(members[0], len(order)), pattern,
+                        Override(module=pattern, ops=ops, rules=sorted(rules), reason=reason)))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    keep = []
+    if target.mode == "pure":
+        owners = {m for region in regions.values() for m in _param_owners(graph, region)}
+        keep = [p for p, _ in _globbed({m: {"ops": [], "whole": True} for m in owners}, known, order)]
+    plan = OverridePlan(target=target.as_dict(), overrides=[e[2] for e in entries],
+                        keep_fp32_modules=sorted(keep, key=lambda p: (order.get(p, len(order)), p)))
+    return plan, notes
+
+
+def _not_covered(f) -> str:
+    where = f"{f.path}:{f.line}" if f.line else f.path
+    fix = f.fix
+    what = {"replace": f"use {fix.get('use')} instead", "cast_output": "return float32 outputs"}.get(
+        fix.get("action"), fix.get("action"))
+    return f"{f.rule} {f.op} in {f.module or '<root>'} ({where}): {what}"
+
+
+def _in_order(ops, graph) -> list[str]:
+    """Ops in the order the forward first runs them (then by name), for a readable plan."""
+    if graph is None:
+        return sorted(ops)
+    first = {}
+    for i, (_, attrs) in enumerate(graph.nodes(data=True)):
+        first.setdefault(attrs["op"], i)
+    return sorted(ops, key=lambda o: (first.get(o, len(first)), o))
+
+
+def _param_owners(graph, region) -> set[str]:
+    """Modules owning the parameters that the region's planned ops read directly."""
+    if graph is None:
+        return set()
+    owners = set()
+    for node in region["nodes"]:
+        for name, _ in graph.nodes[node].get("params") or []:
+            owners.add(name.rpartition(".")[0])
+    return owners
+
+
+# --------------------------------------------------------------------------- modules & globs
+def known_modules(graph) -> set[str]:
+    """Module paths the capture saw: modules that ran ops, owned parameters, or contain those."""
+    paths = {attrs.get("module") or "" for _, attrs in graph.nodes(data=True)}
+    paths |= set(graph.graph.get("modules", {}))
+    paths |= {name.rpartition(".")[0] for name in graph.graph.get("params", {})}
+    ancestors = set()
+    for path in paths:
+        parts = path.split(".") if path else []
+        ancestors |= {".".join(parts[:i]) for i in range(len(parts))}
+    return paths | ancestors
+
+
+def _module_order(graph, modules) -> dict[str, int]:
+    """Natural order of module paths: layer 2 before layer 10."""
+    def key(path):
+        return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in path.split(".")] if path else []
+    return {m: i for i, m in enumerate(sorted(modules, key=key))}
+
+
+def _globbed(regions: dict, known: set, order: dict):
+    """[(pattern, [member modules])]: one glob where the same fix repeats across layers and
+    the glob matches no known module that lacks it; literal paths otherwise."""
+    from ..apply.pytorch import matches
+
+    def fix_key(module):
+        region = regions[module]
+        return None if region["whole"] else frozenset(region["ops"])
+
+    remaining = sorted(regions, key=lambda m: (order.get(m, len(order)), m))
+    out = []
+    while remaining:
+        module = remaining[0]
+        group = [m for m in remaining if fix_key(m) == fix_key(module)]
+        pattern, members = module, [module]
+        for candidate in _candidates(module):
+            covered = [m for m in known | set(regions) if matches(candidate, m)]
+            if len(covered) > 1 and all(m in group for m in covered):
+                pattern, members = candidate, sorted(covered, key=lambda m: (order.get(m, 0), m))
+                break
+        out.append((pattern, members))
+        remaining = [m for m in remaining if m not in members]
+    return out
+
+
+def _candidates(module: str):
+    """Globs of ``module`` with its numeric components starred, most general first."""
+    parts = module.split(".") if module else []
+    numeric = [i for i, p in enumerate(parts) if p.isdigit()]
+    for size in range(len(numeric), 0, -1):
+        for chosen in itertools.combinations(numeric, size):
+            yield ".".join("*" if i in chosen else p for i, p in enumerate(parts))
+
+
+def header(path: str, plan: OverridePlan, target, notes=(), plan_path: str = "amp_plan.yaml") -> list[str]:
+    """The comment lines at the top of a plan file: what it is and how to apply it."""
+    t = target
+    flags = "" if t.mode == "autocast" and t.dtype == "float16" else f" --dtype {t.dtype} --mode {t.mode}"
+    lines = [f"precisionaudit override plan for {path} ({t.dtype}, {t.mode}, {t.device})",
+             "apply it in training code (the regions run in float32; parameters are untouched):",
+             "    import precisionaudit",
+             f'    handle = precisionaudit.apply_plan(model, "{plan_path}")  # handle.remove() undoes it',
+             f"check it: precisionaudit check {path}{flags} --plan {plan_path}"]
+    if plan.keep_fp32_modules:
+        lines.append("pure mode: convert the model with precisionaudit.to_low_precision(model, "
+                     f'"{plan_path}") so that keep_fp32_modules keep float32 parameters')
+    if notes:
+        lines.append("not covered by this plan (needs a code change):")
+        lines.extend(f"    {n}" for n in notes)
+    return lines

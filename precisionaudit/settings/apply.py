@@ -1,0 +1,59 @@
+"""What a project's settings do to a scan's findings, in a fixed order: per-rule severity,
+per-file-ignores, suppression comments (and PA001 for the unused ones), config patterns.
+
+Fingerprints are computed first, relative to the settings file's directory (the project
+root), and before anything is dropped, so that suppressing one of two equal findings does not
+change the other's fingerprint (and its baseline entry).
+"""
+from __future__ import annotations
+
+from ..core.findings import fingerprint_all, sort_key
+from .config import Config, expand_codes, path_matches
+from .suppressions import suppress_inline, suppress_patterns, unused_findings
+
+UNUSED_SUPPRESSION = "PA001"
+
+
+def scan_with_settings(paths, target, rules, known_ids, config: Config, entry, inputs):
+    """(results, findings) of a scan as the project's settings want to see them."""
+    from ..scanner import scan  # imports torch only once there is a model to scan
+
+    graph_rules = [r for r in rules if r.scope != "source"]  # source rules are applied below
+    results, findings = scan(paths, target, graph_rules, entry, inputs, root=config.root)
+    return results, apply_settings(findings, results, rules, known_ids, config, target)
+
+
+def apply_settings(findings, results, rules, known_ids, config: Config, target):
+    """The findings a project wants to see (the baseline is applied after, by the caller).
+
+    ``findings`` come from ``scanner.scan(..., root=config.root)``: fingerprinted before
+    anything is dropped (see the module doc).
+    """
+    ignored = {}
+
+    def ignored_for(path):
+        if path not in ignored:
+            ignored[path] = expand_codes(config.ignored_for(path), known_ids)
+        return ignored[path]
+
+    for f in findings:
+        f.severity = config.severity.get(f.rule, f.severity)
+    findings = [f for f in findings if f.rule not in ignored_for(f.path)]
+    scanned = {r.path: r for r in results if r.status == "ok"}
+    findings, directives = suppress_inline(findings, scanned)
+    unused_rule = next((r for r in rules if r.id == UNUSED_SUPPRESSION), None)
+    if unused_rule is not None:
+        def active(path):
+            structure_only = scanned[path].frontend == "structure"
+            return {r.id for r in rules if target.mode in r.modes
+                    and not (structure_only and r.needs_inputs and r.scope != "source")} - ignored_for(path)
+
+        models = {path: f"{path}:{r.entry}" for path, r in scanned.items()}
+        unused = unused_findings(directives, unused_rule, set(known_ids), active, models)
+        fingerprint_all(unused, config.root)
+        for f in unused:
+            f.severity = config.severity.get(f.rule, f.severity)
+        findings += unused
+    findings = suppress_patterns(findings, config.suppress,
+                                 lambda pattern, path: path_matches(pattern, path, config.root))
+    return sorted(findings, key=sort_key)

@@ -1,0 +1,57 @@
+"""Baselines: record today's findings so that a gate fails only on new ones.
+
+Findings are matched by fingerprint (rule, file, model, module, op and the occurrence
+among equal ones; never the line), so edits above a known finding do not resurface it. The
+file keeps each finding's rule, place and message too, so that a reviewer can read what a
+commit accepts.
+"""
+from __future__ import annotations
+
+import json
+
+from .. import __version__
+from ..core.atomic import write_text_atomic
+from ..core.errors import UsageError
+from ..core.findings import Finding, stable_path
+
+FORMAT = 1
+_KEPT = ("rule", "name", "severity", "line", "model", "module", "node", "op", "message")
+
+
+def write_baseline(path: str, findings: list[Finding], target, root: str | None = None) -> None:
+    """Paths are written relative to ``root``, the directory fingerprints are computed from."""
+    entries = sorted(({"fingerprint": f.fingerprint, "path": stable_path(f.path, root),
+                       **{k: getattr(f, k) for k in _KEPT}} for f in findings),
+                     key=lambda e: (e["path"], e["rule"], e["module"], e["fingerprint"]))
+    document = {"tool": "precisionaudit", "version": __version__, "baseline": FORMAT,
+                "target": target.as_dict(), "findings": entries}
+    write_text_atomic(path, json.dumps(document, indent=2) + "\n", "baseline")
+
+
+def read_baseline(path: str) -> set[str]:
+    """The fingerprints a baseline file records."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            document = json.load(fh)
+    except FileNotFoundError as exc:
+        raise UsageError(f"{path}: no such baseline file (write one with --write-baseline)") from exc
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read baseline: {exc.strerror}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a precisionaudit baseline (invalid JSON: {exc})") from exc
+    entries = document.get("findings") if isinstance(document, dict) else None
+    if (not isinstance(document, dict) or document.get("tool") != "precisionaudit"
+            or not isinstance(entries, list)
+            or not all(isinstance(e, dict) and isinstance(e.get("fingerprint"), str) for e in entries)):
+        raise UsageError(f"{path}: not a precisionaudit baseline (expected findings with fingerprints)")
+    fmt = document.get("baseline", FORMAT)
+    if not isinstance(fmt, int) or fmt > FORMAT:
+        raise UsageError(f"{path}: baseline format {fmt!r} is not one this precisionaudit "
+                         f"understands ({FORMAT})")
+    return {e["fingerprint"] for e in entries}
+
+
+def split_known(findings: list[Finding], known: set[str]) -> tuple[list[Finding], list[Finding]]:
+    """(new findings, findings the baseline already records)."""
+    new = [f for f in findings if f.fingerprint not in known]
+    return new, [f for f in findings if f.fingerprint in known]

@@ -1,0 +1,230 @@
+"""Project settings: ``[tool.precisionaudit]`` in pyproject.toml, or a precisionaudit.toml.
+
+Found like ruff finds its settings: the nearest directory, from the working directory
+upward, holding a precisionaudit.toml (keys at top level) or a pyproject.toml with a
+``[tool.precisionaudit]`` table. Relative paths in the file (``baseline``, the patterns of
+``per-file-ignores`` and ``suppress``) are relative to the file's directory. Settings are
+checked strictly: a typo must not silently turn a gate off.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import tomllib
+from dataclasses import dataclass, field
+
+from ..core.errors import UsageError
+from ..core.findings import SEVERITIES
+from ..core.target import DEVICES, DTYPES, MODES
+
+PYPROJECT, OWN_FILE = "pyproject.toml", "precisionaudit.toml"
+SUPPRESS_MATCHERS = ("path", "module", "node", "op")
+
+
+@dataclass
+class Config:
+    path: str | None = None  # the file the settings came from; None: built-in defaults
+    root: str = "."  # the directory relative paths in the file are resolved against
+    select: list[str] | None = None
+    ignore: list[str] = field(default_factory=list)
+    extend_select: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    fail_on: str | None = None
+    dtype: str | None = None
+    mode: str | None = None
+    device: str | None = None
+    baseline: str | None = None
+    severity: dict[str, str] = field(default_factory=dict)
+    suppress: list[dict] = field(default_factory=list)
+
+    def ignored_for(self, path: str) -> list[str]:
+        """Rule codes that ``per-file-ignores`` switches off for ``path``."""
+        return [code for pattern, codes in self.per_file_ignores.items()
+                if path_matches(pattern, path, self.root) for code in codes]
+
+
+def path_matches(pattern: str, path: str, root: str) -> bool:
+    """A pattern with a / is a glob over the path relative to ``root`` (``*`` crosses
+    directories; ``"models/"`` is everything below models); one without, over the file name
+    (``"test_*.py"``), as in ruff's per-file-ignores."""
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root)).replace(os.sep, "/")
+    if "/" in pattern:
+        pattern = pattern.removeprefix("./")
+        return fnmatch.fnmatchcase(rel, pattern + "*" if pattern.endswith("/") else pattern)
+    return fnmatch.fnmatchcase(os.path.basename(path), pattern)
+
+
+def find_config(start: str | None = None) -> tuple[str, dict, str] | None:
+    """(file, settings table, key prefix for messages) of the nearest config, or None."""
+    directory = os.path.abspath(start or os.getcwd())
+    while True:
+        own = os.path.join(directory, OWN_FILE)
+        if os.path.isfile(own):
+            return own, _read(own), ""
+        pyproject = os.path.join(directory, PYPROJECT)
+        if os.path.isfile(pyproject):
+            tool = _read(pyproject).get("tool")
+            table = tool.get("precisionaudit") if isinstance(tool, dict) else None
+            if table is not None:
+                return pyproject, table, "tool.precisionaudit."
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+def _read(path: str) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise UsageError(f"{_display(path)}: cannot read config: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{_display(path)}: invalid TOML: {exc}") from exc
+
+
+def _display(path: str) -> str:
+    rel = os.path.relpath(path)
+    return path if rel.startswith(os.pardir) else rel
+
+
+def load_config(config_file: str | None = None, isolated: bool = False,
+                known_ids=(), start: str | None = None) -> Config:
+    """The settings in force: ``config_file`` if given, else the nearest config, else defaults.
+
+    ``known_ids`` are the catalog's rule ids, against which every rule code is checked.
+    """
+    if isolated and config_file:
+        raise UsageError("--config and --isolated exclude each other")
+    if isolated:
+        return Config()
+    if config_file:
+        if not os.path.isfile(config_file):
+            raise UsageError(f"{config_file}: no such config file")
+        data = _read(config_file)
+        if os.path.basename(config_file) == PYPROJECT:
+            if not isinstance(data.get("tool"), dict) or "precisionaudit" not in data["tool"]:
+                raise UsageError(f"{_display(config_file)}: no [tool.precisionaudit] table")
+            found = config_file, data["tool"]["precisionaudit"], "tool.precisionaudit."
+        else:
+            found = config_file, data, ""
+    else:
+        found = find_config(start)
+        if found is None:
+            return Config()
+    return _parse(*found, known_ids=set(known_ids))
+
+
+class _Checker:
+    """Type and value checks that name the file and the dotted key of the offending value."""
+
+    def __init__(self, path: str, prefix: str, known_ids: set):
+        self.path, self.prefix, self.known = path, prefix, known_ids
+
+    def fail(self, key: str, message: str):
+        raise UsageError(f"{_display(self.path)}: {(self.prefix + key).rstrip('.')}: {message}")
+
+    def string(self, key, value, allowed=None) -> str:
+        if not isinstance(value, str):
+            self.fail(key, f"expected a string, got {type(value).__name__}")
+        if allowed and value not in allowed:
+            self.fail(key, f"unknown value {value!r}; expected one of {', '.join(allowed)}")
+        return value
+
+    def codes(self, key, value, exact=False) -> list[str]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            self.fail(key, f"expected a list of rule ids, got {type(value).__name__}")
+        for code in value:
+            self.code(key, code, exact)
+        return [c.upper() for c in value]
+
+    def code(self, key, code, exact=False) -> str:
+        if not isinstance(code, str):
+            self.fail(key, f"expected a rule id, got {code!r}")
+        upper = code.upper()
+        if exact and upper not in self.known:
+            self.fail(key, f"unknown rule id {code!r}")
+        if not exact and upper != "ALL" and not any(i.startswith(upper) for i in self.known):
+            self.fail(key, f"unknown rule id or prefix {code!r}")
+        return upper
+
+    def table(self, key, value) -> dict:
+        if not isinstance(value, dict):
+            self.fail(key, f"expected a table, got {type(value).__name__}")
+        return value
+
+
+def _parse(path: str, data: dict, prefix: str, known_ids: set) -> Config:
+    check = _Checker(path, prefix, known_ids)
+    if not prefix and "tool" in data:
+        check.fail("tool", f"unknown key ({OWN_FILE} takes the keys at top level, "
+                           "without [tool.precisionaudit])")
+    config = Config(path=path, root=os.path.dirname(os.path.abspath(path)))
+    for key, value in check.table("", data).items():
+        if key in ("select", "ignore", "extend-select"):
+            setattr(config, key.replace("-", "_"), check.codes(key, value))
+        elif key == "per-file-ignores":
+            config.per_file_ignores = {
+                pattern: check.codes(f"{key}.{pattern!r}", codes)
+                for pattern, codes in check.table(key, value).items()}
+        elif key == "severity":
+            config.severity = {
+                check.code(f"{key}.{rule}", rule, exact=True):
+                    check.string(f"{key}.{rule}", level, SEVERITIES)
+                for rule, level in check.table(key, value).items()}
+        elif key == "suppress":
+            config.suppress = _suppress_entries(check, value)
+        elif key in ("fail-on", "dtype", "mode", "device"):
+            allowed = {"fail-on": SEVERITIES, "dtype": DTYPES, "mode": MODES, "device": DEVICES}[key]
+            setattr(config, key.replace("-", "_"), check.string(key, value, allowed))
+        elif key == "baseline":
+            config.baseline = os.path.join(config.root, check.string(key, value))
+        else:
+            check.fail(key, "unknown key")
+    return config
+
+
+def _suppress_entries(check: _Checker, value) -> list[dict]:
+    if not isinstance(value, list):
+        check.fail("suppress", "expected an array of tables ([[tool.precisionaudit.suppress]])")
+    entries = []
+    for index, entry in enumerate(value):
+        key = f"suppress[{index}]"
+        entry = check.table(key, entry)
+        unknown = set(entry) - {"rule", *SUPPRESS_MATCHERS, "reason"}
+        if unknown:
+            check.fail(f"{key}.{sorted(unknown)[0]}", "unknown key")
+        if "rule" not in entry:
+            check.fail(f"{key}.rule", "missing: name the rule ids it suppresses")
+        if not any(k in entry for k in SUPPRESS_MATCHERS):
+            check.fail(key, f"needs at least one of {', '.join(SUPPRESS_MATCHERS)}")
+        parsed = {"rule": check.codes(f"{key}.rule", entry["rule"])}
+        for name in (*SUPPRESS_MATCHERS, "reason"):
+            if name in entry:
+                parsed[name] = check.string(f"{key}.{name}", entry[name])
+        entries.append(parsed)
+    return entries
+
+
+def expand_codes(codes, known_ids) -> set[str]:
+    """The rule ids that ids/prefixes/ALL in ``codes`` stand for."""
+    return {i for i in known_ids for c in codes if c.upper() == "ALL" or i.startswith(c.upper())}
+
+
+def selected_ids(known_ids, config: Config, select=(), extend_select=(), ignore=()) -> set[str]:
+    """Rule ids to run: the file's select/extend-select/ignore, then the command line's on top
+    (a command-line --select starts over from its own list, as in ruff)."""
+    known = list(known_ids)
+    for code in (*select, *extend_select, *ignore):
+        if code.upper() != "ALL" and not any(i.startswith(code.upper()) for i in known):
+            raise UsageError(f"unknown rule id or prefix: {code}")
+    chosen = set(known)
+    for sel, extend, ign in ((config.select, config.extend_select, config.ignore),
+                             (list(select) or None, extend_select, ignore)):
+        if sel is not None:
+            chosen = expand_codes(sel, known)
+        chosen |= expand_codes(extend, known)
+        chosen -= expand_codes(ign, known)
+    return chosen
