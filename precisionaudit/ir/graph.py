@@ -22,6 +22,9 @@ class OpNode:
     in_dtypes: list = field(default_factory=list)  # dtypes entering the op, before autocast
     in_shapes: list = field(default_factory=list)
     compute_dtype: str | None = None  # dtype the main op computes in
+    # dtype the kernel accumulates in (CUDA softmax/norm/reduction kernels and tensor-core
+    # GEMMs keep fp32 accumulators for fp16/bf16 inputs); None: not known, judge compute_dtype
+    accumulate_dtype: str | None = None
     out_dtype: str | None = None
     out_shape: tuple | None = None
     scalars: list = field(default_factory=list)  # Python scalars / known 0-d constants read
@@ -36,6 +39,11 @@ class OpNode:
     banned: bool = False  # autocast refuses this op (binary_cross_entropy)
     reduced_extent: int | None = None  # elements folded into each output of a reduction
     dims: list = field(default_factory=list)  # dim / int arguments (reduction dims, ...)
+    # static interval (lo, hi) the op's output can take, written by the value-range pass;
+    # None: unknown (nothing bounds it)
+    value_range: tuple | None = None
+    # ranges measured on calibration data (--data): max_abs, percentile, min_nonzero, ...
+    measured: dict | None = None
 
 
 def new_graph(**attrs) -> nx.DiGraph:
