@@ -49,3 +49,11 @@ def masked_attention(directory, name="mask.onnx", fill=-1e9) -> str:
              helper.make_node("MatMul", ["p", "x"], ["y"], name="/attn/MatMul_1")]
     inits = [numpy_helper.from_array(mask, "mask"), const("fill", fill), const("bias", 0.5)]
     return save(build(nodes, [tensor("x", [8, 16])], [tensor("y", [8, 16])], inits), directory, name)
+
+
+def exp_named_like_a_softmax(directory, name="clash.onnx") -> str:
+    """An ``Exp`` whose exporter named it ``softmax_0``, then an unnamed ``Softmax``: the
+    scheme that names unnamed nodes (canonical op + occurrence) would also say ``softmax_0``."""
+    nodes = [helper.make_node("Exp", ["x"], ["e"], name="softmax_0"),
+             helper.make_node("Softmax", ["e"], ["y"], axis=-1)]
+    return save(build(nodes, [tensor("x", [4, 8])], [tensor("y", [4, 8])]), directory, name)

@@ -4,10 +4,11 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxconverter_common")
 import yaml  # noqa: E402
-from onnx_graphs import exp_softmax_by_hand, masked_attention  # noqa: E402
+from conftest import findings_of  # noqa: E402
+from onnx_graphs import exp_named_like_a_softmax, exp_softmax_by_hand, masked_attention  # noqa: E402
 from onnx_models import export  # noqa: E402
 
-from precisionaudit.capture.onnx.model import load_onnx  # noqa: E402
+from precisionaudit.capture.onnx.model import capture_onnx, load_onnx  # noqa: E402
 from precisionaudit.core.findings import Finding  # noqa: E402
 from precisionaudit.core.target import Target  # noqa: E402
 from precisionaudit.plan.file import PlanError, dump_plan, load_plan, parse_plan  # noqa: E402
@@ -78,6 +79,18 @@ def test_an_overflowing_exp_keeps_its_chain_until_the_normalising_div(cli, tmp_p
     plan = plan_of(cli, exp_softmax_by_hand(tmp_path))
     assert plan["target"] == TARGET
     assert kept(plan) == ["/gate/Exp", "/gate/ReduceSum", "/gate/Div_1"]  # not the MatMul, not the scale
+
+
+def test_a_node_named_like_an_unnamed_one_stays_a_separate_node_the_plan_keeps(tmp_path):
+    """Scan, plan and convert name nodes with one function: the unnamed Softmax after an Exp
+    named ``softmax_0`` is ``softmax_0_`` everywhere, and a PA101 plan keeps it, not the Exp."""
+    path = exp_named_like_a_softmax(tmp_path)
+    graph = capture_onnx(path, Target("float16", "pure")).graph
+    assert {name: graph.nodes[name]["op"] for name in graph} == {"softmax_0": "exp", "softmax_0_": "softmax"}
+    found = findings_of(path, mode="pure", select=("PA101",))
+    assert [(f.rule, f.node, f.op) for f in found] == [("PA101", "softmax_0_", "softmax")]
+    plan, _ = make_onnx_plan(found, load_onnx(path), Target("float16", "pure"))
+    assert [n for o in plan.overrides for n in o.nodes or []] == ["softmax_0_"]
 
 
 def test_a_mask_fill_keeps_the_add_after_it_and_stops_at_the_softmax(cli, tmp_path):

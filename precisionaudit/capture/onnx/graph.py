@@ -10,10 +10,39 @@ from collections import defaultdict
 
 from onnx import TensorProto
 
-from .model import CANONICAL, STANDARD_DOMAINS, TRANSPARENT
-
 FLOAT, FLOAT16, BFLOAT16 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16
 LOW_TYPES = {"float16": FLOAT16, "bfloat16": BFLOAT16}
+
+#: ONNX op type → canonical op (the names the PyTorch frontend and the rules use).
+CANONICAL = {
+    "Softmax": "softmax", "LogSoftmax": "log_softmax", "LayerNormalization": "layer_norm",
+    "GroupNormalization": "group_norm", "BatchNormalization": "batch_norm",
+    "InstanceNormalization": "instance_norm", "RMSNormalization": "rms_norm",
+    "SimplifiedLayerNormalization": "rms_norm", "ReduceSum": "sum", "ReduceMean": "mean",
+    "ReduceProd": "prod", "ReduceLogSumExp": "logsumexp", "ReduceL2": "norm",
+    "ReduceSumSquare": "sum", "CumSum": "cumsum", "Exp": "exp", "Log": "log", "Pow": "pow",
+    "Reciprocal": "reciprocal", "Sqrt": "sqrt", "Softplus": "softplus", "MatMul": "matmul",
+    "Gemm": "linear", "Conv": "conv", "ConvTranspose": "conv_transpose", "LSTM": "lstm",
+    "GRU": "gru", "RNN": "rnn_tanh", "Where": "where", "Add": "add", "Sub": "sub", "Mul": "mul",
+    "Div": "div", "Cast": "to", "CastLike": "to", "Range": "arange", "Gather": "embedding",
+    "Sigmoid": "sigmoid", "Tanh": "tanh", "Relu": "relu", "Gelu": "gelu", "Erf": "erf",
+    "Max": "maximum", "Min": "minimum", "Clip": "clamp", "Neg": "neg", "Abs": "abs",
+    "Einsum": "einsum", "Attention": "scaled_dot_product_attention",
+}
+#: ops that only move data: no node, edges pass through them (as views do in PyTorch).
+TRANSPARENT = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity",
+               "Expand", "Slice", "Split", "Concat", "Shape", "Size", "Constant",
+               "ConstantOfShape", "Dropout"}
+FLOAT_TYPES = {1: "float32", 10: "float16", 16: "bfloat16", 11: "float64"}
+INT_TYPES = {6: "int32", 7: "int64", 9: "bool", 2: "uint8", 3: "int8"}
+STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "com.microsoft"}
+
+
+def canonical_op(node) -> str:
+    """The IR op of an ONNX node: ``softmax`` for ``Softmax``, ``domain::Op`` for custom ops."""
+    if node.domain not in STANDARD_DOMAINS:
+        return f"{node.domain}::{node.op_type}"
+    return CANONICAL.get(node.op_type, node.op_type.lower())
 
 
 def name_nodes(graph) -> list[str]:
@@ -29,9 +58,7 @@ def name_nodes(graph) -> list[str]:
         if node.op_type in TRANSPARENT:
             candidate = f"{node.op_type}_t{index}"
         else:
-            op = CANONICAL.get(node.op_type, node.op_type.lower())
-            if node.domain not in STANDARD_DOMAINS:
-                op = f"{node.domain}::{node.op_type}"
+            op = canonical_op(node)
             candidate = f"{op}_{counts[op]}"
             counts[op] += 1
         if not node.name:

@@ -15,32 +15,7 @@ import numpy as np
 from ...core.errors import CaptureError
 from ...ir.graph import OpNode, add_op, new_graph
 from ..pytorch.capture import Capture
-
-#: ONNX op type → canonical op (the names the PyTorch frontend and the rules use).
-CANONICAL = {
-    "Softmax": "softmax", "LogSoftmax": "log_softmax", "LayerNormalization": "layer_norm",
-    "GroupNormalization": "group_norm", "BatchNormalization": "batch_norm",
-    "InstanceNormalization": "instance_norm", "RMSNormalization": "rms_norm",
-    "SimplifiedLayerNormalization": "rms_norm", "ReduceSum": "sum", "ReduceMean": "mean",
-    "ReduceProd": "prod", "ReduceLogSumExp": "logsumexp", "ReduceL2": "norm",
-    "ReduceSumSquare": "sum", "CumSum": "cumsum", "Exp": "exp", "Log": "log", "Pow": "pow",
-    "Reciprocal": "reciprocal", "Sqrt": "sqrt", "Softplus": "softplus", "MatMul": "matmul",
-    "Gemm": "linear", "Conv": "conv", "ConvTranspose": "conv_transpose", "LSTM": "lstm",
-    "GRU": "gru", "RNN": "rnn_tanh", "Where": "where", "Add": "add", "Sub": "sub", "Mul": "mul",
-    "Div": "div", "Cast": "to", "CastLike": "to", "Range": "arange", "Gather": "embedding",
-    "Sigmoid": "sigmoid", "Tanh": "tanh", "Relu": "relu", "Gelu": "gelu", "Erf": "erf",
-    "Max": "maximum", "Min": "minimum", "Clip": "clamp", "Neg": "neg", "Abs": "abs",
-    "Einsum": "einsum", "Attention": "scaled_dot_product_attention",
-}
-#: ops that only move data: no node, edges pass through them (as views do in PyTorch).
-TRANSPARENT = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity",
-               "Expand", "Slice", "Split", "Concat", "Shape", "Size", "Constant",
-               "ConstantOfShape", "Dropout"}
-REDUCE_AXES_ATTR = {"Softmax": "axis", "LogSoftmax": "axis", "CumSum": None}
-FLOAT_TYPES = {1: "float32", 10: "float16", 16: "bfloat16", 11: "float64"}
-INT_TYPES = {6: "int32", 7: "int64", 9: "bool", 2: "uint8", 3: "int8"}
-STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "com.microsoft"}
-
+from .graph import FLOAT_TYPES, INT_TYPES, STANDARD_DOMAINS, TRANSPARENT, canonical_op, name_nodes
 
 def load_onnx(path: str):
     """The ModelProto with external data and inferred shapes, or a CaptureError."""
@@ -143,7 +118,6 @@ def capture_onnx(path: str, target) -> Capture:
     graph.graph["input_dims"] = {d for _, s in graph.graph["inputs"] if s for d in s if d}
     graph.graph["params"] = {n: tuple(v.shape) for n, v in tensors.values.items() if n in tensors.initializers}
     producer: dict[str, str | None] = {}
-    counts: dict[str, int] = {}
     unanalysed = set()
     low = target.dtype
 
@@ -151,7 +125,7 @@ def capture_onnx(path: str, target) -> Capture:
         return low if dtype in ("float32", "float16", "bfloat16") else dtype
 
     modules = {}
-    for node in model.graph.node:
+    for node, name in zip(model.graph.node, name_nodes(model.graph)):
         if node.domain not in STANDARD_DOMAINS:
             unanalysed.add(f"{node.domain}::{node.op_type}")
         if node.op_type in TRANSPARENT:
@@ -159,11 +133,7 @@ def capture_onnx(path: str, target) -> Capture:
             for out in node.output:
                 producer[out] = source
             continue
-        op = CANONICAL.get(node.op_type, node.op_type.lower())
-        if node.domain not in STANDARD_DOMAINS:
-            op = f"{node.domain}::{node.op_type}"
-        name = node.name or f"{op}_{counts.get(op, 0)}"
-        counts[op] = counts.get(op, 0) + 1
+        op = canonical_op(node)
         in_dtypes = [tensors.dtype(i) for i in node.input if i]
         out_dtype = tensors.dtype(node.output[0]) if node.output else None
         compute = next((converted(d) for d in in_dtypes if d in FLOAT_TYPES.values()), converted(out_dtype))

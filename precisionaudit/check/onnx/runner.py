@@ -20,9 +20,9 @@ import torch
 
 from ... import __version__
 from ...apply.onnx import BF16_UNSUPPORTED, convert, resolve_plan
-from ...capture.onnx.graph import name_nodes
+from ...capture.onnx.graph import canonical_op, name_nodes
 from ...capture.onnx.io import session, verify
-from ...capture.onnx.model import CANONICAL, _source_of, load_onnx, module_of
+from ...capture.onnx.model import _source_of, load_onnx, module_of
 from ...core.errors import UsageError
 from ...plan.file import load_plan
 from ..metrics import _num, compare_all, variant_status
@@ -243,7 +243,7 @@ def _divergence(model, watched, reference, got, tol):
         kinds[(node_name, i)] = kind
         if kind and first[kind] is None:
             file, line = _source_of(node)
-            first[kind] = {"module": module, "op": CANONICAL.get(node.op_type, node.op_type.lower()),
+            first[kind] = {"module": module, "op": canonical_op(node),
                            "node": node_name, "line": f"{file}:{line}" if file else None,
                            "rel_error": _num(rel), "nonfinite": bad, "kind": kind}
     return list(last.values()), first["nonfinite"] or first["exceeds_tolerance"], kinds
