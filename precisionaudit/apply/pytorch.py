@@ -27,7 +27,6 @@ region's inputs (the region works on fp32 copies of them).
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import warnings
 from collections import Counter
 
@@ -37,6 +36,7 @@ from torch.utils import _pytree as pytree
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ..capture.pytorch.recorder import CAST_FNS, canonical_fn_name, canonical_name
+from ..core.globs import matches
 from ..core.numerics import LOW_PRECISION as LOW
 from ..plan.file import OverridePlan, load_plan
 
@@ -57,23 +57,6 @@ _AUTOCAST_DEVICES = ("cuda", "cpu", "xpu", "mps", "hpu")
 
 class PlanWarning(UserWarning):
     """A plan entry that matched no module (or whose ops never ran)."""
-
-
-# --------------------------------------------------------------------------- module globs
-def matches(pattern: str, path: str) -> bool:
-    """Glob over dotted module paths: ``*`` is one component, ``**`` any number; "" is the root."""
-    if pattern == "" or path == "":
-        return pattern == path
-    return _match_parts(pattern.split("."), path.split("."))
-
-
-def _match_parts(pattern, parts) -> bool:
-    if not pattern:
-        return not parts
-    head, rest = pattern[0], pattern[1:]
-    if head == "**":
-        return any(_match_parts(rest, parts[i:]) for i in range(len(parts) + 1))
-    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _match_parts(rest, parts[1:])
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:

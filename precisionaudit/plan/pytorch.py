@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 
 from ..core.findings import SEVERITY_RANK
+from ..core.globs import matches
 from .file import Override, OverridePlan
 
 #: fix actions a plan region implements (disable_autocast: an op autocast casts back down
@@ -116,7 +117,6 @@ def _module_order(graph, modules) -> dict[str, int]:
 def _globbed(regions: dict, known: set, order: dict):
     """[(pattern, [member modules])]: one glob where the same fix repeats across layers and
     the glob matches no known module that lacks it; literal paths otherwise."""
-    from ..apply.pytorch import matches
 
     def fix_key(module):
         region = regions[module]

@@ -5,19 +5,20 @@ Comments (read with ``tokenize``, so a ``#`` inside a string is not one):
 ``# noqa: PA107`` and a bare ``# noqa`` (every rule, as in ruff). A comment covers its
 line and, when that line is part of a simple statement spread over several lines (black's
 wrapped calls), the whole statement. Config patterns (``[[tool.precisionaudit.suppress]]``)
-match findings by rule and by path / module / node / op globs; ONNX nodes and ops inside
+match findings by rule and by path glob and module / node / op globs (the plan's dotted
+globs, ``core.globs``: ``*`` is one component, ``**`` any number); ONNX nodes and ops inside
 library code have no line in the model file to carry a comment.
 """
 from __future__ import annotations
 
 import ast
-import fnmatch
 import io
 import re
 import tokenize
 from dataclasses import dataclass, field
 
 from ..core.findings import Finding
+from ..core.globs import matches as glob_matches
 
 _OWN = re.compile(r"#\s*precisionaudit:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
@@ -143,7 +144,7 @@ def _unused(rule, path, model, d: Directive, unused, known_ids) -> Finding:
 
 
 def _glob(pattern: str | None, value: str | None) -> bool:
-    return pattern is None or fnmatch.fnmatchcase(value or "", pattern)
+    return pattern is None or glob_matches(pattern, value)
 
 
 def suppress_patterns(findings: list[Finding], entries: list[dict], path_matches) -> list[Finding]:
