@@ -167,22 +167,30 @@ def explain(path, dtype, mode, device, entry, inputs_name):
     click.echo(render(run_passes(captured.graph), path, target, captured.frontend), nl=False)
 
 
-@main.command()
-@click.argument("rule_id", required=False)
+@main.command(epilog="""\b
+Examples:
+  precisionaudit rules                 the whole catalog
+  precisionaudit rules PA1             the precision family (a prefix)
+  precisionaudit rules PA106           one rule's page (or by name: attention-logits-overflow)
+  precisionaudit rules --format json   the catalog for scripts""")
+@click.argument("rule_id", required=False, metavar="[ID|PREFIX|NAME]")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @guarded
-def rules(rule_id):
-    """List the rule catalog, or show one rule's documentation."""
-    from .rules.docs import render_catalog, render_rule
+def rules(rule_id, fmt):
+    """List the rule catalog (or one family, by prefix), or show one rule's documentation.
+
+    Reads only the rule packs: no model, no torch import.
+    """
+    from .rules.docs import render_catalog, render_json, render_rule, select_rules
     from .rules.engine import load_rules
 
-    catalog = load_rules()
-    if rule_id is None:
-        click.echo(render_catalog(catalog), nl=False)
-        return
-    match = [r for r in catalog if r.id == rule_id.upper() or r.name == rule_id]
-    if not match:
-        raise UsageError(f"unknown rule {rule_id!r}; `precisionaudit rules` lists them")
-    click.echo(render_rule(match[0]), nl=False)
+    chosen, one = select_rules(load_rules(checks=False), rule_id)
+    if not chosen:
+        raise UsageError(f"unknown rule or prefix {rule_id!r}; `precisionaudit rules` lists them")
+    if fmt == "json":
+        click.echo(render_json(chosen, one), nl=False)
+    else:
+        click.echo(render_rule(chosen[0]) if one else render_catalog(chosen), nl=False)
 
 
 @main.command()

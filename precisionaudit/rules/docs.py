@@ -1,4 +1,7 @@
 """Rule documentation pages (``precisionaudit rules [ID]``), ruff-style."""
+from __future__ import annotations
+
+import json
 
 
 def _severity(rule) -> str:
@@ -25,3 +28,27 @@ def render_rule(rule) -> str:
         if doc.get(key):
             parts += ["", f"## {title}", doc[key].rstrip()]
     return "\n".join(parts) + "\n"
+
+
+def select_rules(rules, query: str | None) -> tuple[list, bool]:
+    """(rules, one page?) that ``rules [QUERY]`` shows: an exact id or name is one page;
+    a prefix (``PA1``) is that family's catalog; nothing is the whole catalog."""
+    if query is None:
+        return list(rules), False
+    exact = [r for r in rules if r.id == query.upper() or r.name == query]
+    if exact:
+        return exact, True
+    return [r for r in rules if r.id.startswith(query.upper())], False
+
+
+def rule_record(rule) -> dict:
+    """One rule as JSON (``rules --format json``): what the catalog and the page show."""
+    return {"id": rule.id, "name": rule.name, "summary": rule.summary,
+            "severity": dict(rule.severity), "severity_note": rule.severity_note,
+            "needs_inputs": rule.needs_inputs, "modes": list(rule.modes),
+            "doc": {k: v.rstrip() for k, v in rule.doc.items() if isinstance(v, str)}}
+
+
+def render_json(rules, one: bool) -> str:
+    records = [rule_record(r) for r in rules]
+    return json.dumps(records[0] if one else records, indent=2) + "\n"

@@ -36,7 +36,7 @@ class Rule:
         return self.severity.get(dtype, self.severity.get("default", "warning"))
 
 
-def _parse(data: dict, source: str) -> Rule:
+def _parse(data: dict, source: str, checks: bool = True) -> Rule:
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise UsageError(f"{source}: rule is missing {', '.join(missing)}")
@@ -47,7 +47,7 @@ def _parse(data: dict, source: str) -> Rule:
         if value not in SEVERITIES:
             raise UsageError(f"{source}: unknown severity {value!r}")
     check = data.get("check")
-    if check and check not in _checks():
+    if checks and check and check not in _checks():
         raise UsageError(f"{source}: check {check!r} is not a registered Python check")
     known = set(Rule.__dataclass_fields__) - {"source"}
     unknown = set(data) - known
@@ -88,9 +88,13 @@ def _documents(directory: str | None):
                 raise UsageError(f"{f.name}: invalid YAML: {exc}") from exc
 
 
-def load_rules(directory: str | None = None) -> list[Rule]:
-    """Every rule of the bundled pack (or of ``directory``), sorted by id."""
-    rules = [_parse(data, source) for source, data in _documents(directory)]
+def load_rules(directory: str | None = None, checks: bool = True) -> list[Rule]:
+    """Every rule of the bundled pack (or of ``directory``), sorted by id.
+
+    ``checks=False`` skips resolving the Python checks (which import torch): for commands
+    that only show the catalog (``precisionaudit rules``, docs).
+    """
+    rules = [_parse(data, source, checks) for source, data in _documents(directory)]
     ids = [r.id for r in rules]
     duplicated = {i for i in ids if ids.count(i) > 1}
     if duplicated:
