@@ -97,6 +97,8 @@ def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolat
     directory yields its model files and is an error when it has none.
     """
     from .report import FORMATTERS
+    from .report import text as text_report
+    from .report.words import plural
     from .rules.engine import load_rules, rule_ids
     from .scanner import model_files
     from .settings.apply import scan_with_settings
@@ -114,7 +116,7 @@ def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolat
     known_findings = read_baseline(baseline) if baseline and not write_baseline else set()
     files, skipped = model_files(paths, entry, skip_non_models)
     if not files:
-        click.echo(f"precisionaudit: nothing to scan: {len(skipped)} file(s) without {entry}() "
+        click.echo(f"precisionaudit: nothing to scan: {plural(len(skipped), 'file')} without {entry}() "
                    "skipped", err=True)
         click.echo(FORMATTERS[fmt]([], [], target), nl=False)
         sys.exit(EXIT_OK)
@@ -124,13 +126,18 @@ def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolat
     failed = [r for r in results if r.status == "error"]
     if write_baseline and not failed:
         record_baseline(write_baseline, findings, target, config.root)
-        click.echo(f"precisionaudit: wrote {len(findings)} finding(s) to {write_baseline}", err=True)
+        click.echo(f"precisionaudit: wrote {plural(len(findings), 'finding')} to {write_baseline}",
+                   err=True)
         known_findings = {f.fingerprint for f in findings}
     findings, hidden = split_known(findings, known_findings)
+    shown_baseline = write_baseline or baseline
     if len(failed) < len(results):  # when every model failed there is no report, only the errors
-        click.echo(FORMATTERS[fmt](results, findings, target), nl=False)
-    if hidden and not write_baseline:
-        click.echo(f"precisionaudit: {len(hidden)} finding(s) hidden by baseline {baseline}", err=True)
+        report = (text_report.render(results, findings, target, len(hidden), shown_baseline)
+                  if fmt == "text" else FORMATTERS[fmt](results, findings, target))
+        click.echo(report, nl=False)
+    if hidden and not write_baseline and fmt != "text":
+        click.echo(f"precisionaudit: {plural(len(hidden), 'finding')} hidden by baseline {baseline}",
+                   err=True)
     debug = click.get_current_context().meta.get("precisionaudit.debug")
     for result in failed:
         if debug and result.exception is not None:
@@ -357,6 +364,7 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     from .capture.onnx.io import verify, write_atomic
     from .capture.onnx.model import load_onnx
     from .plan.file import load_plan
+    from .report.words import plural
 
     if not path.endswith(".onnx"):
         raise UsageError(f"{path}: convert takes an ONNX model (.onnx); PyTorch models take a plan "
@@ -380,8 +388,9 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     if kept > by_plan:
         extra.append(f"{kept - by_plan} by onnxconverter-common's op block list")
     if conversion.retargeted_casts:
-        extra.append(f"{len(conversion.retargeted_casts)} Cast(to=float) node(s) retargeted to float16")
+        extra.append(f"{plural(len(conversion.retargeted_casts), 'Cast(to=float) node')} retargeted to "
+                     "float16")
     if conversion.tiny_weights:
-        extra.append(f"{conversion.tiny_weights} weight value(s) below 2^-24 raised to 2^-24")
+        extra.append(f"{plural(conversion.tiny_weights, 'weight value')} below 2^-24 raised to 2^-24")
     click.echo(f"precisionaudit: wrote {output}: {total - kept} of {total} nodes in {dtype}"
                + (f" ({'; '.join(extra)})" if extra else ""), err=True)

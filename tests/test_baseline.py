@@ -28,7 +28,7 @@ def _findings(result):
 def test_write_then_read_hides_known_and_shows_new_findings(project, cli):
     written = cli("scan", "--isolated", "--write-baseline", "base.json", "model.py")
     assert written.exit_code == 0
-    assert "wrote 1 finding(s) to base.json" in written.stderr
+    assert "wrote 1 finding to base.json" in written.stderr
     document = json.loads((project / "base.json").read_text())
     (entry,) = document["findings"]  # readable: what the commit accepts, not just hashes
     assert (entry["rule"], entry["path"], entry["module"], entry["op"], entry["line"]) == (
@@ -39,7 +39,7 @@ def test_write_then_read_hides_known_and_shows_new_findings(project, cli):
     write(project, "model.py", moved)
     hidden = cli("scan", "--isolated", "--format", "json", "--baseline", "base.json", "model.py")
     assert hidden.exit_code == 0 and _findings(hidden) == []
-    assert "1 finding(s) hidden by baseline base.json" in hidden.stderr
+    assert "1 finding hidden by baseline base.json" in hidden.stderr
     assert _findings(cli("scan", "--isolated", "--format", "json", "model.py")) == [("PA107", HAZARD_LINE + 4)]
 
     # a genuinely new hazard of the same rule in the same module does show, at its own line

@@ -106,7 +106,7 @@ def test_non_model_files_are_skipped_without_importing_torch(tmp_path):
     write(tmp_path, "notes.py", "# mentions get_model but never defines it\n")
     last, stderr = _scan_in_subprocess(tmp_path, "utils.py", "notes.py")
     assert last == "no torch 0"
-    assert "nothing to scan: 2 file(s) without get_model() skipped" in stderr
+    assert "nothing to scan: 2 files without get_model() skipped" in stderr
 
 
 def test_a_directory_without_model_files_is_still_a_usage_error(tmp_path, cli, monkeypatch):

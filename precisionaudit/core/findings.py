@@ -8,6 +8,12 @@ from dataclasses import dataclass, field
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
+#: fix actions an override plan implements (disable_autocast: an op autocast casts back down
+#: after an explicit .float() runs with autocast off, which is what a region does), and the
+#: least severity ``precisionaudit plan`` turns into overrides by default.
+PLANNED_ACTIONS = ("keep_fp32", "disable_autocast")
+PLAN_MIN_SEVERITY = "warning"
+
 
 @dataclass
 class Finding:

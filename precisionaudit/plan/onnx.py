@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..capture.onnx.graph import attribute, consumers, name_nodes, producers
-from ..core.findings import SEVERITY_RANK
+from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITY_RANK
 from .file import UNBLOCKABLE_OP_TYPES, Override, OverridePlan
-from .pytorch import PLANNED_ACTIONS, _not_covered
+from .pytorch import _not_covered
 
 #: op types whose result can leave the low dtype's range although their inputs fit it.
 GROWING = {"Exp", "Pow", "Reciprocal", "ReduceSum", "ReduceSumSquare", "ReduceProd", "CumSum",
@@ -49,13 +49,13 @@ class Unit:
         return [self.seed, *self.chain]
 
 
-def make_onnx_plan(findings, model, target, min_severity: str = "warning"):
+def make_onnx_plan(findings, model, target, min_severity: str = PLAN_MIN_SEVERITY):
     """(OverridePlan, notes) for ``model`` (a ModelProto) from the scan's findings on it."""
     units, notes = hazard_units(findings, model, min_severity)
     return assemble(units, model.graph, target), notes
 
 
-def hazard_units(findings, model, min_severity: str = "warning"):
+def hazard_units(findings, model, min_severity: str = PLAN_MIN_SEVERITY):
     """([Unit] in graph order, notes on the findings a plan cannot cover)."""
     graph = model.graph
     order = {name: i for i, name in enumerate(name_nodes(graph))}
@@ -69,7 +69,7 @@ def hazard_units(findings, model, min_severity: str = "warning"):
             continue
         action = (f.fix or {}).get("action")
         if action not in PLANNED_ACTIONS or f.node not in by_name:
-            if action and action != "pad":  # shape hints are not precision hazards
+            if action:  # a change to the model (replace, cast the output, pad a shape)
                 notes.append(_not_covered(f))
             continue
         units.setdefault(f.node, Unit(f.node, {})).rules.setdefault(f.rule, f.message)

@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import itertools
 
-from ..core.findings import SEVERITY_RANK
+from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITY_RANK
 from ..core.globs import matches
 from .file import Override, OverridePlan
 
-#: fix actions a plan region implements (disable_autocast: an op autocast casts back down
-#: after an explicit .float() runs with autocast off, which is what a region does).
-PLANNED_ACTIONS = ("keep_fp32", "disable_autocast")
 
-
-def make_plan(findings, target, graph=None, min_severity: str = "warning"):
+def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERITY):
     """(OverridePlan, notes): the plan, and one line per finding it cannot cover."""
     threshold = SEVERITY_RANK[min_severity]
     chosen = [f for f in findings if SEVERITY_RANK[f.severity] <= threshold]
@@ -27,7 +23,7 @@ def make_plan(findings, target, graph=None, min_severity: str = "warning"):
     for f in chosen:
         action = (f.fix or {}).get("action")
         if action not in PLANNED_ACTIONS:
-            if action and action != "pad":  # shape hints are not precision hazards
+            if action:  # a code change (replace, cast the output) or a shape change (pad)
                 notes.append(_not_covered(f))
             continue
         module = f.fix.get("module", f.module) or ""
@@ -68,8 +64,8 @@ def make_plan(findings, target, graph=None, min_severity: str = "warning"):
 def _not_covered(f) -> str:
     where = f"{f.path}:{f.line}" if f.line else f.path
     fix = f.fix
-    what = {"replace": f"use {fix.get('use')} instead", "cast_output": "return float32 outputs"}.get(
-        fix.get("action"), fix.get("action"))
+    what = {"replace": f"use {fix.get('use')} instead", "cast_output": "return float32 outputs",
+            "pad": f"pad to {fix.get('to')}"}.get(fix.get("action"), fix.get("action"))
     return f"{f.rule} {f.op} in {f.module or '<root>'} ({where}): {what}"
 
 
@@ -160,6 +156,6 @@ def header(path: str, plan: OverridePlan, target, notes=(), plan_path: str = "am
         lines.append("pure mode: convert the model with precisionaudit.to_low_precision(model, "
                      f'"{plan_path}") so that keep_fp32_modules keep float32 parameters')
     if notes:
-        lines.append("not covered by this plan (needs a code change):")
+        lines.append("not covered by this plan (needs a change to the model's code):")
         lines.extend(f"    {n}" for n in notes)
     return lines

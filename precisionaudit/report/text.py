@@ -1,5 +1,19 @@
-"""Human-readable report: grouped by model, most severe first, each with its fix."""
-from ..core.findings import SEVERITIES, sort_key, summary
+"""Human-readable report: grouped by model, most severe first, each with its fix.
+
+Written one model at a time (``render_model``, so that ``scan`` can print each result as
+it finishes) and closed by ``render_summary``: the counts, failed models, the findings a
+baseline hid, the elapsed time, and the next step when an override plan can fix findings.
+"""
+import click
+
+from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITIES, SEVERITY_RANK, sort_key, summary
+from .words import plural
+
+SEVERITY_COLORS = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def _paint(text: str, color: bool, **style) -> str:
+    return click.style(text, **style) if color else text
 
 
 def _fix_text(fix: dict) -> str:
@@ -21,32 +35,83 @@ def _fix_text(fix: dict) -> str:
     return f"fix: {action}"
 
 
-def render(results, findings, target) -> str:
-    lines = []
-    for result in results:
-        mine = sorted((f for f in findings if f.path == result.path), key=sort_key)
-        judged = result.target or target.as_dict()
-        header = f"{result.path} [{result.entry}] ({judged['dtype']}, {judged['mode']}, {judged['device']})"
-        if result.status != "ok":
-            lines.append(f"{header}: error: {result.error}")
-            continue
-        lines.append(f"{header}: {result.nodes} ops captured ({result.frontend}), "
-                     f"{len(mine)} finding{'s' * (len(mine) != 1)}")
-        for note in result.notes + result.skipped:
-            lines.append(f"  note: {note}")
-        for f in mine:
-            where = f"{f.path}:{f.line}" if f.line else f.path
-            lines.append(f"  {where}: {f.rule} [{f.severity}] {f.name}")
-            node = f" ({f.node})" if f.node and f.node != f.op else ""  # masked_fill_1, not masked_fill
-            place = (f.module or "<root>") + (f" · {f.op}{node}" if f.op else "") + ": "
-            if not (f.module or f.op):  # e.g. an unused suppression comment: no graph place
-                place = ""
-            lines.append(f"      {place}{f.message}")
-            if "source" in f.evidence:
-                lines.append(f"      at {f.evidence['source']}")
-            fix = _fix_text(f.fix)
-            if fix:
-                lines.append(f"      {fix}")
-    counts = summary(findings)
-    lines.append("found " + ", ".join(f"{counts[s]} {s}" for s in SEVERITIES))
+def location(f) -> str:
+    """``path:line`` as far as it is known."""
+    return f"{f.path}:{f.line}" if f.line else f.path
+
+
+def render_model(result, findings, target, hidden: int = 0, color: bool = False) -> str:
+    """One model's block: its header line, notes and findings (``findings`` may hold others');
+    ``hidden``: how many of its findings the baseline hid."""
+    mine = sorted((f for f in findings if f.path == result.path), key=sort_key)
+    judged = result.target or target.as_dict()
+    header = _paint(f"{result.path} [{result.entry}] ({judged['dtype']}, {judged['mode']}, "
+                    f"{judged['device']})", color, bold=True)
+    if result.status != "ok":
+        return f"{header}: {_paint('error', color, fg='red', bold=True)}: {result.error}\n"
+    lines = [f"{header}: {plural(result.nodes, 'op')} captured ({result.frontend}), "
+             f"{plural(len(mine), 'finding')}" + (f" ({hidden} hidden by the baseline)" if hidden else "")]
+    for note in result.notes + result.skipped:
+        lines.append(f"  note: {note}")
+    for f in mine:
+        severity = _paint(f.severity, color, fg=SEVERITY_COLORS[f.severity], bold=True)
+        lines.append(f"  {_paint(location(f), color, bold=True)}: {_paint(f.rule, color, fg='red')} "
+                     f"[{severity}] {f.name}")
+        node = f" ({f.node})" if f.node and f.node != f.op else ""  # masked_fill_1, not masked_fill
+        place = (f.module or "<root>") + (f" · {f.op}{node}" if f.op else "") + ": "
+        if not (f.module or f.op):  # e.g. an unused suppression comment: no graph place
+            place = ""
+        lines.append(f"      {place}{f.message}")
+        if "source" in f.evidence:
+            lines.append(f"      at {f.evidence['source']}")
+        fix = _fix_text(f.fix)
+        if fix:
+            lines.append(f"      {fix}")
     return "\n".join(lines) + "\n"
+
+
+def plannable(findings) -> list:
+    """Findings that ``precisionaudit plan`` (default --min-severity) turns into overrides."""
+    threshold = SEVERITY_RANK[PLAN_MIN_SEVERITY]
+    return [f for f in findings if SEVERITY_RANK[f.severity] <= threshold
+            and (f.fix or {}).get("action") in PLANNED_ACTIONS]
+
+
+def plan_command(path: str, target: dict) -> str:
+    """The ``precisionaudit plan`` line for a model judged under ``target`` (its flags only
+    where they differ from the defaults)."""
+    defaults = {"dtype": "float16"} if path.endswith(".onnx") else {
+        "dtype": "float16", "mode": "autocast", "device": "cuda"}
+    flags = "".join(f" --{k} {target[k]}" for k, default in defaults.items() if target[k] != default)
+    return f"precisionaudit plan {path}{flags} -o {'plan' if path.endswith('.onnx') else 'amp_plan'}.yaml"
+
+
+def render_summary(results, findings, target, elapsed: float | None = None, hidden: int = 0,
+                   baseline: str | None = None, color: bool = False) -> str:
+    """The closing lines: counts, failed models, hidden findings, time, and the next step."""
+    counts = summary(findings)
+    failed = sum(r.status == "error" for r in results)
+    line = "found " + ", ".join(plural(counts[s], s) for s in SEVERITIES)
+    line += f" in {plural(len(results), 'model')}"
+    if failed:
+        line += f"; {plural(failed, 'model')} failed"
+    if hidden:
+        line += f"; {plural(hidden, 'finding')} hidden by the baseline" + (f" {baseline}" if baseline else "")
+    if elapsed is not None:
+        line += f" ({elapsed:.1f} s)"
+    lines = [_paint(line, color, bold=True)]
+    judged = {r.path: r.target or target.as_dict() for r in results}
+    by_path: dict[str, int] = {}
+    for f in plannable(findings):
+        by_path[f.path] = by_path.get(f.path, 0) + 1
+    for path, count in by_path.items():
+        lines.append(f"{_paint('hint', color, fg='green', bold=True)}: an override plan fixes "
+                     f"{plural(count, 'finding')} of {path}: {plan_command(path, judged[path])}")
+    return "\n".join(lines) + "\n"
+
+
+def render(results, findings, target, hidden: int = 0, baseline: str | None = None,
+           color: bool = False) -> str:
+    """The whole report at once (``hidden``: how many findings the baseline hid in all)."""
+    return "".join(render_model(r, findings, target, color=color) for r in results) + \
+        render_summary(results, findings, target, hidden=hidden, baseline=baseline, color=color)
