@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import traceback
 
@@ -77,11 +78,14 @@ def main():
               show_default=True)
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error",
               show_default=True, help="Exit 1 when a finding is at or above this severity.")
+@click.option("--show-settings", is_flag=True, help="Show which settings file applies to each path, "
+              "and its values, then exit without scanning.")
 @click.option("--select", multiple=True, help="Rule ids or prefixes to run (comma-separated).")
 @click.option("--extend-select", multiple=True, help="Rule ids or prefixes to add to the selection.")
 @click.option("--ignore", multiple=True, help="Rule ids or prefixes to skip (comma-separated).")
 @click.option("--config", "config_file", metavar="FILE",
-              help="Settings file (default: nearest precisionaudit.toml / pyproject.toml).")
+              help="Settings file for every model (default: the nearest precisionaudit.toml / "
+              "pyproject.toml above each scanned file).")
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
 @click.option("--baseline", metavar="FILE", help="Hide the findings this baseline file records.")
 @click.option("--write-baseline", metavar="FILE", help="Record the current findings as the baseline.")
@@ -89,54 +93,63 @@ def main():
               help="Skip named files that define no model entry point (what the pre-commit hooks pass).")
 @target_options
 @guarded
-def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolated, baseline,
-         write_baseline, skip_non_models, dtype, mode, device, entry, inputs_name):
+def scan(paths, fmt, fail_on, show_settings, select, extend_select, ignore, config_file, isolated,
+         baseline, write_baseline, skip_non_models, dtype, mode, device, entry, inputs_name):
     """Scan model files (or directories of them) for precision hazards.
 
     A named file without the entry point is an error unless --skip-non-models; a
-    directory yields its model files and is an error when it has none.
+    directory yields its model files and is an error when it has none. Each file is
+    judged under the nearest settings file above it (as ruff does); flags win over it.
     """
-    from .report import FORMATTERS
+    from .report import FORMATTERS, json_report
     from .report import text as text_report
+    from .report.settings_report import render_settings
     from .report.words import plural
     from .rules.engine import load_rules, rule_ids
     from .scanner import model_files
-    from .settings.apply import scan_with_settings
-    from .settings.baseline import read_baseline, split_known
     from .settings.baseline import write_baseline as record_baseline
-    from .settings.config import load_config, selected_ids
+    from .settings.gate import Baselines, outcomes
+    from .settings.resolve import SettingsResolver
 
     known = rule_ids()
-    config = load_config(config_file, isolated, known)
-    dtype, mode, device, fail_on = (_setting(name, value, config) for name, value in (
-        ("dtype", dtype), ("mode", mode), ("device", device), ("fail_on", fail_on)))
-    target = Target(dtype, mode, device)
-    chosen = selected_ids(known, config, _split(select), _split(extend_select), _split(ignore))
-    baseline = baseline or config.baseline
-    known_findings = read_baseline(baseline) if baseline and not write_baseline else set()
+    resolver = SettingsResolver(known, config_file, isolated, _flags(dtype=dtype, mode=mode, device=device,
+                                                                    fail_on=fail_on),
+                                _split(select), _split(extend_select), _split(ignore), baseline)
+    baselines = Baselines(baseline, recording=bool(write_baseline))
     files, skipped = model_files(paths, entry, skip_non_models)
+    if show_settings:
+        click.echo(render_settings(resolver.groups(files)), nl=False)
+        return
+    baselines.read_for(resolver, files)
+    first = resolver.for_path(files[0] if files else os.path.join(os.curdir, "_"))
+    target = first.target  # the report's top-level target; each model carries its own
     if not files:
         click.echo(f"precisionaudit: nothing to scan: {plural(len(skipped), 'file')} without {entry}() "
                    "skipped", err=True)
         click.echo(FORMATTERS[fmt]([], [], target), nl=False)
         sys.exit(EXIT_OK)
 
-    rules = [r for r in load_rules() if r.id in chosen]
-    results, findings = scan_with_settings(files, target, rules, known, config, entry, inputs_name)
+    done = list(outcomes(files, resolver, load_rules(), known, entry, inputs_name, baselines))
+    results = [o.result for o in done]
+    findings = [f for o in done for f in o.new]
+    hidden = [f for o in done for f in o.known]
     failed = [r for r in results if r.status == "error"]
     if write_baseline and not failed:
-        record_baseline(write_baseline, findings, target, config.root)
-        click.echo(f"precisionaudit: wrote {plural(len(findings), 'finding')} to {write_baseline}",
+        record_baseline(write_baseline, hidden, target, first.config.root)
+        click.echo(f"precisionaudit: wrote {plural(len(hidden), 'finding')} to {write_baseline}",
                    err=True)
-        known_findings = {f.fingerprint for f in findings}
-    findings, hidden = split_known(findings, known_findings)
-    shown_baseline = write_baseline or baseline
+    shown_baseline = write_baseline or ", ".join(baselines.paths)
     if len(failed) < len(results):  # when every model failed there is no report, only the errors
-        report = (text_report.render(results, findings, target, len(hidden), shown_baseline)
-                  if fmt == "text" else FORMATTERS[fmt](results, findings, target))
+        if fmt == "text":
+            report = text_report.render(results, findings, target, len(hidden), shown_baseline)
+        elif fmt == "json":
+            used = [settings.as_json(group) for settings, group in resolver.groups(files)]
+            report = json_report.render(results, findings, target, settings=used)
+        else:
+            report = FORMATTERS[fmt](results, findings, target)
         click.echo(report, nl=False)
     if hidden and not write_baseline and fmt != "text":
-        click.echo(f"precisionaudit: {plural(len(hidden), 'finding')} hidden by baseline {baseline}",
+        click.echo(f"precisionaudit: {plural(len(hidden), 'finding')} hidden by baseline {shown_baseline}",
                    err=True)
     debug = click.get_current_context().meta.get("precisionaudit.debug")
     for result in failed:
@@ -145,15 +158,15 @@ def scan(paths, fmt, fail_on, select, extend_select, ignore, config_file, isolat
         click.echo(f"precisionaudit: error: {result.error}", err=True)
     if failed:
         sys.exit(EXIT_USAGE)
-    threshold = SEVERITY_RANK[fail_on]
-    sys.exit(EXIT_FINDINGS if any(SEVERITY_RANK[f.severity] <= threshold for f in findings) else EXIT_OK)
+    sys.exit(EXIT_FINDINGS if any(o.failing for o in done) else EXIT_OK)
 
 
-def _setting(name, value, config):
-    """A flag given on the command line wins over the settings file, which wins over the default."""
-    source = click.get_current_context().get_parameter_source(name)
-    configured = getattr(config, name)
-    return configured if source == click.core.ParameterSource.DEFAULT and configured else value
+def _flags(**values) -> dict:
+    """The target flags given on the command line (None where left at their default), which
+    win over each file's settings."""
+    source = click.get_current_context().get_parameter_source
+    return {name: value if source(name) != click.core.ParameterSource.DEFAULT else None
+            for name, value in values.items()}
 
 
 @main.command()
@@ -227,18 +240,19 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     from .plan.pytorch import header, make_plan
     from .rules.engine import load_rules, rule_ids
     from .settings.apply import scan_with_settings
-    from .settings.config import load_config, selected_ids
+    from .settings.resolve import SettingsResolver
 
     onnx = path.endswith(".onnx")
     if (prune or input_shapes) and not onnx:
         raise UsageError("--prune and --input-shape are for ONNX models")
     known = rule_ids()
-    config = load_config(config_file, isolated, known)
-    dtype, mode, device = (_setting(name, value, config) for name, value in (
-        ("dtype", dtype), ("mode", mode), ("device", device)))
-    target = Target(dtype, "pure" if onnx else mode, device)  # ONNX: the graph converted
-    rules = [r for r in load_rules() if r.id in selected_ids(known, config, [], [], [])]
-    results, findings = scan_with_settings([path], target, rules, known, config, entry, inputs_name)
+    settings = SettingsResolver(known, config_file, isolated, _flags(dtype=dtype, mode=mode, device=device)
+                                ).for_path(path)  # the settings the model's scan is judged under
+    judged = settings.target
+    target = Target(judged.dtype, "pure" if onnx else judged.mode, judged.device)  # ONNX: converted
+    rules = [r for r in load_rules() if r.id in settings.rule_ids]
+    results, findings = scan_with_settings([path], target, rules, known, settings.config, entry,
+                                           inputs_name)
     if results[0].status == "error":
         raise UsageError(results[0].error)
     if onnx:

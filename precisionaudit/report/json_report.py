@@ -4,12 +4,17 @@ from ..core.findings import summary
 from .strict_json import dumps
 
 
-def report(results, findings, target) -> dict:
-    return {"tool": "precisionaudit", "version": __version__, "target": target.as_dict(),
-            "models": [r.to_json() for r in results],
-            "findings": [f.to_json() for f in findings],
-            "summary": summary(findings)}
+def report(results, findings, target, settings=None) -> dict:
+    """``settings``: the settings files in force and their values (an added key, see
+    docs/json-report.md), one entry per settings file, naming the files it applied to."""
+    document = {"tool": "precisionaudit", "version": __version__, "target": target.as_dict(),
+                "models": [r.to_json() for r in results],
+                "findings": [f.to_json() for f in findings],
+                "summary": summary(findings)}
+    if settings is not None:
+        document["settings"] = settings
+    return document
 
 
-def render(results, findings, target) -> str:
-    return dumps(report(results, findings, target))
+def render(results, findings, target, settings=None) -> str:
+    return dumps(report(results, findings, target, settings))

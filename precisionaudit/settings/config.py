@@ -1,8 +1,8 @@
 """Project settings: ``[tool.precisionaudit]`` in pyproject.toml, or a precisionaudit.toml.
 
-Found like ruff finds its settings: the nearest directory, from the working directory
-upward, holding a precisionaudit.toml (keys at top level) or a pyproject.toml with a
-``[tool.precisionaudit]`` table. Relative paths in the file (``baseline``, the patterns of
+Found like ruff finds its settings: the nearest directory, from each scanned file's
+directory upward (``resolve.SettingsResolver``), holding a precisionaudit.toml (keys at top
+level) or a pyproject.toml with a ``[tool.precisionaudit]`` table. Relative paths in the file (``baseline``, the patterns of
 ``per-file-ignores`` and ``suppress``) are relative to the file's directory. Settings are
 checked strictly: a typo must not silently turn a gate off.
 """
