@@ -263,10 +263,11 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         from .check.onnx.inputs import parse_shapes
         from .plan.onnx import header as onnx_header
         from .plan.onnx import make_onnx_plan
-        from .plan.onnx_prune import pruned_plan
 
         model, pruned = load_onnx(path), None
-        if prune:
+        if prune:  # runs the model in onnxruntime: the check stage
+            from .plan.onnx_prune import pruned_plan
+
             override_plan, notes, extra, pruned = pruned_plan(
                 findings, model, path, target, min_severity, parse_shapes(input_shapes), seed)
         else:

@@ -1,7 +1,5 @@
 """Constants each op meets, and what they become in the dtype they meet."""
-import torch
-
-from ..core.numerics import rounds_to
+from ..core.numerics import SMALLEST_NORMAL, rounds_to
 
 #: aten ops whose scalar arguments are values mixed into the tensor (not sizes or dims).
 VALUE_OPS = {"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full",
@@ -10,15 +8,14 @@ VALUE_OPS = {"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like"
              "initializer"}  # an ONNX weight whose largest element does not fit
 
 
-def classify(value: float, dtype: torch.dtype) -> tuple[float, str]:
+def classify(value: float, dtype: str) -> tuple[float, str]:
     """(stored value, 'ok' | 'overflow' | 'underflow' | 'subnormal') of `value` in `dtype`."""
     stored = rounds_to(value, dtype)
-    info = torch.finfo(dtype)
     if value != 0 and abs(stored) == float("inf") and abs(value) != float("inf"):
         return stored, "overflow"
     if value != 0 and stored == 0:
         return stored, "underflow"
-    if value != 0 and abs(stored) < info.tiny:
+    if value != 0 and abs(stored) < SMALLEST_NORMAL[dtype]:
         return stored, "subnormal"
     return stored, "ok"
 
@@ -31,7 +28,7 @@ def annotate(graph):
             for aten, value in node["scalars"]:
                 if aten.rstrip("_") in VALUE_OPS or aten in VALUE_OPS:
                     if isinstance(value, (int, float)) and value == value:
-                        stored, status = classify(float(value), getattr(torch, dtype))
+                        stored, status = classify(float(value), dtype)
                         found.append({"value": value, "dtype": dtype, "stored": stored,
                                       "status": status, "aten": aten})
         node["constants"] = found

@@ -1,6 +1,5 @@
 """Why each op computes in the dtype it does: autocast list, explicit cast, promotion."""
-from ..capture.pytorch.capture import aten_short
-from ..capture.pytorch.cuda_autocast import POLICY
+from ..core.autocast_policy import POLICY, aten_short
 from ..core.numerics import LOW_PRECISION_NAMES as LOW
 
 

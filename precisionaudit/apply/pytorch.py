@@ -35,9 +35,9 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils.weak import WeakIdKeyDictionary
 
+from ..capture.pytorch.dtypes import LOW_PRECISION as LOW
 from ..capture.pytorch.recorder import CAST_FNS, canonical_fn_name, canonical_name
 from ..core.globs import matches
-from ..core.numerics import LOW_PRECISION as LOW
 from ..plan.file import OverridePlan, load_plan
 
 #: ops that keep the low dtype when a region's fp32 result reaches them (the Tensor Core work).

@@ -1,23 +1,49 @@
-"""Numeric facts of each dtype; the Target itself lives in target.py (no torch import)."""
+"""Numeric facts of each dtype, by name; the Target itself lives in target.py.
+
+Kept free of torch (numpy rounds the values): ONNX scans and conversions, and the CLI's
+start, must not pay for a torch import. The torch dtypes live on the torch side
+(``capture.pytorch.dtypes``).
+"""
 from __future__ import annotations
 
-import torch
+import numpy as np
 
 from .target import DEVICES, DTYPES, MODES, Target  # noqa: F401  (re-exported)
 
-#: the low-precision dtypes a target can name, as torch dtypes and as the IR's names
-LOW_PRECISION = (torch.float16, torch.bfloat16)
+#: the low-precision dtypes a target can name, as the IR names them
 LOW_PRECISION_NAMES = frozenset(DTYPES)
 
-#: Largest integer N such that every integer in [0, N] is exact in the dtype.
-EXACT_INTEGER_LIMIT = {torch.float16: 2048, torch.bfloat16: 256, torch.float32: 2**24}
+#: largest finite float16 value (larger values round to inf)
+FP16_MAX = 65504.0
+#: smallest positive normal value of each float dtype (torch.finfo(dtype).tiny)
+SMALLEST_NORMAL = {"float16": 2.0**-14, "bfloat16": 2.0**-126, "float32": 2.0**-126}
+#: largest integer N such that every integer in [0, N] is exact in the dtype
+EXACT_INTEGER_LIMIT = {"float16": 2048, "bfloat16": 256, "float32": 2**24}
+#: largest message protobuf serialises (bytes): ONNX models at or above it go through files
+PROTOBUF_LIMIT = 2**31 - 1
 
 
 def dtype_name(dtype) -> str | None:
-    """'float16' for torch.float16; None stays None."""
+    """'float16' for torch.float16 (or numpy's float16); None stays None."""
     return None if dtype is None else str(dtype).replace("torch.", "")
 
 
-def rounds_to(value: float, dtype: torch.dtype) -> float:
-    """What a Python float becomes when stored in `dtype` (inf on overflow, 0 on underflow)."""
-    return torch.tensor(value, dtype=torch.float64).to(dtype).item()
+def rounds_to(value: float, dtype: str) -> float:
+    """What a Python float becomes when stored in the float dtype named ``dtype`` (inf on
+    overflow, 0 on underflow), as torch stores it: through float32, rounding to nearest even."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        return _rounded(np.float32(value), dtype, value)
+
+
+def _rounded(single, dtype: str, value: float) -> float:
+    if dtype == "float16":
+        return float(single.astype(np.float16))
+    if dtype == "bfloat16":
+        if np.isnan(single):
+            return float(single)
+        bits = int(single.view(np.uint32))
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # round half to even
+        return float(np.uint32(bits).view(np.float32))
+    if dtype == "float32":
+        return float(single)
+    return float(value)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from ..core.errors import UsageError
-from ..core.numerics import DEVICES, DTYPES, MODES
+from ..core.target import DEVICES, DTYPES, MODES
 
 PLAN_VERSION = 1
 ENTRY_KEYS = ("module", "nodes", "op_types", "ops", "dtype", "rules", "reason")

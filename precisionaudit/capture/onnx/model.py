@@ -13,9 +13,17 @@ import os
 import numpy as np
 
 from ...core.errors import CaptureError
+from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
-from ..pytorch.capture import Capture
-from .graph import FLOAT_TYPES, INT_TYPES, STANDARD_DOMAINS, TRANSPARENT, canonical_op, name_nodes
+from .graph import (
+    FLOAT_TYPES,
+    INT_TYPES,
+    STANDARD_DOMAINS,
+    TRANSPARENT,
+    canonical_op,
+    name_nodes,
+)
+
 
 def load_onnx(path: str):
     """The ModelProto with external data and inferred shapes, or a CaptureError."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field
 
 import torch
 from torch._subclasses import fake_tensor
@@ -16,8 +15,10 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.utils import _pytree as pytree
 
+from ...core.autocast_policy import aten_short
 from ...core.errors import CaptureError
 from ...core.numerics import Target, dtype_name
+from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
 from .cuda_autocast import emulated_cuda_autocast
 from .model_file import _describe, call_user, entry_point, import_model_file
@@ -36,20 +37,6 @@ TRANSPARENT = {
 DIM_ARG_OPS = {"sum", "mean", "var", "std", "var_mean", "std_mean", "cumsum", "cumprod", "prod",
                "softmax", "log_softmax", "logsumexp", "norm", "linalg_vector_norm", "amax",
                "amin", "max", "min", "argmax", "nansum", "nanmean"}
-
-
-@dataclass
-class Capture:
-    graph: object
-    frontend: str
-    skipped: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
-
-
-def aten_short(target: str) -> str:
-    """'aten._softmax.default' → '_softmax'."""
-    parts = target.split(".")
-    return parts[1] if len(parts) > 1 and parts[0] == "aten" else parts[0]
 
 
 def capture_file(path: str, target: Target, entry: str = "get_model",

@@ -19,8 +19,8 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...capture.pytorch.cuda_autocast import emulated_cuda_autocast
+from ...capture.pytorch.dtypes import LOW_PRECISION as LOW
 from ...core.errors import UsageError
-from ...core.numerics import LOW_PRECISION as LOW
 
 DEVICE_CHOICES = ("auto", "cuda", "cpu", "cpu-emulated")
 #: CPU kernels refused for fp16/bf16 where the CUDA counterpart exists: emulated up front.

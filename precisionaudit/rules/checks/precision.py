@@ -1,8 +1,6 @@
 """Checks for the numerical rules (PA1xx)."""
 from __future__ import annotations
 
-import torch
-
 from ...core.numerics import EXACT_INTEGER_LIMIT
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
@@ -88,7 +86,7 @@ def integer_precision(graph, name, node, target):
     bound = node.get("int_max")
     if dtype not in LOW or bound is None:
         return None
-    limit = EXACT_INTEGER_LIMIT[getattr(torch, dtype)]
+    limit = EXACT_INTEGER_LIMIT[dtype]
     if bound <= limit:
         return None
     for p in producers(graph, name):  # report where the loss starts, not every op after it
