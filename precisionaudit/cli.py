@@ -310,9 +310,11 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
               help="Function of the model file that returns the example inputs.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
               help="ONNX models: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
+@click.option("--config", "config_file", metavar="FILE", help="Settings file (as for scan).")
+@click.option("--isolated", is_flag=True, help="Ignore every settings file.")
 @guarded
 def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, fmt, entry,
-          inputs_name, input_shapes):
+          inputs_name, input_shapes, config_file, isolated):
     """A/B check: fp32 reference vs the policy (baseline) vs the policy with the plan.
 
     ONNX models: fp32 vs converted to float16 vs converted with the plan, in onnxruntime (CPU).
@@ -321,7 +323,13 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
 
     from .check.tolerance import tolerance_for
     from .report.check_report import render_json, render_text
+    from .rules.engine import rule_ids
+    from .settings.config import load_config
 
+    config = load_config(config_file, isolated, rule_ids())
+    dtype, mode = (_setting(name, value, config) for name, value in (("dtype", dtype), ("mode", mode)))
+    if config.device == "cpu" and _setting("device", None, config) == "cpu":
+        device = "cpu"  # the settings' policy device; "cuda" is what auto does already
     if plan_path is not None and not os.path.isfile(plan_path):
         raise UsageError(f"{plan_path}: no such plan file")
     if not os.path.isfile(path):

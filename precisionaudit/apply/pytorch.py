@@ -27,6 +27,7 @@ region's inputs (the region works on fp32 copies of them).
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
 from collections import Counter
 
@@ -128,6 +129,7 @@ class _Tracker:
         self.origin = WeakIdKeyDictionary()  # fp32 tensor made in a region → its low dtype
         self.hits = Counter()
         self.buffers = frozenset()  # ids of the model's buffers (written back when changed)
+        self.weights = frozenset()  # ids of parameters and buffers: never the surrounding dtype
 
     def origin_of(self, t):
         return self.origin.get(t) if isinstance(t, torch.Tensor) else None
@@ -144,8 +146,11 @@ class _Tracker:
                 self.origin[t] = origin
 
     def origin_of_inputs(self, leaves):
+        """The low dtype the activations reaching an op stand in for. Parameters and buffers
+        do not count: in pure mode a kept module's fp32 weights are no surrounding dtype, and
+        counting them would leave its results fp32 for the next (low-precision) GEMM."""
         dims = [self.dtype_seen(t) for t in leaves if isinstance(t, torch.Tensor)
-                and t.is_floating_point() and t.dim() > 0]
+                and t.is_floating_point() and t.dim() > 0 and id(t) not in self.weights]
         return _promote(dims)
 
     def cast_back(self, tree):
@@ -184,8 +189,22 @@ def _changed(original, copy, version, is_buffer, in_place) -> bool:
     if version is not None and now != version:
         return True
     if is_buffer:  # kernels such as batch_norm update running stats without a version bump
-        return not torch.equal(copy.to(original.dtype), original)
+        return bool(_bits_differ(copy.to(original.dtype), original).any())
     return version is None and in_place
+
+
+def _bits_differ(a, b):
+    """Element-wise: has ``a`` (a round trip of buffer ``b`` through fp32) another value than
+    ``b``? Bit for bit, except that a NaN is still the same NaN: the round trip quiets and
+    canonicalises NaN payloads, which must not count as a write."""
+    if a.is_floating_point() and a.element_size() in _INT_VIEW:
+        kind = _INT_VIEW[a.element_size()]
+        differ = a.contiguous().view(kind) != b.contiguous().view(kind)
+        return differ & ~(torch.isnan(a) & torch.isnan(b))
+    return a != b
+
+
+_INT_VIEW = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def _write_back(copies, out, in_place: bool):
@@ -194,7 +213,11 @@ def _write_back(copies, out, in_place: bool):
     for original, copy, version, is_buffer in copies:
         if not _changed(original, copy, version, is_buffer, in_place):
             continue
-        if original.requires_grad and original.is_leaf or is_buffer:
+        if is_buffer:  # only the elements that changed: NaN payloads elsewhere stay bit-identical
+            with torch.no_grad():
+                new = copy.to(original.dtype)
+                original.copy_(torch.where(_bits_differ(new, original), new, original))
+        elif original.requires_grad and original.is_leaf:
             with torch.no_grad():
                 original.copy_(copy)
         else:
@@ -285,14 +308,17 @@ class PlanHandle:
     match no module, ``hits[i]`` how many planned op calls entry ``i`` has intercepted.
     """
 
-    def __init__(self, plan: OverridePlan, model: torch.nn.Module):
+    def __init__(self, plan: OverridePlan, model: torch.nn.Module, compilable: bool = True):
         self.plan = plan
+        self._compilable = compilable
+        self._eager_modules = []
         self.model = model
         self.matched: dict[int, list[str]] = {}
         self.unmatched = []
         self._tracker = _Tracker()
         self._handles = []
-        self._stacks: dict[int, list] = {}
+        # the modes open per module call; per thread, as torch's mode stack itself is
+        self._local = threading.local()
 
     @property
     def hits(self) -> Counter:
@@ -307,6 +333,9 @@ class PlanHandle:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+        for module in self._eager_modules:
+            module.__dict__.pop("forward", None)
+        self._eager_modules.clear()
 
     def __enter__(self):
         return self
@@ -316,6 +345,12 @@ class PlanHandle:
         return False
 
     # hooks ----------------------------------------------------------------------------
+    def _stacks(self) -> dict:
+        stacks = getattr(self._local, "stacks", None)
+        if stacks is None:
+            stacks = self._local.stacks = {}
+        return stacks
+
     def _attach(self, index: int, override, module: torch.nn.Module):
         ops = None if override.ops is None else frozenset(canonical_name(o) for o in override.ops)
         key = (index, id(module))
@@ -337,11 +372,11 @@ class PlanHandle:
                     torch.Tensor, lambda t: t.to(torch.float32) if t.dtype in LOW else t,
                     (args, kwargs))
             mode.__enter__()
-            self._stacks.setdefault(key, []).append((mode, surrounding))
+            self._stacks().setdefault(key, []).append((mode, surrounding))
             return args, kwargs
 
         def post(mod, args, kwargs, out):
-            stack = self._stacks.get(key)
+            stack = self._stacks().get(key)
             if not stack:
                 return None
             mode, surrounding = stack.pop()
@@ -354,23 +389,41 @@ class PlanHandle:
                 return None
             return tracker.cast_back(out)
 
+        if self._compilable:
+            pre, post = self._eager(module, pre, post)
         self._handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         self._handles.append(module.register_forward_hook(post, with_kwargs=True, always_call=True))
 
+    def _eager(self, module, pre, post):
+        """Under torch.compile (compiled before or after the plan was applied) a planned
+        module, its hooks included, runs eagerly: TorchDynamo cannot trace a mode switched on
+        in one hook and off in another, so it breaks the graph around the region instead."""
+        import torch._dynamo  # noqa: F401 - torch.compiler.disable needs it; 2 s: only here
 
-def apply_plan(model: torch.nn.Module, plan, warn: bool = True) -> PlanHandle:
+        if "forward" not in module.__dict__:
+            module.forward = torch.compiler.disable(module.forward)
+            self._eager_modules.append(module)
+        return torch.compiler.disable(pre), torch.compiler.disable(post)
+
+
+def apply_plan(model: torch.nn.Module, plan, warn: bool = True, *, compilable: bool = True) -> PlanHandle:
     """Make the regions ``plan`` names run in fp32 inside ``model``; returns the undo handle.
 
     ``plan`` is a path to ``amp_plan.yaml``, a dict of it, or an ``OverridePlan``. An
     invalid plan raises ``PlanError`` (a ``ValueError``) naming the file and the entry;
     entries that match no module are listed in ``handle.unmatched`` and warned about.
     Parameters and buffers are not touched (``state_dict()`` stays bit-identical).
+    Works with ``torch.compile`` applied before or after: the planned modules run eagerly
+    (graph breaks around them); ``compilable=False`` skips that preparation (and importing
+    TorchDynamo) for a model that is never compiled. Thread-safe: each thread's forward
+    keeps its own region state.
     """
     plan = load_plan(plan)
     plan.require_pytorch()
     model = unwrap(model)
-    handle = PlanHandle(plan, model)
+    handle = PlanHandle(plan, model, compilable)
     handle._tracker.buffers = frozenset(id(b) for b in model.buffers())
+    handle._tracker.weights = handle._tracker.buffers | {id(p) for p in model.parameters()}
     named = list(model.named_modules())
     for index, override in enumerate(plan.overrides):
         hits = [(name, m) for name, m in named if matches(override.module, name)]

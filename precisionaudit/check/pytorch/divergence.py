@@ -3,7 +3,10 @@
 During the reference run a ``Probe`` keeps each module's and each torch call's
 floating-point output (up to a memory budget); during a variant run it compares each
 output with the reference's as it is produced, so the first op (and module) whose output
-goes non-finite or out of tolerance is known without another execution. Ops are matched
+goes non-finite or out of tolerance is known without another execution. A first divergence
+is an op whose inputs agree with the reference and whose output does not: values the
+reference has too (a ``full(-inf)`` mask) and uninitialised memory (``empty``) are none,
+and an op fed a diverged value only passes the divergence on. Ops are matched
 by (module path, op name, occurrence): the casts a plan inserts do not shift them.
 A variant that raises gets the op and module that raised.
 """
@@ -16,12 +19,15 @@ from collections import Counter
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
+from torch.utils.weak import WeakIdKeyDictionary
 
 from ...apply.pytorch import CAST_FNS, QUERIES
 from ...capture.pytorch.recorder import canonical_fn_name
 
 BUDGET_ELEMENTS = 1 << 25  # per kind (modules, ops): 32 M values, 128 MiB in fp32
 _SKIP_OPS = CAST_FNS | QUERIES | {"copy_", "detach", "requires_grad_", "register_hook"}
+#: uninitialised memory: what it holds differs from run to run and means nothing
+_UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"})
 _SKIP_DIRS = (os.path.dirname(torch.__file__),
               os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
               os.path.dirname(os.__file__))
@@ -45,7 +51,11 @@ def _floats(out) -> list[torch.Tensor]:
 
 
 def _error(refs, outs):
-    """(max_abs, ref_max, new non-finite values) over matching leaves, or None."""
+    """(max_abs, ref_max, new non-finite values) over matching leaves, or None.
+
+    Only what differs from the reference counts: an inf or NaN the reference has at the same
+    place (a ``full(-inf)`` mask) is no new non-finite value, and errors are measured where
+    both are finite."""
     if len(refs) != len(outs):
         return None
     max_abs = ref_max = 0.0
@@ -55,11 +65,14 @@ def _error(refs, outs):
             if r.shape != o.shape:
                 return None
             o = o.detach().to(r.device, torch.float32)
-            finite = torch.isfinite(o)
-            bad += int((~finite).sum())
-            if finite.any():
-                max_abs = max(max_abs, float((o[finite] - r[finite]).abs().max()))
-            ref_max = max(ref_max, float(r.abs().max()))
+            finite, ref_finite = torch.isfinite(o), torch.isfinite(r)
+            same = (o == r) | (torch.isnan(o) & torch.isnan(r))
+            bad += int((~finite & ~same).sum())
+            both = finite & ref_finite
+            if both.any():
+                max_abs = max(max_abs, float((o[both] - r[both]).abs().max()))
+            if ref_finite.any():
+                ref_max = max(ref_max, float(r[ref_finite].abs().max()))
     return max_abs, ref_max, bad
 
 
@@ -73,7 +86,7 @@ class _OpTap(TorchFunctionMode):
         if getattr(func, "__name__", None) == "__get__":
             return func(*args, **kwargs)
         name = canonical_fn_name(func)
-        if name in _SKIP_OPS:
+        if name in _SKIP_OPS or name in _UNINITIALISED:
             return func(*args, **kwargs)
         probe = self.probe
         module = probe.stack[-1] if probe.stack else ""
@@ -85,7 +98,7 @@ class _OpTap(TorchFunctionMode):
             if probe.failure is None:
                 probe.failure = {"module": module, "op": name, "line": user_line(), "kind": "error"}
             raise
-        probe.on_op(key, out)
+        probe.on_op(key, out, (args, kwargs))
         return out
 
 
@@ -102,6 +115,7 @@ class Probe:
         self.op_counts = Counter()
         self.rows: list[dict] = []  # variant: per module call, in completion order
         self.failure = None
+        self.diverged = WeakIdKeyDictionary()  # variant tensors whose values left the reference
         self.first_op = {"nonfinite": None, "exceeds_tolerance": None}
         self.first_module = {"nonfinite": None, "exceeds_tolerance": None}
         self._handles = []
@@ -171,16 +185,32 @@ class Probe:
         if kind and self.first_module[kind] is None:
             self.first_module[kind] = dict(row)
 
-    def on_op(self, key, out):
+    def on_op(self, key, out, inputs=()):
         if self.reference is not None and all(v is not None for v in self.first_op.values()):
             return  # both kinds found: nothing left to learn from this run
+        marks = set()
+        if self.reference is not None:
+            marks = {self.diverged.get(t) for t in pytree.tree_leaves(inputs)
+                     if isinstance(t, torch.Tensor)} - {None}
         measured = self._measure("ops", key, out)
         if measured is None:
+            inherited = "nonfinite" if "nonfinite" in marks else ("exceeds_tolerance" if marks else None)
+            self._mark(out, inherited)
             return
         rel_error, bad, kind = measured
-        if kind and self.first_op[kind] is None:
+        self._mark(out, kind or ("exceeds_tolerance" if marks else None))
+        # a first divergence of a kind: the inputs agree in that respect, the output does not
+        agreed = not marks if kind == "exceeds_tolerance" else "nonfinite" not in marks
+        if kind and agreed and self.first_op[kind] is None:
             self.first_op[kind] = {"module": key[0] or "<root>", "op": key[1], "line": user_line(),
                                    "rel_error": rel_error, "nonfinite": bad}
+
+    def _mark(self, out, kind):
+        """Remember which variant tensors left the reference (and how): what they flow into
+        inherits the divergence instead of being blamed for it."""
+        if kind is not None:
+            for t in _floats(out):
+                self.diverged[t] = kind
 
     def _verdict(self, max_abs, ref_max, bad):
         if bad:

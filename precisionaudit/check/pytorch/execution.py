@@ -12,6 +12,7 @@ the low dtype (round-to-dtype emulation) and named in the report's notes.
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -78,6 +79,8 @@ class RoundToDtype(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is torch.ops.aten.scalar_tensor.default:
+            refuse_unrepresentable_scalar(args[0], kwargs.get("dtype"))
         low = _low_dtype(args, kwargs)
         if low is None:
             return func(*args, **kwargs)
@@ -94,6 +97,16 @@ class RoundToDtype(TorchDispatchMode):
         out = func(*up[0], **up[1])
         return pytree.tree_map_only(torch.Tensor,
                                     lambda t: t.to(low) if t.dtype == torch.float32 else t, out)
+
+
+def refuse_unrepresentable_scalar(value, dtype):
+    """``torch.where(mask, x, -1e9)`` with an fp16 ``x``: CPU makes the scalar a tensor and
+    writes -inf, CUDA refuses the conversion. The emulation raises CUDA's error."""
+    if dtype in LOW and isinstance(value, (int, float)) and math.isfinite(value) \
+            and abs(value) > torch.finfo(dtype).max:
+        name = {torch.float16: "Half", torch.bfloat16: "BFloat16"}[dtype]
+        raise RuntimeError(f"value cannot be converted to type at::{name} without overflow "
+                           f"({value:g} as a {dtype} scalar: CUDA raises this; CPU would write inf)")
 
 
 def _low_dtype(args, kwargs):

@@ -9,6 +9,8 @@ exponents, from which the underflow share at any power-of-two loss scale follows
 in fp16 a value flushes to zero below 2^-24 and is subnormal (precision lost) below 2^-14.
 The recommended initial scale is the largest power of two that keeps the largest gradient
 below 65504; underflow only falls as the scale grows, so that is the one that minimises it.
+When the gradients span more binades than fp16 has, no scale keeps them in range: the
+report then warns (share lost at the best scale) instead of presenting the scale as safe.
 Variants back-propagate at that scale (as GradScaler would) and are unscaled in fp32.
 """
 from __future__ import annotations
@@ -24,6 +26,8 @@ from ..metrics import _num
 FP16_MAX = 65504.0
 ZERO_BELOW, SUBNORMAL_BELOW = -24, -14  # binary exponents
 GRADSCALER_DEFAULT = 2.0 ** 16
+#: share of gradient values subnormal or zero at the recommended scale above which it is no fix
+UNDERFLOW_WARN = 0.01
 _OFFSET, _BINS = 200, 400
 SCALE_RANGE = (-24, 24)
 
@@ -124,6 +128,14 @@ def loss_scale_report(histogram: GradHistogram, dtype: str) -> dict:
               "underflow_fp16": {"scale_1": histogram.underflow(1.0),
                                  "recommended": histogram.underflow(fp16_scale),
                                  "gradscaler_default": histogram.underflow(GRADSCALER_DEFAULT)}}
+    lost = histogram.underflow(fp16_scale)
+    lost_share = lost["zero"] + lost["subnormal"]
+    if dtype == "float16" and lost_share > UNDERFLOW_WARN:
+        report["warning"] = (
+            f"no float16 loss scale keeps these gradients in range: at the largest scale without "
+            f"overflow (2^{round(math.log2(fp16_scale))}, largest gradient {histogram.max_abs:.3g}) "
+            f"{100 * lost_share:.1f}% of the gradient values are subnormal or zero; train in "
+            "bfloat16, or keep the regions that produce the largest gradients in float32")
     if dtype == "bfloat16":
         report["note"] = ("bfloat16 has float32's exponent range: no loss scaling needed "
                           "(the fp16 figures are for comparison)")

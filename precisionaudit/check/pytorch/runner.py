@@ -71,6 +71,10 @@ def run_check(path: str, target: Target, plan=None, device: str = "auto", tolera
             warnings.append(mismatch)
     model, args, kwargs = _load(path, entry, inputs, seed, runtime)
     counts = {"forward": 0, "backward": 0}
+    # pure variants are converted before the reference runs: a forward may leave state on
+    # the model (rotary cos/sin caches as plain attributes) that model.half() never converts
+    low_model = _variant_model(model, target, None)
+    planned_model = _variant_model(model, target, plan_obj) if plan_obj is not None else None
 
     # ---- reference
     histogram = GradHistogram() if grad else None
@@ -88,19 +92,19 @@ def run_check(path: str, target: Target, plan=None, device: str = "auto", tolera
     if grad:
         gradients = loss_scale_report(histogram, target.dtype)
         scale = gradients["recommended_init_scale"]
+        if "warning" in gradients:
+            warnings.append(gradients["warning"])
 
     # ---- baseline and planned
     variants = [{"name": "reference", "dtype": "float32", "status": "ok", "error": None,
                  "wall_s": _num(ref.wall_s)}]
-    low_model = _variant_model(model, target, None)
     base = _execute("baseline", low_model, *_variant_inputs(args, kwargs, target, runtime.torch_device), seed, tol, counts,
                     reference=ref.probe, policy=execution.policy(runtime, target),
                     numerics=execution.numerics(runtime), grad=grad, loss_fn=loss_fn, scale=scale)
     variants.append(_variant_entry(base, ref_outputs, ref, tol, target))
     del low_model
     if plan_obj is not None:
-        planned_model = _variant_model(model, target, plan_obj)
-        handle = apply_plan(planned_model, plan_obj, warn=False)
+        handle = apply_plan(planned_model, plan_obj, warn=False, compilable=False)
         try:
             planned = _execute("planned", planned_model, *_variant_inputs(args, kwargs, target, runtime.torch_device), seed,
                                tol, counts, reference=ref.probe,

@@ -1,0 +1,332 @@
+"""Reproductions of defects of the fix-and-prove loop (issue 13): each model here broke
+``check`` or ``apply_plan`` before the fix."""
+import json
+import math
+import textwrap
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+from precisionaudit.apply.pytorch import apply_plan, to_low_precision
+from precisionaudit.check.pytorch.execution import RoundToDtype, resolve
+
+
+def model_file(tmp_path, body, name="model.py"):
+    path = tmp_path / name
+    path.write_text("import math\nimport torch\nfrom torch import nn\n" + textwrap.dedent(body))
+    return path
+
+
+def plan_file(tmp_path, text, name="amp_plan.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def check_json(cli, *args):
+    result = cli("check", *args, "--format", "json")
+    assert result.stdout.startswith("{"), result.output
+    return result, json.loads(result.stdout)
+
+
+NORMS = """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(64, 64)
+        self.norm = {norm}
+        self.down = nn.Linear(64, 8)
+
+    def forward(self, x):
+        return self.down(self.norm(self.up(x) * 300)).float()
+
+def get_model():
+    return Net()
+
+def get_example_inputs():
+    return (torch.randn(4, 64),)
+"""
+
+
+@pytest.mark.parametrize("norm,op", [("nn.LayerNorm(64)", "layer_norm"), ("nn.GroupNorm(4, 64)", "group_norm")])
+def test_pure_mode_norm_kept_in_fp32_hands_the_next_gemm_the_low_dtype(cli, tmp_path, norm, op):
+    path = model_file(tmp_path, NORMS.format(norm=norm))
+    plan = plan_file(tmp_path, f"""\
+        version: 1
+        target: {{dtype: float16, mode: pure, device: cuda}}
+        overrides:
+          - module: norm
+            ops: [{op}]
+        keep_fp32_modules: [norm]
+        """)
+    result, report = check_json(cli, path, "--mode", "pure", "--plan", plan)
+    planned = report["variants"][2]
+    assert planned["error"] is None and planned["status"] == "ok", planned["error"]
+
+
+def test_pure_mode_region_output_is_the_surrounding_dtype_with_fp32_weights():
+    net = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.Linear(8, 2))
+    plan = {"version": 1, "target": {"dtype": "float16", "mode": "pure"},
+            "overrides": [{"module": "1", "ops": ["layer_norm"]}], "keep_fp32_modules": ["1"]}
+    to_low_precision(net, plan)
+    seen = {}
+    net[2].register_forward_pre_hook(lambda m, args: seen.update(dtype=args[0].dtype))
+    with apply_plan(net, plan, compilable=False):
+        net(torch.randn(3, 8, dtype=torch.float16))
+    assert net[1].weight.dtype == torch.float32 and seen["dtype"] == torch.float16
+
+
+ROTARY = """
+class Rotary(nn.Module):
+    '''cos/sin tables cached as plain attributes on first use (not buffers).'''
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, dim, 2).float() / dim))
+        self.cache = None
+
+    def forward(self, x):
+        if self.cache is None:
+            t = torch.arange(x.shape[1], dtype=self.inv_freq.dtype)
+            freqs = torch.cat([torch.outer(t, self.inv_freq)] * 2, dim=-1)
+            self.cache = (freqs.cos(), freqs.sin())
+        cos, sin = self.cache
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(16, 16)
+        self.rotary = Rotary(16)
+        self.out = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.out(self.rotary(self.inp(x))).float()
+
+def get_model():
+    return Net()
+
+def get_example_inputs():
+    return (torch.randn(2, 12, 16),)
+"""
+
+
+def test_pure_variant_is_converted_before_the_reference_fills_plain_attribute_caches(cli, tmp_path):
+    path = model_file(tmp_path, ROTARY)
+    result, report = check_json(cli, path, "--mode", "pure")
+    base = report["variants"][1]
+    assert base["error"] is None and base["status"] == "ok" and result.exit_code == 0
+
+
+MASKS = """
+class Net(nn.Module):
+    '''A causal mask built with full(-inf) and an uninitialised buffer that is filled:
+    both identical in the reference; the real divergence is exp overflowing in fp16.'''
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+        n = x.shape[1]
+        mask = torch.full((n, n), float("-inf"), dtype=x.dtype).triu(1)
+        scratch = torch.empty(n, n, dtype=x.dtype)
+        scratch.zero_()
+        scores = self.proj(x) @ x.transpose(-1, -2) + mask + scratch
+        e = torch.exp(scores * 4)
+        return (e / e.sum(-1, keepdim=True)).float()
+
+def get_model():
+    return Net()
+
+def get_example_inputs():
+    torch.manual_seed(0)
+    return (torch.randn(2, 8, 16) * 2,)
+"""
+
+
+def test_first_divergence_is_the_op_whose_inputs_agree_and_output_diverges(cli, tmp_path):
+    path = model_file(tmp_path, MASKS)
+    result, report = check_json(cli, path, "--mode", "pure")
+    first = report["variants"][1]["first_divergence"]
+    assert report["variants"][1]["status"] == "nonfinite"
+    assert first["op"] == "exp" and first["kind"] == "nonfinite", first
+
+
+def test_an_op_fed_a_diverged_value_is_not_the_first_divergence():
+    from precisionaudit.check.pytorch.divergence import Probe
+    from precisionaudit.check.tolerance import tolerance_for
+
+    class Chain(nn.Module):
+        def forward(self, x):
+            return torch.exp(x * 1.0).neg()
+
+    tol = tolerance_for("float16")
+    net = Chain()
+    with Probe(net, tol) as ref:
+        net(torch.full((4,), 12.0))
+    with Probe(net, tol, ref) as run:
+        net(torch.full((4,), 12.0, dtype=torch.float16))
+    first = run.first_divergence()
+    assert (first["op"], first["kind"]) == ("exp", "nonfinite")
+
+
+WIDE_GRADS = """
+class Net(nn.Module):
+    '''Two heads whose gradients are 2^40 apart: no fp16 loss scale holds both.'''
+    def __init__(self):
+        super().__init__()
+        self.big = nn.Linear(32, 32)
+        self.small = nn.Linear(32, 32)
+
+    def forward(self, x):
+        return self.big(x) * 3e4, self.small(x) * 1e-7
+
+def get_model():
+    return Net()
+
+def get_example_inputs():
+    return (torch.randn(8, 32),)
+"""
+
+
+def test_grad_warns_when_no_loss_scale_keeps_the_gradients_in_range(cli, tmp_path):
+    path = model_file(tmp_path, WIDE_GRADS)
+    result, report = check_json(cli, path, "--grad")
+    g = report["gradients"]
+    lost = g["underflow_fp16"]["recommended"]
+    assert g["max_abs"] * g["recommended_init_scale"] < 65504  # no overflow at the advice
+    assert lost["zero"] + lost["subnormal"] > 0.2
+    assert "no float16 loss scale keeps these gradients in range" in g["warning"]
+    assert g["warning"] in report["warnings"] and "bfloat16" in g["warning"]
+
+
+def test_grad_gives_no_warning_when_the_scale_keeps_gradients_in_range(cli, tmp_path):
+    path = model_file(tmp_path, WIDE_GRADS.replace("* 1e-7", "* 1.0").replace("* 3e4", "* 1.0"))
+    result, report = check_json(cli, path, "--grad")
+    g = report["gradients"]
+    lost = g["underflow_fp16"]["recommended"]
+    assert lost["zero"] + lost["subnormal"] <= 0.01 and "warning" not in g
+
+
+def test_check_reads_the_settings_file_and_honours_config_and_isolated(cli, tmp_path, monkeypatch):
+    path = model_file(tmp_path, ROTARY)
+    (tmp_path / "pyproject.toml").write_text('[tool.precisionaudit]\ndtype = "bfloat16"\nmode = "pure"\n')
+    other = tmp_path / "other.toml"
+    other.write_text('dtype = "float16"\n')
+    monkeypatch.chdir(tmp_path)
+    _, report = check_json(cli, path)
+    assert report["target"]["dtype"] == "bfloat16" and report["target"]["mode"] == "pure"
+    _, report = check_json(cli, path, "--isolated")
+    assert (report["target"]["dtype"], report["target"]["mode"]) == ("float16", "autocast")
+    _, report = check_json(cli, path, "--config", other)
+    assert (report["target"]["dtype"], report["target"]["mode"]) == ("float16", "autocast")
+    _, report = check_json(cli, path, "--dtype", "float16")  # the command line wins
+    assert (report["target"]["dtype"], report["target"]["mode"]) == ("float16", "pure")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('dtype = "float8"\n')
+    result = cli("check", path, "--config", bad)
+    assert result.exit_code == 2 and result.stderr.startswith("precisionaudit: error: ")
+
+
+# --------------------------------------------------------------------------- apply_plan
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        self.seen = torch.exp(self.proj(x) * 40).dtype
+        return torch.exp(self.proj(x) * 40)
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(8, 8)
+        self.gate = Gate()
+
+    def forward(self, x):
+        return self.gate(self.inp(x)).sum(-1)
+
+
+EXP_PLAN = {"version": 1, "target": {"dtype": "bfloat16", "mode": "autocast"},
+            "overrides": [{"module": "gate", "ops": ["exp"]}]}
+
+
+@pytest.mark.parametrize("order", ["plan_then_compile", "compile_then_plan"])
+def test_apply_plan_works_under_torch_compile(order):
+    torch.manual_seed(0)
+    model, x = Outer(), torch.randn(4, 8)
+    eager = Outer()
+    eager.load_state_dict(model.state_dict())
+    with apply_plan(eager, EXP_PLAN), torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = eager(x)
+    if order == "plan_then_compile":
+        handle = apply_plan(model, EXP_PLAN)
+        compiled = torch.compile(model, backend="eager")
+    else:
+        compiled = torch.compile(model, backend="eager")
+        handle = apply_plan(compiled, EXP_PLAN)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for _ in range(2):
+            got = compiled(x)
+    assert model.gate.seen == torch.float32 and handle.hits[0] == 4
+    assert torch.equal(got, expected)
+    handle.remove()
+    assert "forward" not in model.gate.__dict__
+
+
+def test_apply_plan_keeps_each_threads_regions_apart():
+    model = Outer()
+    handle = apply_plan(model, EXP_PLAN, compilable=False)
+    barrier, errors, dtypes = threading.Barrier(4), [], []
+
+    def work():
+        try:
+            barrier.wait()
+            for _ in range(20):
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    model(torch.randn(4, 8))
+                dtypes.append(model.gate.seen)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    handle.remove()
+    assert not errors and set(dtypes) == {torch.float32} and handle.hits[0] == 160
+
+
+def test_pure_region_keeps_nan_payloads_of_buffers_bit_identical():
+    class Stats(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("table", torch.zeros(4))
+
+        def forward(self, x):
+            return x * self.table.nan_to_num(0.0).sum() + x
+
+    net = Stats().half()
+    payload = torch.tensor([0x7E01, 0x7C01, 0x3C00, 0xFE3F - 0x10000], dtype=torch.int16).view(torch.float16)
+    net.table.copy_(payload)
+    before = net.table.view(torch.int16).clone()
+    plan = {"version": 1, "target": {"dtype": "float16", "mode": "pure"}, "overrides": [{"module": ""}]}
+    with apply_plan(net, plan, compilable=False):
+        net(torch.randn(3, dtype=torch.float16))
+    assert torch.equal(net.table.view(torch.int16), before)
+
+
+# --------------------------------------------------------------------------- CUDA vs CPU kernels
+def test_emulation_raises_where_cuda_refuses_an_unrepresentable_where_scalar():
+    x, mask = torch.zeros(4, dtype=torch.float16), torch.tensor([True, False, True, False])
+    assert torch.isinf(torch.where(mask, x, -1e9)).any()  # what CPU does by itself
+    with RoundToDtype(resolve("cpu-emulated")), pytest.raises(RuntimeError, match="without overflow"):
+        torch.where(mask, x, -1e9)
+    with RoundToDtype(resolve("cpu-emulated")):  # representable scalars and -inf are fine
+        assert torch.where(mask, x, float("-inf")).dtype == torch.float16
+        assert torch.where(mask, x, -6e4)[1] == -6e4
