@@ -278,28 +278,61 @@ def test_apply_plan_works_under_torch_compile(order):
     assert "forward" not in model.gate.__dict__
 
 
+class Rendezvous(nn.Module):
+    """Holds thread "a" inside the planned region until thread "b" is inside it too, and
+    thread "b" until "a" has left: the two regions overlap, "a"'s opening first and closing
+    first (what a shared per-module stack gets wrong: "a" closes "b"'s region)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a_in, self.b_in, self.a_out = threading.Event(), threading.Event(), threading.Event()
+        self.seen = {}
+
+    def forward(self, x):
+        name = threading.current_thread().name
+        if name == "a":
+            self.a_in.set()
+            assert self.b_in.wait(10)
+        else:
+            self.b_in.set()
+            assert self.a_out.wait(10)
+        y = torch.exp(x * 1.0)
+        self.seen[name] = y.dtype
+        return y
+
+
 def test_apply_plan_keeps_each_threads_regions_apart():
-    model = Outer()
-    handle = apply_plan(model, EXP_PLAN, compilable=False)
-    barrier, errors, dtypes = threading.Barrier(4), [], []
+    """Two threads inside the same fp32 region at once, one with bf16 activations, one with
+    fp16: each gets its own activations' dtype back (a stack shared between threads handed
+    thread "a" the region state of thread "b")."""
+    model = nn.Sequential(nn.Identity(), Rendezvous())
+    gate = model[1]
+    plan = {"version": 1, "target": {"dtype": "float16", "mode": "pure"}, "overrides": [{"module": "1"}]}
+    handle = apply_plan(model, plan, compilable=False)
+    errors, out = [], {}
+    dtypes = {"a": torch.bfloat16, "b": torch.float16}
 
     def work():
+        name = threading.current_thread().name
         try:
-            barrier.wait()
-            for _ in range(20):
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    model(torch.randn(4, 8))
-                dtypes.append(model.gate.seen)
+            if name == "b":
+                assert gate.a_in.wait(10)
+            out[name] = model(torch.ones(4, dtype=dtypes[name])).dtype
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
+        finally:
+            if name == "a":
+                gate.a_out.set()
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
+    threads = [threading.Thread(target=work, name=n) for n in "ab"]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(20)
     handle.remove()
-    assert not errors and set(dtypes) == {torch.float32} and handle.hits[0] == 160
+    assert not errors, errors
+    assert gate.seen == {"a": torch.float32, "b": torch.float32}, gate.seen
+    assert out == dtypes and handle.hits[0] == 2
 
 
 def test_pure_region_keeps_nan_payloads_of_buffers_bit_identical():
