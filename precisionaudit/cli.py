@@ -324,11 +324,12 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     from .check.tolerance import tolerance_for
     from .report.check_report import render_json, render_text
     from .rules.engine import rule_ids
-    from .settings.config import load_config
+    from .settings.resolve import SettingsResolver
 
-    config = load_config(config_file, isolated, rule_ids())
-    dtype, mode = (_setting(name, value, config) for name, value in (("dtype", dtype), ("mode", mode)))
-    if config.device == "cpu" and _setting("device", None, config) == "cpu":
+    flags = _flags(dtype=dtype, mode=mode, device=device)
+    settings = SettingsResolver(rule_ids(), config_file, isolated, flags).for_path(path)
+    dtype, mode = settings.target.dtype, settings.target.mode
+    if flags["device"] is None and settings.config.device == "cpu":
         device = "cpu"  # the settings' policy device; "cuda" is what auto does already
     if plan_path is not None and not os.path.isfile(plan_path):
         raise UsageError(f"{plan_path}: no such plan file")
