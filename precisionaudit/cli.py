@@ -10,6 +10,7 @@ import click
 
 from .core.errors import UsageError
 from .core.findings import SEVERITY_RANK
+from .core.outputs import checked_output
 from .core.target import (  # not .policy: keep torch out until a model is scanned
     DEVICES,
     DTYPES,
@@ -121,6 +122,9 @@ def scan(paths, fmt, fail_on, show_settings, select, extend_select, ignore, conf
         click.echo(render_settings(resolver.groups(files)), nl=False)
         return
     baselines.read_for(resolver, files)
+    if write_baseline:
+        read = [*files, *skipped, *(s.config.path for s, _ in resolver.groups(files))]
+        baseline_path = checked_output(write_baseline, read, "baseline")
     first = resolver.for_path(files[0] if files else os.path.join(os.curdir, "_"))
     target = first.target  # the report's top-level target; each model carries its own
     if not files:
@@ -135,7 +139,7 @@ def scan(paths, fmt, fail_on, show_settings, select, extend_select, ignore, conf
     hidden = [f for o in done for f in o.known]
     failed = [r for r in results if r.status == "error"]
     if write_baseline and not failed:
-        record_baseline(write_baseline, hidden, target, first.config.root)
+        record_baseline(baseline_path, hidden, target, first.config.root)
         click.echo(f"precisionaudit: wrote {plural(len(hidden), 'finding')} to {write_baseline}",
                    err=True)
     shown_baseline = write_baseline or ", ".join(baselines.paths)
@@ -248,6 +252,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     known = rule_ids()
     settings = SettingsResolver(known, config_file, isolated, _flags(dtype=dtype, mode=mode, device=device)
                                 ).for_path(path)  # the settings the model's scan is judged under
+    output_path = checked_output(output, [path, settings.config.path], "plan") if output != "-" else None
     judged = settings.target
     target = Target(judged.dtype, "pure" if onnx else judged.mode, judged.device)  # ONNX: converted
     rules = [r for r in load_rules() if r.id in settings.rule_ids]
@@ -283,7 +288,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     if output == "-":
         click.echo(text, nl=False)
         return
-    write_text_atomic(output, text, "plan")
+    write_text_atomic(output_path, text, "plan")
     count = len(override_plan.overrides)
     click.echo(f"precisionaudit: wrote {count} override{'s' * (count != 1)} to {output}", err=True)
 
@@ -319,8 +324,6 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
 
     ONNX models: fp32 vs converted to float16 vs converted with the plan, in onnxruntime (CPU).
     """
-    import os
-
     from .check.tolerance import tolerance_for
     from .report.check_report import render_json, render_text
     from .rules.engine import rule_ids
@@ -379,8 +382,6 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     The result must pass onnx.checker and load in onnxruntime before it is written, and is
     written atomically; constants that do not fit float16 are reported.
     """
-    import os
-
     from .capture.onnx.io import require_onnx_extra
 
     require_onnx_extra()
@@ -393,8 +394,7 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     if not path.endswith(".onnx"):
         raise UsageError(f"{path}: convert takes an ONNX model (.onnx); PyTorch models take a plan "
                          "through precisionaudit.apply_plan / to_low_precision")
-    if os.path.exists(output) and os.path.samefile(output, path):
-        raise UsageError(f"{output}: the output would overwrite the model being converted")
+    target = checked_output(output, [path, plan_path], "converted model")
     plan = load_plan(plan_path) if plan_path is not None else None
     original = load_onnx(path)
     conversion = convert_model(original, plan, dtype, keep_io_types, source=path)
@@ -405,7 +405,7 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     except UsageError:
         verify(original, path)  # when the model itself does not load, say that instead
         raise
-    write_atomic(conversion.model, output)
+    write_atomic(conversion.model, target)
     total, kept = len(conversion.nodes), len(conversion.kept)
     by_plan = len(conversion.by_plan)
     extra = [f"{by_plan} kept in float32 by the plan"] if plan is not None else []
