@@ -1,7 +1,6 @@
 """Command line: wires the stages together, owns exit codes and error lines, nothing else."""
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import traceback
@@ -11,39 +10,19 @@ import click
 from .core.errors import UsageError
 from .core.findings import SEVERITY_RANK
 from .core.outputs import checked_output
+from .core.signals import time_limit
 from .core.target import (  # not .policy: keep torch out until a model is scanned
     DEVICES,
     DTYPES,
     MODES,
     Target,
 )
+from .core.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineErrors, guarded
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-
-
-def _fail(message: str, debug: bool):
-    if debug:
-        traceback.print_exc()
-    click.echo(f"precisionaudit: error: {message}", err=True)
-    sys.exit(EXIT_USAGE)
-
-
-def guarded(fn):
-    """One clear line and exit 2 for bad input; a traceback only with --debug."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, debug=False, **kwargs):
-        click.get_current_context().meta["precisionaudit.debug"] = debug
-        try:
-            return fn(*args, **kwargs)
-        except UsageError as exc:
-            _fail(str(exc), debug)
-        except (KeyboardInterrupt, SystemExit, click.exceptions.Exit):
-            raise
-        except Exception as exc:  # noqa: BLE001 - nothing reaches the user as a raw traceback
-            _fail(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", debug)
-
-    return click.option("--debug", is_flag=True, help="Show tracebacks.")(wrapper)
+TIMEOUT_OPTION = click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True, max=1e6), metavar="SECONDS",
+    help="Give up on a model whose loading and analysis (its own code included) take longer.")
+SEED = click.IntRange(0, 2**32 - 1)
 
 
 def target_options(fn):
@@ -58,6 +37,7 @@ def target_options(fn):
                      help="Function of the model file that returns the nn.Module."),
         click.option("--inputs", "inputs_name", default="get_example_inputs", show_default=True,
                      help="Function of the model file that returns the example inputs."),
+        TIMEOUT_OPTION,
     ]):
         fn = option(fn)
     return fn
@@ -67,7 +47,7 @@ def _split(values) -> list[str]:
     return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="precisionaudit")
 def main():
     """Find mixed-precision (fp16/bf16) hazards in PyTorch models before training does."""
@@ -95,7 +75,7 @@ def main():
 @target_options
 @guarded
 def scan(paths, fmt, fail_on, show_settings, select, extend_select, ignore, config_file, isolated,
-         baseline, write_baseline, skip_non_models, dtype, mode, device, entry, inputs_name):
+         baseline, write_baseline, skip_non_models, dtype, mode, device, entry, inputs_name, timeout):
     """Scan model files (or directories of them) for precision hazards.
 
     A named file without the entry point is an error unless --skip-non-models; a
@@ -133,7 +113,8 @@ def scan(paths, fmt, fail_on, show_settings, select, extend_select, ignore, conf
         click.echo(FORMATTERS[fmt]([], [], target), nl=False)
         sys.exit(EXIT_OK)
 
-    done = list(outcomes(files, resolver, load_rules(), known, entry, inputs_name, baselines))
+    done = list(outcomes(files, resolver, load_rules(), known, entry, inputs_name, baselines,
+                         timeout=timeout))
     results = [o.result for o in done]
     findings = [f for o in done for f in o.new]
     hidden = [f for o in done for f in o.known]
@@ -177,7 +158,7 @@ def _flags(**values) -> dict:
 @click.argument("path")
 @target_options
 @guarded
-def explain(path, dtype, mode, device, entry, inputs_name):
+def explain(path, dtype, mode, device, entry, inputs_name, timeout):
     """Show what every op computes in under the policy, and why."""
     from .analysis import run_passes
     from .core.errors import CaptureError
@@ -185,7 +166,8 @@ def explain(path, dtype, mode, device, entry, inputs_name):
     from .scanner import capture_model
 
     target = Target(dtype, mode, device)
-    captured = capture_model(path, target, entry, inputs_name)
+    with time_limit(timeout):
+        captured = capture_model(path, target, entry, inputs_name)
     if captured.frontend == "structure":
         raise CaptureError(f"{path}: explain needs example inputs ({inputs_name}() not found)")
     click.echo(render(run_passes(captured.graph), path, target, captured.frontend), nl=False)
@@ -229,11 +211,11 @@ def rules(rule_id, fmt):
               "generated inputs needs (2-5 onnxruntime runs; the plan is verified).")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
               help="With --prune: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
-@click.option("--seed", type=int, default=0, show_default=True, help="With --prune: seed of the inputs.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="With --prune: seed of the inputs.")
 @target_options
 @guarded
 def plan(path, output, min_severity, config_file, isolated, prune, input_shapes, seed, dtype, mode,
-         device, entry, inputs_name):
+         device, entry, inputs_name, timeout):
     """Write the override plan that fixes a model's precision findings.
 
     For a PyTorch model file: autocast / pure-mode regions by module. For an ONNX model:
@@ -257,7 +239,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     target = Target(judged.dtype, "pure" if onnx else judged.mode, judged.device)  # ONNX: converted
     rules = [r for r in load_rules() if r.id in settings.rule_ids]
     results, findings = scan_with_settings([path], target, rules, known, settings.config, entry,
-                                           inputs_name)
+                                           inputs_name, timeout)
     if results[0].status == "error":
         raise UsageError(results[0].error)
     if onnx:
@@ -306,7 +288,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
 @click.option("--atol", type=float, help="Absolute tolerance (default per dtype).")
 @click.option("--rtol", type=float, help="Tolerance relative to max |reference| (default per dtype).")
 @click.option("--cosine", type=float, help="Minimum cosine similarity (default per dtype).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for weights and inputs.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed for weights and inputs.")
 @click.option("--grad", is_flag=True, help="Also compare gradients and recommend a loss scale.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--entry", default="get_model", show_default=True,
@@ -317,9 +299,10 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
               help="ONNX models: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
 @click.option("--config", "config_file", metavar="FILE", help="Settings file (as for scan).")
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
+@TIMEOUT_OPTION
 @guarded
 def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, fmt, entry,
-          inputs_name, input_shapes, config_file, isolated):
+          inputs_name, input_shapes, config_file, isolated, timeout):
     """A/B check: fp32 reference vs the policy (baseline) vs the policy with the plan.
 
     ONNX models: fp32 vs converted to float16 vs converted with the plan, in onnxruntime (CPU).
@@ -337,7 +320,7 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     if plan_path is not None and not os.path.isfile(plan_path):
         raise UsageError(f"{plan_path}: no such plan file")
     if not os.path.isfile(path):
-        raise UsageError(f"{path}: no such file")
+        raise UsageError(f"{path}: {'not a regular file' if os.path.exists(path) else 'no such file'}")
     tolerance = tolerance_for(dtype, atol, rtol, cosine)
     if path.endswith(".onnx"):
         from .capture.onnx.io import require_onnx_extra
@@ -348,8 +331,9 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
 
         if grad:
             raise UsageError("--grad needs a PyTorch model file; an ONNX model is checked forward only")
-        report = run_onnx_check(path, plan=plan_path, dtype=dtype, tolerance=tolerance, seed=seed,
-                                input_shapes=parse_shapes(input_shapes))
+        with time_limit(timeout):
+            report = run_onnx_check(path, plan=plan_path, dtype=dtype, tolerance=tolerance, seed=seed,
+                                    input_shapes=parse_shapes(input_shapes))
     else:
         from .check.pytorch.runner import run_check
 
@@ -357,8 +341,9 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
             raise UsageError("--input-shape is for ONNX models; a model file's example inputs "
                              "give the shapes")
         target = Target(dtype, mode, "cpu" if device == "cpu" else "cuda")
-        report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance,
-                           seed=seed, grad=grad, entry=entry, inputs=inputs_name)
+        with time_limit(timeout):
+            report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance,
+                               seed=seed, grad=grad, entry=entry, inputs=inputs_name)
     if fmt == "json":  # the text report carries its warnings itself
         for warning in report["warnings"]:
             click.echo(f"precisionaudit: warning: {warning}", err=True)

@@ -37,9 +37,17 @@ def looks_like_model_file(path: str, entry: str = "get_model") -> bool:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
-    except OSError:
-        return False
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from exc
     return f"def {entry}(" in text or f"{entry} =" in text
+
+
+def _readable_model_file(path: str, entry: str) -> bool:
+    """In a folder, an unreadable file is passed over like any other non-model file."""
+    try:
+        return looks_like_model_file(path, entry)
+    except UsageError:
+        return False
 
 
 def expand_paths(paths, entry: str = "get_model") -> list[str]:
@@ -49,14 +57,16 @@ def expand_paths(paths, entry: str = "get_model") -> list[str]:
         if os.path.isdir(path):
             found = sorted(
                 os.path.join(root, f) for root, dirs, names in os.walk(path)
-                for f in names if f.endswith((".py", ".onnx"))
+                for f in names if f.endswith((".py", ".onnx")) and os.path.isfile(os.path.join(root, f))
                 and not any(part.startswith(".") for part in root.split(os.sep) if part not in (".", "..")))
-            found = [f for f in found if looks_like_model_file(f, entry)]
+            found = [f for f in found if _readable_model_file(f, entry)]
             if not found:
                 raise UsageError(f"{path}: no model files (Python files defining {entry}() or .onnx files)")
             files.extend(found)
         elif not os.path.exists(path):
             raise UsageError(f"{path}: no such file or directory")
+        elif not os.path.isfile(path):  # a FIFO would block the read, a device never end
+            raise UsageError(f"{path}: not a regular file")
         else:
             files.append(path)
     return files
@@ -92,37 +102,50 @@ def capture_model(path: str, target, entry: str, inputs: str):
     return capture_file(path, target, entry, inputs)
 
 
-def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs"):
-    """(ModelResult, findings) for one model file; capture errors become the result's error."""
+def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None):
+    """(ModelResult, findings) for one model file; its errors (a capture error, the time limit,
+    even a bug of ours on a malformed model) become the result's error, so that the other
+    models of a scan are still reported."""
     from .analysis import (
         run_passes,  # imports torch: only once a model file is really scanned
     )
+    from .core.signals import TimeLimitExceeded, time_limit
     from .rules.engine import run_rules
 
     if path.endswith(".onnx"):  # an ONNX graph is judged converted to the low dtype
         target, entry = dataclasses.replace(target, mode="pure"), "onnx"
     result = ModelResult(path=path, entry=entry, target=target.as_dict())
     try:
-        captured = capture_model(path, target, entry, inputs)
+        with time_limit(timeout):
+            captured = capture_model(path, target, entry, inputs)
+            graph = run_passes(captured.graph)
+            findings = run_rules(graph, rules, target, path, f"{path}:{entry}")
     except CaptureError as exc:
         result.status, result.error, result.exception = "error", str(exc), exc
         return result, []
-    graph = run_passes(captured.graph)
+    except TimeLimitExceeded as exc:
+        result.status, result.error = "error", f"{path}: {exc} (--timeout)"
+        return result, []
+    except Exception as exc:  # noqa: BLE001 - a bug of ours must not hide the other models
+        result.status, result.exception = "error", exc
+        result.error = (f"{path}: internal error, please report: {type(exc).__name__}: {exc} "
+                        "(rerun with --debug for the traceback)")
+        return result, []
     result.frontend, result.nodes = captured.frontend, graph.number_of_nodes()
     result.skipped, result.notes, result.graph = captured.skipped, captured.notes, graph
     if graph.graph.get("structure_only"):
         skipped_rules = [r.id for r in rules if r.needs_inputs]
         if skipped_rules:
             result.skipped.append("needs example inputs: " + " ".join(skipped_rules))
-    findings = run_rules(graph, rules, target, path, f"{path}:{entry}")
     return result, findings
 
 
-def scan(paths, target, rules, entry="get_model", inputs="get_example_inputs", root=None):
+def scan(paths, target, rules, entry="get_model", inputs="get_example_inputs", root=None,
+         timeout=None):
     """Results and findings of every model file; fingerprints use paths relative to ``root``."""
     results, findings = [], []
     for path in expand_paths(paths, entry):
-        result, found = scan_file(path, target, rules, entry, inputs)
+        result, found = scan_file(path, target, rules, entry, inputs, timeout)
         results.append(result)
         findings.extend(found)
     fingerprint_all(findings, root)

@@ -3,6 +3,7 @@ signal can corrupt a user's file, hang the tool or forge its verdict."""
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,9 +40,7 @@ def digest(path):
 
 @pytest.fixture
 def model(tmp_path):
-    path = tmp_path / "m.py"
-    path.write_bytes(open(HAZARD, "rb").read())
-    return path
+    return shutil.copy(HAZARD, tmp_path / "m.py")
 
 
 def write_model(tmp_path, body, name="m.py"):
@@ -107,3 +106,244 @@ def test_a_plan_written_through_a_symlink_keeps_the_link(model, tmp_path):
     result = run("plan", model, "-o", tmp_path / "plan.yaml")
     assert result.exit_code == 0, result.stderr
     assert os.path.islink(tmp_path / "plan.yaml") and "overrides" in (tmp_path / "real.yaml").read_text()
+
+
+# --------------------------------------------------------------------------- 2. forged verdicts
+EXITS = {
+    "sys.exit(0) in get_model": ("def get_model():\n    sys.exit(0)\n", "get_model() called sys.exit(0)"),
+    "sys.exit(3) in get_model": ("def get_model():\n    sys.exit(3)\n", "get_model() called sys.exit(3)"),
+    "SystemExit('x') in inputs": (("def get_model():\n    return torch.nn.Linear(4, 4)\n"
+                                   "def get_example_inputs():\n    raise SystemExit('x')\n"),
+                                  "get_example_inputs() called sys.exit('x')"),
+    "KeyboardInterrupt in get_model": ("def get_model():\n    raise KeyboardInterrupt\n",
+                                       "get_model() raised KeyboardInterrupt"),
+    "BaseException subclass in forward": (
+        ("class Boom(BaseException):\n    pass\n"
+         "class M(torch.nn.Module):\n    def forward(self, x):\n        raise Boom('bang')\n"
+         "def get_model():\n    return M()\n"
+         "def get_example_inputs():\n    return (torch.randn(2, 4),)\n"), "forward raised Boom: bang"),
+    "sys.exit at import": ("sys.exit(0)\ndef get_model():\n    return torch.nn.Linear(4, 4)\n",
+                           "importing the model file called sys.exit(0)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXITS))
+def test_model_code_cannot_forge_the_exit_code(tmp_path, case):
+    body, expected = EXITS[case]
+    path = write_model(tmp_path, body)
+    one_error_line(run("scan", path), expected)
+
+
+@pytest.mark.parametrize("case", ["sys.exit(0) in get_model", "BaseException subclass in forward"])
+def test_check_cannot_be_forged_either(tmp_path, case):
+    body, expected = EXITS[case]
+    if "get_example_inputs" not in body:
+        body += "def get_example_inputs():\n    return (torch.randn(2, 4),)\n"
+    one_error_line(run("check", write_model(tmp_path, body)), expected)
+
+
+def test_ctrl_c_in_the_python_api_stays_a_keyboard_interrupt():
+    from precisionaudit.capture.pytorch.user_code import user_code
+
+    # outside the command line it may be the user's Ctrl-C
+    with pytest.raises(KeyboardInterrupt), user_code("m.py", "get_model()"):
+        raise KeyboardInterrupt
+
+
+PRINTING = """
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+    def forward(self, x):
+        print("forward says hi")
+        return torch.softmax(self.lin(x), -1)
+print("import says hi")
+def get_model():
+    print("get_model says hi")
+    return M()
+def get_example_inputs():
+    print("inputs say hi")
+    return (torch.randn(2, 8),)
+"""
+
+
+@pytest.mark.parametrize("fmt", ["json", "sarif"])
+def test_a_printing_model_keeps_the_report_valid(tmp_path, fmt):
+    path = write_model(tmp_path, PRINTING)
+    result = run("scan", path, "--format", fmt)
+    json.loads(result.stdout)
+    assert "says hi" in result.stderr
+
+
+def test_a_printing_model_keeps_the_check_report_valid(tmp_path):
+    path = write_model(tmp_path, PRINTING)
+    result = run("check", path, "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    assert json.loads(result.stdout)["variants"]
+
+
+# --------------------------------------------------------------------------- 3. one bad model
+def test_one_failing_model_does_not_hide_the_others(tmp_path):
+    bad = write_model(tmp_path, EXITS["sys.exit(0) in get_model"][0], "bad.py")
+    result = run("scan", bad, CLEAN, "--format", "json")
+    report = json.loads(result.stdout)
+    assert [m["status"] for m in report["models"]] == ["error", "ok"]
+    assert result.exit_code == 2
+
+
+def test_an_internal_error_is_that_models_error_and_says_report(monkeypatch, tmp_path):
+    from precisionaudit.rules import engine
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug of ours")
+
+    monkeypatch.setattr(engine, "run_rules", broken)
+    result = run("scan", CLEAN, "--format", "json")
+    assert result.exit_code == 2
+    assert "internal error, please report: ZeroDivisionError" in result.stderr
+    assert "Traceback" not in result.stderr and "--debug" in result.stderr
+    debug = run("scan", CLEAN, "--debug")
+    assert "Traceback" in debug.stderr
+
+
+# --------------------------------------------------------------------------- 4. hangs
+LOOP = """
+class M(torch.nn.Module):
+    def forward(self, x):
+        while True:
+            try:
+                x = x + 0
+            except Exception:
+                pass
+def get_model():
+    return M()
+def get_example_inputs():
+    return (torch.randn(2, 4),)
+"""
+
+
+def test_timeout_stops_an_endless_forward_and_reports_the_others(tmp_path):
+    path = write_model(tmp_path, LOOP, "loop.py")
+    result = run("scan", path, CLEAN, "--timeout", "3", "--format", "json")
+    report = json.loads(result.stdout)
+    assert [m["status"] for m in report["models"]] == ["error", "ok"]
+    assert "timed out after 3 s (--timeout)" in result.stderr and result.exit_code == 2
+
+
+def test_timeout_stops_an_endless_check(tmp_path):
+    path = write_model(tmp_path, LOOP, "loop.py")
+    one_error_line(run("check", path, "--timeout", "3"), "timed out after 3 s")
+
+
+def test_scanning_a_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "m.py"
+    os.mkfifo(fifo)
+    one_error_line(run("scan", fifo), "not a regular file")
+    shutil.copy(CLEAN, tmp_path / "real.py")
+    assert run("scan", tmp_path).exit_code == 0  # a directory's FIFOs are skipped
+
+
+# --------------------------------------------------------------------------- 5. clear lines
+@pytest.mark.parametrize("args,expected", [
+    (["check", HAZARD, "--cosine", "nan"], "--cosine nan"),
+    (["check", HAZARD, "--atol", "-1"], "--atol -1"),
+    (["check", HAZARD, "--rtol", "inf"], "--rtol inf"),
+    (["check", HAZARD, "--seed", str(2**80)], "--seed"),
+    (["scan", "--no-such-flag", HAZARD], "No such option"),
+    (["scan"], "Missing argument"),
+    (["scan", HAZARD, "--format", "xml"], "Invalid value for '--format'"),
+    (["scan", HAZARD, "--timeout", "-1"], "--timeout"),
+])
+def test_usage_errors_are_one_line(args, expected):
+    one_error_line(run(*args), expected)
+
+
+def test_huge_input_shapes_are_refused_before_allocating(tmp_path):
+    from onnx import helper
+    from onnx_graphs import build, exp_softmax_by_hand, save, tensor
+
+    gate = exp_softmax_by_hand(tmp_path)
+    one_error_line(run("check", gate, "--input-shape", "x=1000000000x4"), "4,000,000,000 elements")
+    huge = save(build([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2**40, 4])],
+                      [tensor("y", [2**40, 4])]), tmp_path, "huge.onnx")
+    one_error_line(run("check", huge), "declares 4,398,046,511,104 elements")
+
+
+def test_nul_bytes_in_a_model_file_are_a_clear_syntax_error(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_bytes(b"def get_model():\n    return 1\x00\n")
+    result = run("scan", path)
+    one_error_line(result, "syntax error")
+    assert "None" not in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads everything")
+def test_an_unreadable_model_file_says_so(tmp_path):
+    path = shutil.copy(HAZARD, tmp_path / "m.py")
+    os.chmod(path, 0)
+    one_error_line(run("scan", path), "cannot read")
+
+
+def test_a_device_as_model_file_is_refused():
+    one_error_line(run("scan", "/dev/zero"), "not a regular file")
+    one_error_line(run("check", "/dev/zero"), "not a regular file")
+
+
+def test_stdout_on_a_full_disk_is_one_line():
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "precisionaudit", "rules"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=60, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "precisionaudit: error: cannot write the output: No space left on device"]
+
+
+# --------------------------------------------------------------------------- signals
+def test_ctrl_c_exits_130_and_sigterm_143(tmp_path):
+    path = write_model(tmp_path, LOOP, "loop.py")
+    for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        proc = subprocess.Popen([sys.executable, "-m", "precisionaudit", "scan", str(path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        try:
+            _wait_for_forward(proc, tmp_path)
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+        assert proc.returncode == code, err
+        assert "Traceback" not in err
+
+
+def _wait_for_forward(proc, tmp_path, limit=60.0):
+    """Signal once the model's code runs (torch imported), not during interpreter start-up."""
+    import time
+
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        if proc.poll() is not None:
+            return
+        try:
+            with open(f"/proc/{proc.pid}/maps") as fh:
+                maps = fh.read()
+        except OSError:
+            return
+        if "libtorch_cpu" in maps:
+            time.sleep(3)
+            return
+        time.sleep(0.2)
+
+
+def test_an_interrupted_write_leaves_no_staging_file(tmp_path, monkeypatch):
+    from precisionaudit.core import atomic
+    from precisionaudit.core.signals import Terminated
+
+    def terminated_midway(*args, **kwargs):
+        raise Terminated()
+
+    monkeypatch.setattr(atomic.os, "replace", terminated_midway)
+    with pytest.raises(Terminated):
+        atomic.write_text_atomic(str(tmp_path / "plan.yaml"), "x", "plan")
+    assert os.listdir(tmp_path) == []

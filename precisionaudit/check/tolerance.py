@@ -12,7 +12,10 @@ bits (unit roundoff 4.9e-4), bf16 8 (3.9e-3), so bf16's bounds are 5x fp16's.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
+
+from ..core.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,13 @@ DEFAULTS = {
 
 
 def tolerance_for(dtype: str, atol=None, rtol=None, cosine=None) -> Tolerance:
+    """The dtype's defaults with the given values; a NaN, negative or infinite atol/rtol or a
+    cosine outside [-1, 1] is refused (NaN would pass every comparison)."""
+    for flag, value in (("atol", atol), ("rtol", rtol)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"--{flag} {value}: must be a finite number >= 0")
+    if cosine is not None and not -1.0 <= cosine <= 1.0:  # False for NaN
+        raise UsageError(f"--cosine {cosine}: must be a number between -1 and 1")
     base = DEFAULTS[dtype]
     return Tolerance(atol=base.atol if atol is None else atol,
                      rtol=base.rtol if rtol is None else rtol,

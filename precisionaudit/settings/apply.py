@@ -14,12 +14,13 @@ from .suppressions import suppress_inline, suppress_patterns, unused_findings
 UNUSED_SUPPRESSION = "PA001"
 
 
-def scan_with_settings(paths, target, rules, known_ids, config: Config, entry, inputs):
+def scan_with_settings(paths, target, rules, known_ids, config: Config, entry, inputs, timeout=None):
     """(results, findings) of a scan as the project's settings want to see them."""
     from ..scanner import scan  # imports torch only once there is a model to scan
 
     graph_rules = [r for r in rules if r.scope != "source"]  # source rules are applied below
-    results, findings = scan(paths, target, graph_rules, entry, inputs, root=config.root)
+    results, findings = scan(paths, target, graph_rules, entry, inputs, root=config.root,
+                            timeout=timeout)
     return results, apply_settings(findings, results, rules, known_ids, config, target)
 
 

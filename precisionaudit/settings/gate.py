@@ -58,14 +58,14 @@ class Baselines:
 
 
 def outcomes(files, resolver: SettingsResolver, rules, known_ids, entry, inputs, baselines: Baselines,
-             before=None):
+             before=None, timeout=None):
     """An ``Outcome`` per model file, as each finishes; ``before(index, path)`` is called
-    before each file is loaded (a progress line)."""
+    before each file is loaded (a progress line); ``timeout``: seconds each model may take."""
     for index, path in enumerate(files, 1):
         if before is not None:
             before(index, path)
         settings = resolver.for_path(path)
         chosen = [r for r in rules if r.id in settings.rule_ids]
         (result,), found = scan_with_settings([path], settings.target, chosen, known_ids,
-                                              settings.config, entry, inputs)
+                                              settings.config, entry, inputs, timeout)
         yield Outcome(result, *baselines.split(found, settings.baseline), settings)

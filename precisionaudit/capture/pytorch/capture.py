@@ -23,6 +23,7 @@ from ...ir.graph import OpNode, add_op, new_graph
 from .cuda_autocast import emulated_cuda_autocast
 from .model_file import _describe, call_user, entry_point, import_model_file
 from .recorder import CAST_FNS, Recorder
+from .user_code import user_code
 
 #: aten ops that only re-view, alias or copy a tensor: not nodes, edges pass through them.
 TRANSPARENT = {
@@ -150,7 +151,7 @@ def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) 
             args, kwargs = _cast_floats((args, kwargs), target.torch_dtype)
         recorder = Recorder(model, {**dict(model.named_buffers()), **dict(model.named_parameters())})
         recorder.mark_inputs((args, kwargs))
-        with torch.no_grad(), policy(target, recorder.mark_banned), recorder:
+        with torch.no_grad(), policy(target, recorder.mark_banned), recorder, user_code(path, "forward"):
             out = model(*args, **kwargs)
     graph = build_graph(recorder, target, (args, kwargs), out, model)
     return Capture(graph, "fake" if fake else "eager")

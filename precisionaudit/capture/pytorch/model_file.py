@@ -7,6 +7,8 @@ import os
 import sys
 
 from ...core.errors import CaptureError
+from .user_code import describe as _describe
+from .user_code import user_code
 
 _counter = itertools.count()
 
@@ -23,9 +25,13 @@ def import_model_file(path: str):
     directory = os.path.dirname(os.path.abspath(path))
     sys.path.insert(0, directory)
     try:
-        spec.loader.exec_module(module)
+        with user_code(path, "importing the model file"):
+            spec.loader.exec_module(module)
+    except CaptureError:
+        raise
     except SyntaxError as exc:
-        raise CaptureError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
+        where = f"{path}:{exc.lineno}" if exc.lineno else path
+        raise CaptureError(f"{where}: syntax error: {exc.msg}") from exc
     except Exception as exc:  # noqa: BLE001 - any failure of user code is reported, not raised
         raise CaptureError(f"{path}: importing the model file failed: {_describe(exc)}") from exc
     finally:
@@ -47,11 +53,10 @@ def entry_point(module, path: str, name: str, required: bool):
 
 def call_user(fn, path: str, what: str):
     try:
-        return fn()
+        with user_code(path, f"{what}()"):
+            return fn()
+    except CaptureError:
+        raise
     except Exception as exc:  # noqa: BLE001
         raise CaptureError(f"{path}: {what}() raised {_describe(exc)}") from exc
 
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -10,6 +10,7 @@ the check stops with the input and the dimension named.
 """
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -25,6 +26,10 @@ PASS_THROUGH = {"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast", "Identity"
                 "Transpose", "Slice", "Concat"}
 
 
+#: no generated input is larger than this (2^31 elements, 8 GiB of float32)
+MAX_ELEMENTS = 2**31
+
+
 def parse_shapes(values) -> dict[str, tuple[int, ...]]:
     """``["ids=2x128", "mask=2x128"]`` → {"ids": (2, 128), ...}."""
     shapes = {}
@@ -32,7 +37,11 @@ def parse_shapes(values) -> dict[str, tuple[int, ...]]:
         match = re.fullmatch(r"\s*([^=]+?)\s*=\s*(\d+(?:\s*[x,]\s*\d+)*)\s*", value)
         if not match:
             raise UsageError(f"--input-shape {value!r}: expected NAME=DIMS such as input_ids=2x128")
-        shapes[match.group(1)] = tuple(int(d) for d in re.split(r"\s*[x,]\s*", match.group(2)))
+        shape = tuple(int(d) for d in re.split(r"\s*[x,]\s*", match.group(2)))
+        if math.prod(shape) > MAX_ELEMENTS:
+            raise UsageError(f"--input-shape {value}: {math.prod(shape):,} elements is more than "
+                             f"the {MAX_ELEMENTS:,} an input may have")
+        shapes[match.group(1)] = shape
     return shapes
 
 
@@ -71,6 +80,10 @@ def resolve_shapes(model, given: dict[str, tuple], source: str) -> dict[str, tup
                 raise UsageError(f"{source}: input {vi.name!r} has a dynamic dim {axis}{label}: give its "
                                  f"shape with --input-shape {vi.name}={example}")
         shapes[vi.name] = tuple(d.dim_value for d in dims)
+    for name, shape in shapes.items():
+        if math.prod(shape) > MAX_ELEMENTS:
+            raise UsageError(f"{source}: input {name!r} declares {math.prod(shape):,} elements, more than "
+                             f"the {MAX_ELEMENTS:,} a generated input may have")
     return shapes
 
 

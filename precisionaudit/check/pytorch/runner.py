@@ -23,6 +23,7 @@ from ...capture.pytorch.model_file import (
     entry_point,
     import_model_file,
 )
+from ...capture.pytorch.user_code import user_code
 from ...core.errors import UsageError
 from ...core.target import Target
 from ...plan.file import load_plan
@@ -59,6 +60,11 @@ def run_check(path: str, target: Target, plan=None, device: str = "auto", tolera
               seed: int = 0, grad: bool = False, entry: str = "get_model",
               inputs: str = "get_example_inputs") -> dict:
     """The check report of DESIGN.md for one model file (a dict, JSON-ready)."""
+    with user_code(path, "the model's forward"):  # an exit from the forward is not a verdict
+        return _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs)
+
+
+def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs) -> dict:
     started = time.perf_counter()
     runtime = execution.resolve(device)
     target = Target(target.dtype, target.mode, runtime.policy_device)

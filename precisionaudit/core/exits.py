@@ -1,0 +1,98 @@
+"""Exit codes and the one-line error form of the command line.
+
+Every way a command can end is mapped here: bad input is one line ``precisionaudit: error:
+...`` and exit 2 (click's own usage errors included, not its three-line form); a bug of ours
+is exit 2 too but says "internal error, please report" (its traceback under --debug); a
+real Ctrl-C is 130 and SIGTERM 143, as a shell reports them, after cleanup has run; stdout
+on a full disk or a closed pipe is one line, not a traceback from the final flush.
+"""
+from __future__ import annotations
+
+import errno
+import functools
+import io
+import os
+import sys
+import traceback
+
+import click
+
+from .errors import UsageError
+from .signals import Terminated, TimeLimitExceeded, handled_signals
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # 128 + SIGINT, 128 + SIGTERM
+#: errors of writing stdout itself (no file name): a full disk, a closed pipe
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EDQUOT, errno.EFBIG}
+
+
+def fail(message: str, debug: bool = False, code: int = EXIT_USAGE):
+    if debug:
+        traceback.print_exc()
+    click.echo(f"precisionaudit: error: {message}", err=True)
+    sys.exit(code)
+
+
+def internal_error_line(exc: BaseException, debug: bool) -> str:
+    return (f"internal error, please report: {type(exc).__name__}: {exc}"
+            + ("" if debug else " (rerun with --debug for the traceback)"))
+
+
+def guarded(fn):
+    """Run a command so that it ends in exactly one of the ways above; adds --debug."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, debug=False, **kwargs):
+        click.get_current_context().meta["precisionaudit.debug"] = debug
+        try:
+            with handled_signals():
+                return fn(*args, **kwargs)
+        except UsageError as exc:
+            fail(str(exc), debug)
+        except TimeLimitExceeded as exc:
+            fail(f"{exc} (--timeout)", debug)
+        except KeyboardInterrupt:  # Interrupted, or a Ctrl-C outside handled_signals
+            fail("interrupted", debug, EXIT_INTERRUPTED)
+        except Terminated:
+            fail("terminated", debug, EXIT_TERMINATED)
+        except (SystemExit, click.exceptions.Exit):
+            raise
+        except OSError as exc:
+            if exc.filename is None and exc.errno in _OUTPUT_ERRNOS:
+                quiet_stdout()
+                fail(f"cannot write the output: {exc.strerror}", debug)
+            fail(internal_error_line(exc, debug), debug)
+        except Exception as exc:  # noqa: BLE001 - nothing reaches the user as a raw traceback
+            fail(internal_error_line(exc, debug), debug)
+
+    return click.option("--debug", is_flag=True, help="Show tracebacks.")(wrapper)
+
+
+def quiet_stdout():
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+
+
+class OneLineErrors(click.Group):
+    """A click group whose usage errors are one line ``precisionaudit: error: ...`` (exit 2)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as exc:
+            click.echo(f"precisionaudit: error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:  # Ctrl-C during click's own parsing
+            click.echo("precisionaudit: error: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except OSError as exc:  # --help or --version onto a full disk or a closed pipe
+            quiet_stdout()
+            click.echo(f"precisionaudit: error: cannot write the output: {exc.strerror}", err=True)
+            sys.exit(EXIT_USAGE)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -1,0 +1,96 @@
+"""Signals and time limits as exceptions, so that cleanup code runs and exit codes are honest.
+
+A real Ctrl-C raises :class:`Interrupted` (exit 130), SIGTERM :class:`Terminated` (exit
+143): both are told apart from a ``KeyboardInterrupt`` that model code raises itself, and
+``finally`` blocks (staging files of atomic writes) run. :func:`time_limit` raises
+:class:`TimeLimitExceeded` in the main thread once the seconds are spent; it derives from
+BaseException so that a model's ``except Exception`` cannot swallow it.
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+
+#: how long past the limit an import in progress may still finish
+IMPORT_GRACE_S = 30.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """The user pressed Ctrl-C (SIGINT)."""
+
+
+class Terminated(BaseException):
+    """The process received SIGTERM."""
+
+
+class TimeLimitExceeded(BaseException):
+    def __init__(self, seconds: float):
+        super().__init__(f"timed out after {seconds:g} s")
+        self.seconds = seconds
+
+
+def _raise(exc_type):
+    def handler(signum, frame):
+        raise exc_type()
+    handler.precisionaudit = True
+    return handler
+
+
+def ctrl_c_is_interrupted() -> bool:
+    """Whether a real Ctrl-C now arrives as Interrupted (so a bare KeyboardInterrupt is the
+    model's own); outside the command line (the Python API) it is a plain KeyboardInterrupt."""
+    return getattr(signal.getsignal(signal.SIGINT), "precisionaudit", False)
+
+
+@contextlib.contextmanager
+def handled_signals():
+    """SIGINT → Interrupted, SIGTERM → Terminated while the block runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _raise(exc)) for sig, exc in
+                ((signal.SIGINT, Interrupted), (signal.SIGTERM, Terminated))}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise TimeLimitExceeded in the block after ``seconds`` (None or 0: no limit).
+
+    Python code is interrupted between bytecodes; a single long C call (one huge kernel)
+    is interrupted when it returns. An ``import`` in progress (torch imports submodules
+    lazily on first use) is let finish, up to IMPORT_GRACE_S more: interrupted, it would
+    leave a half-initialised module behind for every later model."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    grace_until = time.monotonic() + seconds + IMPORT_GRACE_S
+
+    def expired(signum, frame):
+        if _importing(frame) and time.monotonic() < grace_until:
+            signal.setitimer(signal.ITIMER_REAL, 0.05)  # an interrupted import breaks its module
+            return
+        raise TimeLimitExceeded(seconds)
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _importing(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name == "_find_and_load" and "importlib" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
