@@ -53,12 +53,30 @@ def main():
     """Find mixed-precision (fp16/bf16) hazards in PyTorch models before training does."""
 
 
-@main.command()
+SCAN_EXAMPLES = """\b
+Examples:
+  precisionaudit scan model.py                      findings under CUDA fp16 autocast
+  precisionaudit scan models/ --dtype bfloat16      every model file below models/
+  precisionaudit scan model.py --format json -o report.json
+  precisionaudit scan . --statistics                how many findings each rule has
+  precisionaudit scan model.py --show-settings      which settings file applies, and its values
+  precisionaudit scan . --write-baseline base.json  accept today's findings; then --baseline base.json"""
+
+
+@main.command(epilog=SCAN_EXAMPLES)
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
               show_default=True)
+@click.option("-o", "--output-file", metavar="FILE",
+              help="Write the report to FILE (atomically, at the end) instead of stdout.")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error",
               show_default=True, help="Exit 1 when a finding is at or above this severity.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still "
+              "means bad input or a model that failed).")
+@click.option("--statistics", is_flag=True, help="Show how many findings each rule has instead of "
+              "the findings (text or json).")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              show_default=True, help="Colour the text report (auto: on a terminal, unless NO_COLOR is set).")
 @click.option("--show-settings", is_flag=True, help="Show which settings file applies to each path, "
               "and its values, then exit without scanning.")
 @click.option("--select", multiple=True, help="Rule ids or prefixes to run (comma-separated).")
@@ -74,16 +92,22 @@ def main():
               help="Skip named files that define no model entry point (what the pre-commit hooks pass).")
 @target_options
 @guarded
-def scan(paths, fmt, fail_on, show_settings, select, extend_select, ignore, config_file, isolated,
-         baseline, write_baseline, skip_non_models, dtype, mode, device, entry, inputs_name, timeout):
+def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_settings, select,
+         extend_select, ignore, config_file, isolated, baseline, write_baseline, skip_non_models, dtype,
+         mode, device, entry, inputs_name, timeout):
     """Scan model files (or directories of them) for precision hazards.
 
     A named file without the entry point is an error unless --skip-non-models; a
     directory yields its model files and is an error when it has none. Each file is
     judged under the nearest settings file above it (as ruff does); flags win over it.
+    The text report prints each model's result as it finishes.
     """
+    import time
+
+    from .core.findings import rule_counts
     from .report import FORMATTERS, json_report
     from .report import text as text_report
+    from .report.console import Output, Progress, color_enabled
     from .report.settings_report import render_settings
     from .report.words import plural
     from .rules.engine import load_rules, rule_ids
@@ -92,6 +116,9 @@ def scan(paths, fmt, fail_on, show_settings, select, extend_select, ignore, conf
     from .settings.gate import Baselines, outcomes
     from .settings.resolve import SettingsResolver
 
+    started = time.monotonic()
+    if statistics and fmt not in ("text", "json"):
+        raise UsageError("--statistics shows text or json")
     known = rule_ids()
     resolver = SettingsResolver(known, config_file, isolated, _flags(dtype=dtype, mode=mode, device=device,
                                                                     fail_on=fail_on),
@@ -102,19 +129,35 @@ def scan(paths, fmt, fail_on, show_settings, select, extend_select, ignore, conf
         click.echo(render_settings(resolver.groups(files)), nl=False)
         return
     baselines.read_for(resolver, files)
+    read = [*files, *skipped, *(s.config.path for s, _ in resolver.groups(files))]
     if write_baseline:
-        read = [*files, *skipped, *(s.config.path for s, _ in resolver.groups(files))]
         baseline_path = checked_output(write_baseline, read, "baseline")
+    colored = color_enabled(color, to_file=output_file is not None)
+    out = Output(output_file and checked_output(output_file, [*read, *baselines.paths], "report"), colored)
     first = resolver.for_path(files[0] if files else os.path.join(os.curdir, "_"))
     target = first.target  # the report's top-level target; each model carries its own
     if not files:
         click.echo(f"precisionaudit: nothing to scan: {plural(len(skipped), 'file')} without {entry}() "
                    "skipped", err=True)
-        click.echo(FORMATTERS[fmt]([], [], target), nl=False)
+        out.write(FORMATTERS[fmt]([], [], target))
+        out.close()
         sys.exit(EXIT_OK)
 
-    done = list(outcomes(files, resolver, load_rules(), known, entry, inputs_name, baselines,
-                         timeout=timeout))
+    debug = click.get_current_context().meta.get("precisionaudit.debug")
+    streamed = fmt == "text" and not statistics
+    progress = Progress(len(files))
+    done = []
+    for outcome in outcomes(files, resolver, load_rules(), known, entry, inputs_name, baselines,
+                            timeout=timeout, before=progress.update):
+        progress.clear()
+        done.append(outcome)
+        result = outcome.result
+        if result.status == "error":  # on stderr as it happens; stdout stays the report
+            if debug and result.exception is not None:
+                traceback.print_exception(result.exception)
+            click.echo(f"precisionaudit: error: {result.error}", err=True)
+        elif streamed:
+            out.write(text_report.render_model(result, outcome.new, target, len(outcome.known), colored))
     results = [o.result for o in done]
     findings = [f for o in done for f in o.new]
     hidden = [f for o in done for f in o.known]
@@ -125,25 +168,25 @@ def scan(paths, fmt, fail_on, show_settings, select, extend_select, ignore, conf
                    err=True)
     shown_baseline = write_baseline or ", ".join(baselines.paths)
     if len(failed) < len(results):  # when every model failed there is no report, only the errors
-        if fmt == "text":
-            report = text_report.render(results, findings, target, len(hidden), shown_baseline)
+        if statistics:
+            counts = rule_counts(findings)
+            out.write(text_report.render_statistics(counts, colored) if fmt == "text"
+                      else json_report.dumps(counts))
+        elif streamed:
+            out.write(text_report.render_summary(results, findings, target, time.monotonic() - started,
+                                                 len(hidden), shown_baseline, colored))
         elif fmt == "json":
             used = [settings.as_json(group) for settings, group in resolver.groups(files)]
-            report = json_report.render(results, findings, target, settings=used)
+            out.write(json_report.render(results, findings, target, settings=used))
         else:
-            report = FORMATTERS[fmt](results, findings, target)
-        click.echo(report, nl=False)
-    if hidden and not write_baseline and fmt != "text":
+            out.write(FORMATTERS[fmt](results, findings, target))
+    out.close()
+    if hidden and not write_baseline and not streamed:
         click.echo(f"precisionaudit: {plural(len(hidden), 'finding')} hidden by baseline {shown_baseline}",
                    err=True)
-    debug = click.get_current_context().meta.get("precisionaudit.debug")
-    for result in failed:
-        if debug and result.exception is not None:
-            traceback.print_exception(result.exception)
-        click.echo(f"precisionaudit: error: {result.error}", err=True)
     if failed:
         sys.exit(EXIT_USAGE)
-    sys.exit(EXIT_FINDINGS if any(o.failing for o in done) else EXIT_OK)
+    sys.exit(EXIT_FINDINGS if any(o.failing for o in done) and not exit_zero else EXIT_OK)
 
 
 def _flags(**values) -> dict:

@@ -72,3 +72,12 @@ def summary(findings: list[Finding]) -> dict:
     for f in findings:
         counts[f.severity] += 1
     return counts
+
+
+def rule_counts(findings: list[Finding]) -> list[dict]:
+    """``scan --statistics``: [{rule, name, count}], most frequent first, then by rule id."""
+    counts: dict[tuple, int] = {}
+    for f in findings:
+        counts[(f.rule, f.name)] = counts.get((f.rule, f.name), 0) + 1
+    return [{"rule": rule, "name": name, "count": n}
+            for (rule, name), n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]

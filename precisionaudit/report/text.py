@@ -115,3 +115,10 @@ def render(results, findings, target, hidden: int = 0, baseline: str | None = No
     """The whole report at once (``hidden``: how many findings the baseline hid in all)."""
     return "".join(render_model(r, findings, target, color=color) for r in results) + \
         render_summary(results, findings, target, hidden=hidden, baseline=baseline, color=color)
+
+
+def render_statistics(counts, color: bool = False) -> str:
+    """``--statistics``: how many findings each rule has, most first (``rule_counts``), as ruff."""
+    width = max([len(str(c["count"])) for c in counts] + [1])
+    return "".join(f"{c['count']:>{width}}  {_paint(c['rule'], color, fg='red')}  {c['name']}\n"
+                   for c in counts)
