@@ -61,7 +61,7 @@ def test_sarif_results_carry_rule_level_location_module_and_fingerprint(scanned)
 
     direct = results["hazard.py"]
     assert direct["ruleId"] == "PA107" and direct["level"] == "error"
-    assert direct["locations"][0]["physicalLocation"]["region"] == {"startLine": HAZARD_LINE}
+    assert direct["locations"][0]["physicalLocation"]["region"] == {"startLine": HAZARD_LINE, "startColumn": 18}
     names = [loc["fullyQualifiedName"] for loc in direct["locations"][0]["logicalLocations"]]
     assert names[0] == "attn" and names[1].endswith(by_path["hazard.py"]["node"])
     assert direct["partialFingerprints"] == {"precisionaudit/v1": by_path["hazard.py"]["fingerprint"]}
@@ -90,7 +90,7 @@ def test_github_annotations_for_line_and_lineless_findings(scanned):
     lines = scanned["github"].stdout.splitlines()
     assert len(lines) == 2 and all(line.startswith("::error file=") for line in lines)
     direct = next(line for line in lines if "file=hazard.py" in line)
-    assert direct.startswith(f"::error file=hazard.py,line={HAZARD_LINE},title=PA107 unrepresentable-constant::")
+    assert direct.startswith(f"::error file=hazard.py,line={HAZARD_LINE},col=18,title=PA107 unrepresentable-constant::")
     assert "-1e+09" in direct
     indirect = next(line for line in lines if "file=via_helper.py" in line)
     assert "line=" not in indirect.split("::")[1]

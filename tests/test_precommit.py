@@ -69,7 +69,7 @@ def _try_repo(repos, *files):
 def test_hook_fails_on_the_hazard_and_names_rule_and_line(repos):
     run = _try_repo(repos, "hazard_model.py", "utils.py")
     assert run.returncode == 1, run.stdout + run.stderr
-    assert re.search(r"hazard_model\.py:12: PA107 \[error\]", run.stdout), run.stdout
+    assert re.search(r"hazard_model\.py:12:18: PA107 \[error\]", run.stdout), run.stdout
 
 
 def test_hook_passes_on_the_clean_twin_and_skips_non_models(repos):

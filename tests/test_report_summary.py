@@ -1,5 +1,6 @@
 """The text report's summary: counted nouns, failed models, what a baseline hid, the next step."""
 import os
+import re
 
 import pytest
 from gate_models import CLEAN, HAZARD, write
@@ -17,7 +18,9 @@ def project(tmp_path, monkeypatch):
 
 
 def _summary(result) -> str:
-    return next(line for line in result.stdout.splitlines() if line.startswith("found "))
+    """The summary line, its elapsed time shown as (T)."""
+    line = next(line for line in result.stdout.splitlines() if line.startswith("found "))
+    return re.sub(r" \(\d+\.\d s\)", " (T)", line)
 
 
 @pytest.mark.parametrize("count, noun, text", [
@@ -30,7 +33,7 @@ def test_plural(count, noun, text):
 def test_summary_counts_models_and_names_the_failed_one(project, cli):
     result = cli("scan", "--isolated", "model.py", os.path.join(BAD, "get_model_raises.py"))
     assert result.exit_code == 2
-    assert _summary(result) == "found 1 error, 0 warnings, 0 info in 2 models; 1 model failed"
+    assert _summary(result) == "found 1 error, 0 warnings, 0 info in 2 models (T); 1 model failed"
     assert "precisionaudit: error: " in result.stderr and "get_model_raises.py" in result.stderr
 
 
@@ -38,7 +41,7 @@ def test_write_baseline_reports_what_it_wrote_not_zero_findings(project, cli):
     result = cli("scan", "--isolated", "--write-baseline", "base.json", "model.py")
     assert result.exit_code == 0
     assert "wrote 1 finding to base.json" in result.stderr
-    assert _summary(result) == ("found 0 errors, 0 warnings, 0 info in 1 model; "
+    assert _summary(result) == ("found 0 errors, 0 warnings, 0 info in 1 model (T); "
                                 "1 finding hidden by the baseline base.json")
     again = cli("scan", "--isolated", "--baseline", "base.json", "model.py")
     assert again.exit_code == 0 and "1 finding hidden by the baseline base.json" in _summary(again)

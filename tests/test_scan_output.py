@@ -110,7 +110,7 @@ def test_on_a_terminal_progress_goes_to_stderr_and_the_report_is_coloured(projec
     assert "scanning" not in stdout and ANSI.search(stdout)
     assert "PA107" in ANSI.sub("", stdout)
     stdout, _ = _on_terminals(["scan", "--isolated", "model.py"], project, {"NO_COLOR": "1"})
-    assert not ANSI.search(stdout) and "model.py:12: PA107" in stdout
+    assert not ANSI.search(stdout) and "model.py:12:18: PA107" in stdout
 
 
 def test_each_model_is_printed_as_it_finishes(tmp_path):
@@ -149,7 +149,7 @@ def test_output_file_holds_the_report_and_stdout_stays_empty(project, cli):
     assert written.exit_code == shown.exit_code == 1 and written.stdout == ""
     assert json.loads((project / "report.json").read_text()) == json.loads(shown.stdout)
     text = cli("scan", "--isolated", "--color", "auto", "--output-file", "report.txt", "model.py")
-    assert text.stdout == "" and "model.py:12: PA107" in (project / "report.txt").read_text()
+    assert text.stdout == "" and "model.py:12:18: PA107" in (project / "report.txt").read_text()
 
 
 def test_output_file_is_not_written_when_every_model_failed_nor_in_a_missing_directory(project, cli):
@@ -196,3 +196,17 @@ def test_output_file_refuses_to_overwrite_what_the_scan_reads(project, cli):
     kept = (project / "base.json").read_text()
     result = cli("scan", "--isolated", "--baseline", "base.json", "-o", "base.json", "model.py")
     assert result.exit_code == 2 and (project / "base.json").read_text() == kept
+
+
+def test_findings_carry_the_column_where_the_call_starts(project, cli):
+    line = HAZARD.splitlines()[11]
+    column = line.index("scores.masked_fill") + 1  # 1-based, as editors count
+    text = cli("scan", "--isolated", "model.py").stdout
+    assert f"model.py:12:{column}: PA107" in text
+    finding = json.loads(cli("scan", "--isolated", "--format", "json", "model.py").stdout)["findings"][0]
+    assert (finding["line"], finding["column"]) == (12, column)
+    sarif = json.loads(cli("scan", "--isolated", "--format", "sarif", "model.py").stdout)
+    region = sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
+    assert region == {"startLine": 12, "startColumn": column}
+    github = cli("scan", "--isolated", "--format", "github", "model.py").stdout
+    assert f"line=12,col={column}," in github

@@ -30,10 +30,11 @@ class Finding:
     evidence: dict = field(default_factory=dict)
     fix: dict = field(default_factory=dict)
     fingerprint: str = ""
+    column: int | None = None  # 1-based; None where only the line (or nothing) is known
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in (
-            "rule", "name", "severity", "path", "line", "model", "node", "op", "module",
+            "rule", "name", "severity", "path", "line", "column", "model", "node", "op", "module",
             "message", "evidence", "fix", "fingerprint")}
 
 

@@ -33,6 +33,7 @@ class OpNode:
     module_type: str = ""
     file: str | None = None
     line: int | None = None
+    column: int | None = None  # 1-based, where the call expression starts
     autocast_enabled: bool = True  # False inside an autocast(enabled=False) region
     autocast_cast: bool = False  # autocast changed the dtype of an input of this op
     explicit_cast: bool = False  # the op is a user-written cast (.float(), .to(dtype))

@@ -12,10 +12,12 @@ def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def _command(level: str, path: str, line, title: str, message: str) -> str:
+def _command(level: str, path: str, line, title: str, message: str, column=None) -> str:
     props = [f"file={_property(path)}"]
     if line:
         props.append(f"line={line}")
+        if column:
+            props.append(f"col={column}")
     props.append(f"title={_property(title)}")
     return f"::{level} {','.join(props)}::{_data(message)}"
 
@@ -28,5 +30,5 @@ def render(results, findings, target) -> str:
         message = f"{f.message} ({where})" if where else f.message
         if "source" in f.evidence:
             message += f" at {f.evidence['source']}"
-        lines.append(_command(LEVELS[f.severity], f.path, f.line, f"{f.rule} {f.name}", message))
+        lines.append(_command(LEVELS[f.severity], f.path, f.line, f"{f.rule} {f.name}", message, f.column))
     return "".join(line + "\n" for line in lines)

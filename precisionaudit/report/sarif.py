@@ -47,7 +47,8 @@ def _rule(rule) -> dict:
 def _result(f, index: dict) -> dict:
     location = {"physicalLocation": {"artifactLocation": _artifact(f.path)}}
     if f.line:
-        location["physicalLocation"]["region"] = {"startLine": f.line}
+        location["physicalLocation"]["region"] = {"startLine": f.line, **(
+            {"startColumn": f.column} if f.column else {})}
     logical = [{"name": f.module.rsplit(".", 1)[-1] or "<root>",
                 "fullyQualifiedName": f.module or "<root>", "kind": "module"}]
     if f.node:

@@ -36,8 +36,10 @@ def _fix_text(fix: dict) -> str:
 
 
 def location(f) -> str:
-    """``path:line`` as far as it is known."""
-    return f"{f.path}:{f.line}" if f.line else f.path
+    """``path:line:column`` as far as it is known."""
+    if not f.line:
+        return f.path
+    return f"{f.path}:{f.line}:{f.column}" if f.column else f"{f.path}:{f.line}"
 
 
 def render_model(result, findings, target, hidden: int = 0, color: bool = False) -> str:
@@ -93,12 +95,12 @@ def render_summary(results, findings, target, elapsed: float | None = None, hidd
     failed = sum(r.status == "error" for r in results)
     line = "found " + ", ".join(plural(counts[s], s) for s in SEVERITIES)
     line += f" in {plural(len(results), 'model')}"
+    if elapsed is not None:
+        line += f" ({elapsed:.1f} s)"
     if failed:
         line += f"; {plural(failed, 'model')} failed"
     if hidden:
         line += f"; {plural(hidden, 'finding')} hidden by the baseline" + (f" {baseline}" if baseline else "")
-    if elapsed is not None:
-        line += f" ({elapsed:.1f} s)"
     lines = [_paint(line, color, bold=True)]
     judged = {r.path: r.target or target.as_dict() for r in results}
     by_path: dict[str, int] = {}

@@ -152,6 +152,7 @@ def _finding(rule, graph, name, evidence, target, path, model) -> Finding:
     node = graph.nodes[name] if name is not None else {}
     severity = evidence.pop("severity", None) or rule.severity_for(target.dtype)
     module = evidence.pop("module", node.get("module", ""))
+    column = None if "line" in evidence else node.get("column")  # a check's own line has none
     line = evidence.pop("line", node.get("line"))
     dtype = node.get("compute_dtype") or target.dtype
     values = {**node, "dtype": dtype, "target_dtype": target.dtype, "module": module or "<root>",
@@ -166,8 +167,8 @@ def _finding(rule, graph, name, evidence, target, path, model) -> Finding:
     if file and line and not _same_file(file, path):
         # the op is in library code (transformers, ...): the finding stays on the model file
         evidence["source"] = f"{file}:{line}"
-        line = None
-    return Finding(rule=rule.id, name=rule.name, severity=severity, path=path, line=line,
+        line = column = None
+    return Finding(rule=rule.id, name=rule.name, severity=severity, path=path, line=line, column=column,
                    model=model, node=name, op=node.get("op"), module=module,
                    message=_format(rule.message, values), evidence=evidence, fix=fix)
 

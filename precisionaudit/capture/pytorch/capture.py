@@ -255,6 +255,7 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
             params=[[r.producer[1], r.shape] for r in entering
                     if isinstance(r.producer, tuple) and r.producer[0] == "param"],
             module=call.module, module_type=call.module_type, file=call.file, line=call.line,
+            column=call.column,
             autocast_enabled=call.autocast,
             autocast_cast=autocast_cast,
             explicit_cast=call.fn in CAST_FNS,

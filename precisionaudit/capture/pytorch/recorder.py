@@ -8,6 +8,7 @@ tensors (no memory, no values) and on real ones (the eager fallback).
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ class Call:
     line: int | None
     autocast: bool = False  # autocast was on where the call was made (not in an enabled=False region)
     ops: list[int] = field(default_factory=list)
+    column: int | None = None
 
 
 def _autocast_on() -> bool:
@@ -63,13 +65,25 @@ def _autocast_on() -> bool:
 
 
 def _user_frame():
+    """(file, line, column) of the user code that made the call; the column (1-based, as
+    editors count) is where the call's expression starts."""
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
         if not path.startswith(_SKIP_DIRS) and not path.startswith("<"):
-            return path, frame.f_lineno
+            return path, frame.f_lineno, _column(frame.f_code, frame.f_lasti, frame.f_lineno)
         frame = frame.f_back
-    return None, None
+    return None, None, None
+
+
+def _column(code, lasti: int, line: int) -> int | None:
+    start_line, _, column, _ = _positions(code)[lasti // 2]
+    return column + 1 if column is not None and start_line == line else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _positions(code) -> list:
+    return list(code.co_positions())
 
 
 def canonical_fn_name(func) -> str:
@@ -185,10 +199,10 @@ class Recorder:
     def record(self, func, args, kwargs, out):
         call = self.current_call
         if call is None:
-            fn, file, line, autocast = self.pending or (
+            fn, file, line, column, autocast = self.pending or (
                 func.__name__.split(".")[0].lstrip("_"), *_user_frame(), _autocast_on())
             module, module_type = self.module_stack[-1]
-            call = Call(len(self.calls), fn, module, module_type, file, line, autocast)
+            call = Call(len(self.calls), fn, module, module_type, file, line, autocast, column=column)
             self.calls.append(call)
             if self.pending is not None:
                 self.current_call = call
