@@ -57,3 +57,18 @@ def exp_named_like_a_softmax(directory, name="clash.onnx") -> str:
     nodes = [helper.make_node("Exp", ["x"], ["e"], name="softmax_0"),
              helper.make_node("Softmax", ["e"], ["y"], axis=-1)]
     return save(build(nodes, [tensor("x", [4, 8])], [tensor("y", [4, 8])]), directory, name)
+
+
+def untyped_square(directory=None, name="untyped.onnx"):
+    """float16 x → com.microsoft Gelu → Mul (squared) → Div by 1000. onnx shape inference
+    knows no com.microsoft op: the Gelu and the Mul results stay untyped. x = 300 squares
+    to 90000, inf in float16. The model, or its path when ``directory`` is given."""
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], name="gelu", domain="com.microsoft"),
+             helper.make_node("Mul", ["g", "g"], ["sq"], name="square"),
+             helper.make_node("Div", ["sq", "k"], ["y"], name="scale")]
+    graph = helper.make_graph(nodes, "g", [tensor("x", [1], TensorProto.FLOAT16)],
+                              [tensor("y", [1], TensorProto.FLOAT16)], [const("k", 1000, np.float16)])
+    model = helper.make_model(graph, ir_version=IR_VERSION, opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    return save(model, directory, name) if directory is not None else model
+

@@ -1,12 +1,15 @@
 """The check's parts on hand-computed cases: metrics, tolerance, loss-scale arithmetic,
 GEMM FLOP counting, and the round-to-dtype emulation of fp16 kernels CPU lacks."""
 import math
+import os
 
 import pytest
 import torch
 
+import precisionaudit
 from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
-from precisionaudit.check.metrics import compare, named_outputs
+from precisionaudit.check.metrics import compare, divergence, named_outputs
+from precisionaudit.check.pytorch.divergence import user_line
 from precisionaudit.check.pytorch.execution import RoundToDtype, Runtime
 from precisionaudit.check.pytorch.flops import GemmFlops
 from precisionaudit.check.pytorch.grads import GradHistogram
@@ -31,6 +34,31 @@ def test_the_bound_scales_with_the_output_not_the_element():
 def test_non_finite_values_are_counted_and_decide_the_status():
     m = compare("0", torch.ones(4), torch.tensor([1.0, float("inf"), float("nan"), 1.0]), FP16)
     assert (m["nonfinite"], m["status"], m["max_abs"]) == (2, "nonfinite", 0.0)
+
+
+def test_an_inf_the_reference_holds_too_is_no_divergence():
+    ref = torch.tensor([[1.0, float("-inf")], [2.0, 3.0]])  # a -inf attention mask
+    assert divergence([ref], [ref.clone()], FP16) == (0.0, 0, None)
+    rel, bad, kind = divergence([ref], [torch.tensor([[1.0, float("-inf")], [float("inf"), 3.0]])], FP16)
+    assert (bad, kind) == (1, "nonfinite")
+    rel, bad, kind = divergence([ref], [torch.tensor([[1.0, float("-inf")], [2.0, 3.3]])], FP16)
+    assert (rel, bad, kind) == (pytest.approx(0.1, rel=1e-5), 0, "exceeds_tolerance")  # 0.3 / 3
+    assert divergence([ref], [ref[0]], FP16) is None
+
+
+def test_the_user_line_skips_frames_of_every_stage_of_the_package():
+    """apply_plan's wrappers (precisionaudit/apply) sit between the user's forward and the
+    probe: the line named must be the user's, not ours."""
+    ours = os.path.join(os.path.dirname(precisionaudit.__file__), "apply", "pytorch.py")
+    scope = {}
+    exec(compile("def wrapper(fn):\n    return fn()\n", ours, "exec"), scope)
+    line = scope["wrapper"](user_line)  # this line is the user's
+    assert line.endswith(f"test_check_parts.py:{_line_of('this line is the user')}")
+
+
+def _line_of(text: str) -> int:
+    with open(__file__) as fh:
+        return next(i for i, row in enumerate(fh, 1) if text in row and "_line_of" not in row)
 
 
 def test_top1_agreement_is_the_share_of_rows_with_the_same_argmax():

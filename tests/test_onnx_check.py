@@ -9,7 +9,7 @@ import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 from conftest import sample  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
-from onnx_graphs import build, const, exp_softmax_by_hand, save, tensor  # noqa: E402
+from onnx_graphs import build, const, exp_softmax_by_hand, save, tensor, untyped_square  # noqa: E402
 from onnx_models import export  # noqa: E402
 
 from precisionaudit.capture.onnx.model import load_onnx  # noqa: E402
@@ -110,6 +110,15 @@ def test_the_emulation_rounds_every_node_to_float16(tmp_path):
     # onnxruntime's CPU provider, run as is, keeps Exp -> Mul in float32 and hides the overflow
     as_is = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert np.isfinite(as_is[0]), "onnxruntime now rounds inside fp32 regions: revisit onnx_emulate's note"
+
+
+def test_results_shape_inference_leaves_untyped_are_rounded_too():
+    model = untyped_square()
+    assert not onnx.shape_inference.infer_shapes(model).graph.value_info  # g, sq: no type
+    emulated, _ = emulate(model)
+    got = ort.InferenceSession(emulated.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.array([300.0], dtype=np.float32)})[0]
+    assert np.isinf(got[0])  # 300² = 90000 overflows float16 before the Div; unrounded: 90
 
 
 # --------------------------------------------------------------------------- inputs

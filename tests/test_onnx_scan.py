@@ -8,6 +8,7 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from conftest import findings_of  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx_graphs import untyped_square  # noqa: E402
 from onnx_models import export  # noqa: E402
 
 from precisionaudit.capture.onnx.model import capture_onnx, module_of  # noqa: E402
@@ -107,6 +108,19 @@ def test_custom_ops_are_listed_as_unanalysed_and_the_rest_scanned(tmp_path):
     captured = capture_onnx(path, Target(mode="pure"))
     assert captured.skipped == ["unanalysed custom ops: com.example::Fancy"]
     assert "PA105" in rules_of(path)
+
+
+def test_results_without_a_shape_are_a_note(tmp_path):
+    captured = capture_onnx(untyped_square(tmp_path), Target(mode="pure"))
+    assert [n for n in captured.notes if "no known shape" in n] == [
+        "2 node result(s) have no known shape (gelu, square): onnx shape inference could not "
+        "derive them; rules that need a dtype or shape did not judge those nodes"]
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_exported_models_have_every_shape(outdir, dynamo):
+    captured = capture_onnx(export("pa106_logits_hazard.py", outdir, dynamo), Target(mode="pure"))
+    assert captured.notes == ["judged as converted to float16"]
 
 
 def test_not_an_onnx_file(tmp_path, cli):

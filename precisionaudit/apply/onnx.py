@@ -34,9 +34,10 @@ import numpy as np
 from onnx import ModelProto, helper, numpy_helper
 
 from ..capture.onnx.graph import FLOAT, FLOAT16, consumers, elem_types, name_nodes
+from ..capture.onnx.io import PROTO_LIMIT
 from ..core.errors import UsageError
+from ..core.numerics import FP16_MAX
 
-FP16_MAX = 65504.0
 FP16_MIN_SUBNORMAL = 2.0 ** -24
 SMALL_CONSTANT = 16  # tensors up to this size are eps/scale/mask constants, not weights
 BF16_UNSUPPORTED = ("bfloat16 conversion is not supported: onnxconverter-common converts to "
@@ -117,7 +118,7 @@ def convert(model: ModelProto, plan=None, dtype: str = "float16", keep_io_types:
             converted = convert_float_to_float16(
                 work, min_positive_val=FP16_MIN_SUBNORMAL, max_finite_val=FP16_MAX,
                 keep_io_types=keep_io_types, op_block_list=op_block_list,
-                node_block_list=sorted(nodes), disable_shape_infer=work.ByteSize() >= 2**31 - 1)
+                node_block_list=sorted(nodes), disable_shape_infer=work.ByteSize() >= PROTO_LIMIT)
     except Exception as exc:  # noqa: BLE001 - the converter's failures become one line
         raise UsageError(f"{source}: onnxconverter-common could not convert the model: "
                          f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc

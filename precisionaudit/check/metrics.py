@@ -12,6 +12,8 @@ import math
 import torch
 from torch.utils import _pytree as pytree
 
+from ..core.errors import UsageError
+
 
 def _key_name(key) -> str:
     for attr in ("idx", "key", "name"):
@@ -43,7 +45,8 @@ def nonfinite_count(t: torch.Tensor) -> int:
     return int((~torch.isfinite(t)).sum()) if t.is_floating_point() else 0
 
 
-def _num(x):
+def report_number(x):
+    """``x`` to 6 significant digits for the JSON report; None for None, nan and inf."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return None
     return float(f"{x:.6g}")
@@ -82,13 +85,14 @@ def compare(name: str, ref, got, tol) -> dict:
     noise = float((diff ** 2).sum())
     signal = float((rf ** 2).sum())
     snr_db = 10 * math.log10(signal / noise) if noise and signal else None
-    entry = {"name": name, "shape": list(ref.shape), "max_abs": _num(max_abs), "max_rel": _num(max_rel),
-             "mean_rel": _num(mean_rel), "cosine": _num(cosine), "snr_db": _num(snr_db),
-             "nonfinite": bad, "bound": _num(tol.bound(ref_max))}
+    num = report_number
+    entry = {"name": name, "shape": list(ref.shape), "max_abs": num(max_abs), "max_rel": num(max_rel),
+             "mean_rel": num(mean_rel), "cosine": num(cosine), "snr_db": num(snr_db),
+             "nonfinite": bad, "bound": num(tol.bound(ref_max))}
     if ref.dim() >= 2 and ref.shape[-1] >= 2:
         rows_ok = finite.all(dim=-1)
         agree = (a.argmax(dim=-1) == r.argmax(dim=-1)) & rows_ok
-        entry["top1_agreement"] = _num(float(agree.double().mean()))
+        entry["top1_agreement"] = report_number(float(agree.double().mean()))
     if bad:
         entry["status"] = "nonfinite"
     elif max_abs > tol.bound(ref_max) or cosine < tol.cosine:
@@ -127,3 +131,52 @@ def variant_status(entries) -> str:
     """The worst status among the comparable outputs (incomparable ones do not vote)."""
     statuses = {e["status"] for e in entries}
     return next((s for s in STATUS_ORDER if s in statuses), "ok")
+
+
+def check_reference(path, outputs):
+    """A UsageError unless the fp32 reference's ``outputs`` are finite floating-point tensors:
+    a broken reference makes every comparison meaningless."""
+    for name, leaf in outputs:
+        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point():
+            bad = nonfinite_count(leaf)
+            if bad:
+                raise UsageError(
+                    f"{path}: the fp32 reference itself is broken: output {name} has {bad} "
+                    f"non-finite value{'s' * (bad != 1)} without any low precision "
+                    "(fix the model or its example inputs first)")
+    if not any(isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and leaf.numel()
+               for _, leaf in outputs):
+        kinds = ", ".join(f"{n}: {type(v).__name__ if not isinstance(v, torch.Tensor) else v.dtype}"
+                          for n, v in outputs) or "nothing"
+        raise UsageError(f"{path}: no output is a floating-point tensor ({kinds}): "
+                         "the check has nothing to compare")
+
+
+def divergence(refs: list, outs: list, tol) -> tuple[float, int, str | None] | None:
+    """(relative error, values non-finite in the variant but finite in the reference,
+    'nonfinite' | 'exceeds_tolerance' | None) of a variant's intermediate result (its
+    tensors ``outs``) against the reference's ``refs``; None when they do not pair up.
+
+    The one measure for a PyTorch op or module and an ONNX node. Only what differs from the
+    reference counts: an inf or NaN the reference has at the same place (a ``full(-inf)``
+    mask) is no new non-finite value, and errors are measured where both are finite."""
+    if len(refs) != len(outs):
+        return None
+    max_abs = ref_max = 0.0
+    bad = 0
+    with torch.no_grad():
+        for r, o in zip(refs, outs):
+            if r.shape != o.shape:
+                return None
+            o = o.detach().to(r.device, r.dtype)
+            ref_finite, out_finite = torch.isfinite(r), torch.isfinite(o)
+            same = (o == r) | (torch.isnan(o) & torch.isnan(r))
+            bad += int((~out_finite & ~same).sum())
+            both = ref_finite & out_finite
+            if both.any():
+                max_abs = max(max_abs, float((o[both] - r[both]).abs().max()))
+            if ref_finite.any():
+                ref_max = max(ref_max, float(r[ref_finite].abs().max()))
+    kind = "nonfinite" if bad else ("exceeds_tolerance" if max_abs > tol.bound(ref_max) else None)
+    return (max_abs / ref_max if ref_max else max_abs), bad, kind
+

@@ -15,6 +15,13 @@ PLANNED_ACTIONS = ("keep_fp32", "disable_autocast")
 PLAN_MIN_SEVERITY = "warning"
 
 
+def code_covers(code: str, rule_id: str) -> bool:
+    """True when ``code`` of a select/ignore/suppress list (a rule id, a prefix such as
+    ``PA1``, or ``ALL``; any case) stands for the rule ``rule_id``."""
+    code = code.upper()
+    return code == "ALL" or rule_id.startswith(code)
+
+
 @dataclass
 class Finding:
     rule: str

@@ -19,8 +19,6 @@ FP16_MAX = 65504.0
 SMALLEST_NORMAL = {"float16": 2.0**-14, "bfloat16": 2.0**-126, "float32": 2.0**-126}
 #: largest integer N such that every integer in [0, N] is exact in the dtype
 EXACT_INTEGER_LIMIT = {"float16": 2048, "bfloat16": 256, "float32": 2**24}
-#: largest message protobuf serialises (bytes): ONNX models at or above it go through files
-PROTOBUF_LIMIT = 2**31 - 1
 
 
 def dtype_name(dtype) -> str | None:

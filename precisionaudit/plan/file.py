@@ -242,3 +242,12 @@ def dump_plan(plan: OverridePlan, header: list[str] = ()) -> str:
     body = yaml.safe_dump(plan.to_dict(), sort_keys=False, default_flow_style=None, width=1 << 16)
     comment = "".join(f"# {line}".rstrip() + "\n" for line in header)
     return comment + body
+
+
+def not_covered(f) -> str:
+    """The plan header's line for a finding whose fix is a code or shape change, not a plan entry."""
+    where = f"{f.path}:{f.line}" if f.line else f.path
+    fix = f.fix
+    what = {"replace": f"use {fix.get('use')} instead", "cast_output": "return float32 outputs",
+            "pad": f"pad to {fix.get('to')}"}.get(fix.get("action"), fix.get("action"))
+    return f"{f.rule} {f.op} in {f.module or '<root>'} ({where}): {what}"

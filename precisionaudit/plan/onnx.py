@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 from ..capture.onnx.graph import attribute, consumers, name_nodes, producers
 from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITY_RANK
-from .file import UNBLOCKABLE_OP_TYPES, Override, OverridePlan
-from .pytorch import _not_covered
+from .file import UNBLOCKABLE_OP_TYPES, Override, OverridePlan, not_covered
 
 #: op types whose result can leave the low dtype's range although their inputs fit it.
 GROWING = {"Exp", "Pow", "Reciprocal", "ReduceSum", "ReduceSumSquare", "ReduceProd", "CumSum",
@@ -70,7 +69,7 @@ def hazard_units(findings, model, min_severity: str = PLAN_MIN_SEVERITY):
         action = (f.fix or {}).get("action")
         if action not in PLANNED_ACTIONS or f.node not in by_name:
             if action:  # a change to the model (replace, cast the output, pad a shape)
-                notes.append(_not_covered(f))
+                notes.append(not_covered(f))
             continue
         units.setdefault(f.node, Unit(f.node, {})).rules.setdefault(f.rule, f.message)
         overflow = f.rule == "PA107" and (f.evidence or {}).get("status") == "overflow"

@@ -11,7 +11,7 @@ import itertools
 
 from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITY_RANK
 from ..core.globs import matches
-from .file import Override, OverridePlan
+from .file import Override, OverridePlan, not_covered
 
 
 def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERITY):
@@ -24,7 +24,7 @@ def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERIT
         action = (f.fix or {}).get("action")
         if action not in PLANNED_ACTIONS:
             if action:  # a code change (replace, cast the output) or a shape change (pad)
-                notes.append(_not_covered(f))
+                notes.append(not_covered(f))
             continue
         module = f.fix.get("module", f.module) or ""
         region = regions.setdefault(module, {"ops": [], "whole": False, "rules": {}, "nodes": []})
@@ -59,14 +59,6 @@ def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERIT
     plan = OverridePlan(target=target.as_dict(), overrides=[e[2] for e in entries],
                         keep_fp32_modules=sorted(keep, key=lambda p: (order.get(p, len(order)), p)))
     return plan, notes
-
-
-def _not_covered(f) -> str:
-    where = f"{f.path}:{f.line}" if f.line else f.path
-    fix = f.fix
-    what = {"replace": f"use {fix.get('use')} instead", "cast_output": "return float32 outputs",
-            "pad": f"pad to {fix.get('to')}"}.get(fix.get("action"), fix.get("action"))
-    return f"{f.rule} {f.op} in {f.module or '<root>'} ({where}): {what}"
 
 
 def _in_order(ops, graph) -> list[str]:

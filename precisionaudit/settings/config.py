@@ -14,7 +14,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 from ..core.errors import UsageError
-from ..core.findings import SEVERITIES
+from ..core.findings import SEVERITIES, code_covers
 from ..core.target import DEVICES, DTYPES, MODES
 
 PYPROJECT, OWN_FILE = "pyproject.toml", "precisionaudit.toml"
@@ -146,7 +146,7 @@ class _Checker:
         upper = code.upper()
         if exact and upper not in self.known:
             self.fail(key, f"unknown rule id {code!r}")
-        if not exact and upper != "ALL" and not any(i.startswith(upper) for i in self.known):
+        if not exact and not any(code_covers(upper, i) for i in self.known):
             self.fail(key, f"unknown rule id or prefix {code!r}")
         return upper
 
@@ -210,7 +210,7 @@ def _suppress_entries(check: _Checker, value) -> list[dict]:
 
 def expand_codes(codes, known_ids) -> set[str]:
     """The rule ids that ids/prefixes/ALL in ``codes`` stand for."""
-    return {i for i in known_ids for c in codes if c.upper() == "ALL" or i.startswith(c.upper())}
+    return {i for i in known_ids for c in codes if code_covers(c, i)}
 
 
 def selected_ids(known_ids, config: Config, select=(), extend_select=(), ignore=()) -> set[str]:
@@ -218,7 +218,7 @@ def selected_ids(known_ids, config: Config, select=(), extend_select=(), ignore=
     (a command-line --select starts over from its own list, as in ruff)."""
     known = list(known_ids)
     for code in (*select, *extend_select, *ignore):
-        if code.upper() != "ALL" and not any(i.startswith(code.upper()) for i in known):
+        if not any(code_covers(code, i) for i in known):
             raise UsageError(f"unknown rule id or prefix: {code}")
     chosen = set(known)
     for sel, extend, ign in ((config.select, config.extend_select, config.ignore),

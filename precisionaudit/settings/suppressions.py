@@ -17,7 +17,7 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-from ..core.findings import Finding
+from ..core.findings import Finding, code_covers
 from ..core.globs import matches as glob_matches
 
 _OWN = re.compile(r"#\s*precisionaudit:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
@@ -150,7 +150,7 @@ def _glob(pattern: str | None, value: str | None) -> bool:
 def suppress_patterns(findings: list[Finding], entries: list[dict], path_matches) -> list[Finding]:
     """Findings that no config ``suppress`` entry matches (all given keys must match)."""
     def matches(f: Finding, e: dict) -> bool:
-        return (any(c == "ALL" or f.rule.startswith(c) for c in e["rule"])
+        return (any(code_covers(c, f.rule) for c in e["rule"])
                 and ("path" not in e or path_matches(e["path"], f.path))
                 and _glob(e.get("module"), f.module) and _glob(e.get("node"), f.node)
                 and _glob(e.get("op"), f.op))

@@ -85,16 +85,24 @@ def producers(graph) -> dict:
     return {out: node for node in graph.node for out in node.output if out}
 
 
-def elem_types(model) -> dict[str, int]:
-    """Tensor name → ONNX element type, from inputs, outputs, value_info and initializers."""
-    types = {}
+def tensor_info(model) -> dict[str, tuple[int, tuple | None]]:
+    """Tensor name → (ONNX element type, dims or None where the rank is unknown) from the
+    inputs, outputs, value_info and initializers; a dim without a value is None."""
+    info = {}
     graph = model.graph
     for vi in [*graph.input, *graph.output, *graph.value_info]:
         if vi.type.HasField("tensor_type"):
-            types[vi.name] = vi.type.tensor_type.elem_type
+            t = vi.type.tensor_type
+            dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+            info[vi.name] = (t.elem_type, dims if t.HasField("shape") else None)
     for init in graph.initializer:
-        types[init.name] = init.data_type
-    return types
+        info[init.name] = (init.data_type, tuple(init.dims))
+    return info
+
+
+def elem_types(model) -> dict[str, int]:
+    """Tensor name → ONNX element type (see ``tensor_info``)."""
+    return {name: elem for name, (elem, _) in tensor_info(model).items()}
 
 
 def attribute(node, name, default=None):

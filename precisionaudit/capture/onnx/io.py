@@ -49,6 +49,36 @@ def session(model, optimize: bool = True):
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
+def infer_shapes(model, path: str | None = None) -> str | None:
+    """Add what onnx shape inference derives to ``model`` (in place); None, or why it failed.
+
+    The caller reports a failure: tensors left untyped are results a scan cannot judge
+    and the float16 emulation cannot round. A model of 2 GiB or more is inferred through
+    a file (``path`` when it is the model's own, else a temporary copy)."""
+    import onnx
+
+    try:
+        if model.ByteSize() < PROTO_LIMIT:
+            model.CopyFrom(onnx.shape_inference.infer_shapes(model))
+            return None
+        directory = tempfile.mkdtemp(prefix="precisionaudit-")
+        try:
+            source = path or _save(model, os.path.join(directory, "model.onnx"))
+            inferred = os.path.join(directory, "inferred.onnx")
+            onnx.shape_inference.infer_shapes_path(source, inferred)
+            graph = onnx.load(inferred, load_external_data=False).graph
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+    except Exception as exc:  # noqa: BLE001 - inference errors are the report's, not fatal
+        lines = str(exc).strip().splitlines()
+        return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(graph.value_info)
+    for ours, theirs in zip(model.graph.output, graph.output):
+        ours.CopyFrom(theirs)
+    return None
+
+
 def node_named_in(message: str, model) -> tuple[str | None, str | None]:
     """(node name, op type) of the node an onnx/onnxruntime error message names."""
     names = {n.name: n.op_type for n in model.graph.node}

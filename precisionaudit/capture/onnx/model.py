@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from ...core.errors import CaptureError
+from ...core.numerics import FP16_MAX
 from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
 from .graph import (
@@ -22,11 +23,14 @@ from .graph import (
     TRANSPARENT,
     canonical_op,
     name_nodes,
+    tensor_info,
 )
+from .io import infer_shapes
 
 
-def load_onnx(path: str):
-    """The ModelProto with external data and inferred shapes, or a CaptureError."""
+def load_onnx(path: str, shapes: bool = True):
+    """The ModelProto with external data (and, with ``shapes``, the shapes onnx shape
+    inference derives), or a CaptureError."""
     import onnx
 
     if not os.path.isfile(path):
@@ -42,18 +46,8 @@ def load_onnx(path: str):
     except (OSError, onnx.checker.ValidationError) as exc:
         missing = getattr(exc, "filename", None) or str(exc).split(" should be stored in ")[-1].split(",")[0]
         raise CaptureError(f"{path}: external data missing: {missing}") from exc
-    try:
-        if model.ByteSize() < 2**31 - 1:
-            model = onnx.shape_inference.infer_shapes(model)
-        else:  # protobuf cannot serialise > 2 GB: infer on the file, keep our loaded weights
-            inferred = path + ".shapes.onnx"
-            onnx.shape_inference.infer_shapes_path(path, inferred)
-            try:
-                model.graph.value_info.extend(onnx.load(inferred, load_external_data=False).graph.value_info)
-            finally:
-                os.remove(inferred)
-    except Exception:  # noqa: BLE001 - shapes are a help, not a requirement
-        pass
+    if shapes:
+        infer_shapes(model, path)  # a failure leaves tensors untyped; capture_onnx reports it
     return model
 
 
@@ -70,7 +64,8 @@ def module_of(node) -> str:
     return ".".join(parts[:-1]) if len(parts) > 1 else ""
 
 
-def _source_of(node):
+def source_of(node) -> tuple[str | None, int | None]:
+    """(file, line) of the user code that made ``node``, from the dynamo exporter's stack trace."""
     for prop in node.metadata_props:
         if prop.key == "pkg.torch.onnx.stack_trace" and prop.value.startswith("File "):
             first = prop.value.split("\n", 1)[0]  # File "/x/model.py", line 8, in forward
@@ -89,15 +84,8 @@ class _Tensors:
     def __init__(self, model):
         from onnx import numpy_helper
 
-        self.info = {}
-        for vi in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
-            t = vi.type.tensor_type
-            dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
-            self.info[vi.name] = (t.elem_type, dims if t.HasField("shape") else None)
-        self.values = {}
-        for init in model.graph.initializer:
-            self.values[init.name] = numpy_helper.to_array(init)
-            self.info[init.name] = (init.data_type, tuple(init.dims))
+        self.info = tensor_info(model)
+        self.values = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
         for node in model.graph.node:
             if node.op_type == "Constant":
                 for attr in node.attribute:
@@ -118,7 +106,8 @@ class _Tensors:
 
 
 def capture_onnx(path: str, target) -> Capture:
-    model = load_onnx(path)
+    model = load_onnx(path, shapes=False)
+    inference_failure = infer_shapes(model, path)
     tensors = _Tensors(model)
     graph = new_graph(target=target.as_dict())
     graph.graph["inputs"] = [(tensors.dtype(i.name), tensors.shape(i.name)) for i in model.graph.input
@@ -133,6 +122,7 @@ def capture_onnx(path: str, target) -> Capture:
         return low if dtype in ("float32", "float16", "bfloat16") else dtype
 
     modules = {}
+    untyped = []  # compute nodes whose result shape inference did not type
     for node, name in zip(model.graph.node, name_nodes(model.graph)):
         if node.domain not in STANDARD_DOMAINS:
             unanalysed.add(f"{node.domain}::{node.op_type}")
@@ -144,6 +134,8 @@ def capture_onnx(path: str, target) -> Capture:
         op = canonical_op(node)
         in_dtypes = [tensors.dtype(i) for i in node.input if i]
         out_dtype = tensors.dtype(node.output[0]) if node.output else None
+        if node.output and tensors.shape(node.output[0]) is None:
+            untyped.append(name)
         compute = next((converted(d) for d in in_dtypes if d in FLOAT_TYPES.values()), converted(out_dtype))
         if node.op_type == "Cast":
             compute = converted(out_dtype)
@@ -159,9 +151,9 @@ def capture_onnx(path: str, target) -> Capture:
             elif i in tensors.initializers and value.dtype.kind == "f" and value.size:
                 params.append([i, tuple(value.shape)])
                 peak = float(np.abs(value).max())
-                if peak > 65504:
+                if peak > FP16_MAX:
                     scalars.append(["initializer", float(value.flat[int(np.abs(value).argmax())])])
-        file, line = _source_of(node)
+        file, line = source_of(node)
         module = module_of(node)
         node_facts = OpNode(
             name=name, op=op, target=f"onnx::{node.op_type}", atens=[node.op_type],
@@ -183,7 +175,20 @@ def capture_onnx(path: str, target) -> Capture:
     graph.graph["outputs"] = [{"node": producer.get(o.name), "dtype": converted(tensors.dtype(o.name)),
                                "shape": tensors.shape(o.name)} for o in model.graph.output]
     skipped = [f"unanalysed custom ops: {', '.join(sorted(unanalysed))}"] if unanalysed else []
-    return Capture(graph, "onnx", skipped=skipped, notes=["judged as converted to " + low])
+    notes = ["judged as converted to " + low]
+    if untyped or inference_failure:
+        notes.append(untyped_note(untyped, inference_failure))
+    return Capture(graph, "onnx", skipped=skipped, notes=notes)
+
+
+def untyped_note(untyped: list, failure: str | None) -> str:
+    """The report's note on results onnx shape inference left without a type or shape."""
+    why = f"onnx shape inference failed ({failure})" if failure else "onnx shape inference could not derive them"
+    if not untyped:
+        return f"{why}; every node result still has a declared type and shape"
+    shown = ", ".join(untyped[:3]) + (f" and {len(untyped) - 3} more" if len(untyped) > 3 else "")
+    return (f"{len(untyped)} node result(s) have no known shape ({shown}): {why}; rules that need "
+            "a dtype or shape did not judge those nodes")
 
 
 def _stash_type(node) -> int:

@@ -20,10 +20,10 @@ from ...core.errors import CaptureError
 from ...core.numerics import Target, dtype_name
 from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
-from .cuda_autocast import emulated_cuda_autocast
-from .model_file import _describe, call_user, entry_point, import_model_file
+from .cuda_autocast import autocast_policy
+from .model_file import as_module, call_user, entry_points, on_meta, split_inputs
 from .recorder import CAST_FNS, Recorder
-from .user_code import user_code
+from .user_code import describe, user_code
 
 #: aten ops that only re-view, alias or copy a tensor: not nodes, edges pass through them.
 TRANSPARENT = {
@@ -42,9 +42,7 @@ DIM_ARG_OPS = {"sum", "mean", "var", "std", "var_mean", "std_mean", "cumsum", "c
 
 def capture_file(path: str, target: Target, entry: str = "get_model",
                  inputs: str = "get_example_inputs") -> Capture:
-    module = import_model_file(path)
-    make_model = entry_point(module, path, entry, required=True)
-    make_inputs = entry_point(module, path, inputs, required=False)
+    make_model, make_inputs = entry_points(path, entry, inputs)
     return capture(make_model, make_inputs, target, path, entry, inputs)
 
 
@@ -67,7 +65,7 @@ def capture(make_model, make_inputs, target: Target, path: str = "<model>",
         result = _run(make_model, make_inputs, target, path, entry, inputs, fake=False)
     except Exception as exc:  # noqa: BLE001
         raise _as_capture_error(exc, path) from exc
-    result.notes.append(f"fake-tensor capture failed ({_describe(fake_error)}); ran eagerly")
+    result.notes.append(f"fake-tensor capture failed ({describe(fake_error)}); ran eagerly")
     return result
 
 
@@ -100,19 +98,13 @@ def _fake_limitation(exc: BaseException) -> bool:
 def _as_capture_error(exc: BaseException, path: str) -> CaptureError:
     if isinstance(exc, CaptureError):
         return exc
-    return CaptureError(f"{path}: the forward failed on the example inputs: {_describe(exc)}")
+    return CaptureError(f"{path}: the forward failed on the example inputs: {describe(exc)}")
 
 
 def _fake_model(make_model, path, entry):
     with FakeTensorMode(allow_non_fake_inputs=True):
-        model = _as_module(call_user(make_model, path, entry), path, entry)
+        model = as_module(call_user(make_model, path, entry), path, entry)
         _materialise_meta(model)
-    return model
-
-
-def _as_module(model, path, entry):
-    if not isinstance(model, torch.nn.Module):
-        raise CaptureError(f"{path}: {entry}() returned {type(model).__name__}, not a torch.nn.Module")
     return model
 
 
@@ -131,27 +123,24 @@ def _materialise_meta(model):
                 module._buffers[name] = torch.zeros(b.shape, dtype=b.dtype)
 
 
-def _tensors(model):
-    return list(model.parameters()) + list(model.buffers())
-
-
 def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) -> Capture:
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
     with mode:
-        model = _as_module(call_user(make_model, path, entry), path, entry)
+        model = as_module(call_user(make_model, path, entry), path, entry)
         if fake:
             _materialise_meta(model)
-        elif any(t.device.type == "meta" for t in _tensors(model)):
+        elif on_meta(model):
             raise CaptureError(f"{path}: the model is on the meta device and its forward "
                                "needs real values (data-dependent control flow)")
         example = call_user(make_inputs, path, inputs_name)
-        args, kwargs = _split_inputs(example, path, inputs_name)
+        args, kwargs = split_inputs(example, path, inputs_name)
         if target.mode == "pure":
             model = _to_dtype(model, target.torch_dtype) if fake else model.to(target.torch_dtype)
             args, kwargs = _cast_floats((args, kwargs), target.torch_dtype)
         recorder = Recorder(model, {**dict(model.named_buffers()), **dict(model.named_parameters())})
         recorder.mark_inputs((args, kwargs))
-        with torch.no_grad(), policy(target, recorder.mark_banned), recorder, user_code(path, "forward"):
+        with torch.no_grad(), autocast_policy(target, "cpu-emulated" if target.device == "cuda" else "cpu",
+                                              recorder.mark_banned), recorder, user_code(path, "forward"):
             out = model(*args, **kwargs)
     graph = build_graph(recorder, target, (args, kwargs), out, model)
     return Capture(graph, "fake" if fake else "eager")
@@ -183,32 +172,8 @@ def _to_dtype(model, dtype):
     return model
 
 
-def _split_inputs(example, path, name):
-    if isinstance(example, dict):
-        return (), example
-    if isinstance(example, torch.Tensor):
-        return (example,), {}
-    if isinstance(example, (tuple, list)):
-        return tuple(example), {}
-    raise CaptureError(f"{path}: {name}() returned {type(example).__name__}; "
-                       "expected a tuple of tensors or a dict of keyword arguments")
-
-
 def _cast_floats(tree, dtype):
     return pytree.tree_map_only(torch.Tensor, lambda t: t.to(dtype) if t.is_floating_point() else t, tree)
-
-
-@contextlib.contextmanager
-def policy(target: Target, on_banned=None):
-    """The precision policy the forward runs under (CUDA autocast is emulated on CPU)."""
-    if target.mode == "pure":
-        yield
-    elif target.device == "cuda":
-        with emulated_cuda_autocast(target.torch_dtype, on_banned):
-            yield
-    else:
-        with torch.autocast("cpu", dtype=target.torch_dtype):
-            yield
 
 
 # --------------------------------------------------------------------------- graph building

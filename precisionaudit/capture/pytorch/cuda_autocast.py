@@ -186,3 +186,14 @@ def emulated_cuda_autocast(dtype: torch.dtype, on_banned=None):
         warnings.simplefilter("ignore")
         with torch.autocast("cpu", dtype=dtype):
             yield
+
+
+def autocast_policy(target, device: str, on_banned=None):
+    """The context a forward runs under for ``target`` on ``device``: none in pure mode (the
+    model itself is low), CUDA's autocast emulated on CPU for "cpu-emulated", else
+    ``torch.autocast(device)``. Capture and check run their forwards under this one policy."""
+    if target.mode == "pure":
+        return contextlib.nullcontext()
+    if device == "cpu-emulated":
+        return emulated_cuda_autocast(target.torch_dtype, on_banned)
+    return torch.autocast(device, dtype=target.torch_dtype)

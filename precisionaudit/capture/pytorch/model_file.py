@@ -7,8 +7,7 @@ import os
 import sys
 
 from ...core.errors import CaptureError
-from .user_code import describe as _describe
-from .user_code import user_code
+from .user_code import describe, user_code
 
 _counter = itertools.count()
 
@@ -33,11 +32,17 @@ def import_model_file(path: str):
         where = f"{path}:{exc.lineno}" if exc.lineno else path
         raise CaptureError(f"{where}: syntax error: {exc.msg}") from exc
     except Exception as exc:  # noqa: BLE001 - any failure of user code is reported, not raised
-        raise CaptureError(f"{path}: importing the model file failed: {_describe(exc)}") from exc
+        raise CaptureError(f"{path}: importing the model file failed: {describe(exc)}") from exc
     finally:
         if sys.path and sys.path[0] == directory:
             sys.path.pop(0)
     return module
+
+
+def entry_points(path: str, entry: str, inputs: str):
+    """(model factory, example-inputs function or None) of the model file at ``path``."""
+    module = import_model_file(path)
+    return entry_point(module, path, entry, required=True), entry_point(module, path, inputs, required=False)
 
 
 def entry_point(module, path: str, name: str, required: bool):
@@ -58,5 +63,32 @@ def call_user(fn, path: str, what: str):
     except CaptureError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise CaptureError(f"{path}: {what}() raised {_describe(exc)}") from exc
+        raise CaptureError(f"{path}: {what}() raised {describe(exc)}") from exc
 
+
+def as_module(model, path: str, entry: str):
+    """``model``, or a CaptureError when the factory returned something else."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise CaptureError(f"{path}: {entry}() returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def split_inputs(example, path: str, name: str) -> tuple[tuple, dict]:
+    """(args, kwargs) of what the example-inputs function returned."""
+    import torch
+
+    if isinstance(example, dict):
+        return (), example
+    if isinstance(example, torch.Tensor):
+        return (example,), {}
+    if isinstance(example, (tuple, list)):
+        return tuple(example), {}
+    raise CaptureError(f"{path}: {name}() returned {type(example).__name__}; "
+                       "expected a tuple of tensors or a dict of keyword arguments")
+
+
+def on_meta(model) -> bool:
+    """True when a parameter or buffer of ``model`` has no values (the meta device)."""
+    return any(t.device.type == "meta" for t in [*model.parameters(), *model.buffers()])

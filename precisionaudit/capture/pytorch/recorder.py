@@ -19,9 +19,9 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_SKIP_DIRS = (_TORCH_DIR, _OWN_DIR, os.path.dirname(os.__file__))
+#: frames in these directories are not the user's: torch, this package, the standard library
+_SKIP_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                   for m in (torch, sys.modules[__name__.partition(".")[0]], os))
 
 
 @dataclass
@@ -64,10 +64,10 @@ def _autocast_on() -> bool:
     return torch.is_autocast_enabled("cpu")
 
 
-def _user_frame():
-    """(file, line, column) of the user code that made the call; the column (1-based, as
-    editors count) is where the call's expression starts."""
-    frame = sys._getframe(2)
+def user_frame() -> tuple[str | None, int | None, int | None]:
+    """(file, line, column) of the innermost frame of the user's code on the stack; the
+    column (1-based, as editors count) is where the call's expression starts."""
+    frame = sys._getframe(1)
     while frame is not None:
         path = frame.f_code.co_filename
         if not path.startswith(_SKIP_DIRS) and not path.startswith("<"):
@@ -125,7 +125,7 @@ class _CallTracker(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         rec = self.recorder
         # read autocast's state here: below, inside an autocast kernel, its key is excluded
-        rec.pending = (canonical_fn_name(func), *_user_frame(), _autocast_on())
+        rec.pending = (canonical_fn_name(func), *user_frame(), _autocast_on())
         rec.current_call = None
         try:
             return func(*args, **(kwargs or {}))
@@ -200,7 +200,7 @@ class Recorder:
         call = self.current_call
         if call is None:
             fn, file, line, column, autocast = self.pending or (
-                func.__name__.split(".")[0].lstrip("_"), *_user_frame(), _autocast_on())
+                func.__name__.split(".")[0].lstrip("_"), *user_frame(), _autocast_on())
             module, module_type = self.module_stack[-1]
             call = Call(len(self.calls), fn, module, module_type, file, line, autocast, column=column)
             self.calls.append(call)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import onnx
 from onnx import helper, numpy_helper
 
-from ...capture.onnx.graph import FLOAT, FLOAT16
+from ...capture.onnx.graph import FLOAT, FLOAT16, elem_types
+from ...capture.onnx.io import infer_shapes, session
 
 #: ops whose float16 result is one of their float16 inputs' values: nothing to round.
 EXACT = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Expand", "Slice",
@@ -34,20 +35,42 @@ NOTE = ("onnxruntime's CPU provider runs float16 ops without a CPU kernel in flo
 
 def emulate(model) -> tuple[onnx.ModelProto, dict[str, list[str]]]:
     """(the emulating fp32 model, node name → the names of its outputs as consumers see them)."""
-    typed = model
-    if model.ByteSize() < 2**31 - 1:
-        try:
-            typed = onnx.shape_inference.infer_shapes(model)
-        except Exception:  # noqa: BLE001 - untyped results are left unrounded, not guessed
-            pass
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    types = {vi.name: vi.type.tensor_type.elem_type
-             for vi in [*typed.graph.input, *typed.graph.output, *typed.graph.value_info]}
-    types.update({i.name: i.data_type for i in typed.graph.initializer})
+    types = result_types(model)
     outputs = {node.name: list(node.output) for node in out.graph.node}
     _rewrite(out.graph, types)
     return out, outputs
+
+
+def result_types(model) -> dict[str, int]:
+    """Tensor name → element type, for every result the emulation may have to round.
+
+    onnx shape inference types most results; those it leaves untyped (an op it does not
+    know, an inference error) get the type onnxruntime gives them, so that no float16
+    result goes unrounded because a type was missing."""
+    typed = onnx.ModelProto()
+    typed.CopyFrom(model)
+    infer_shapes(typed)
+    types = elem_types(typed)
+    missing = [name for node in model.graph.node if node.op_type not in EXACT | {"Cast"}
+               for name in node.output if name and not types.get(name)]
+    if missing:
+        types.update(_runtime_types(model, missing))
+    return types
+
+
+def _runtime_types(model, names) -> dict[str, int]:
+    """The float16 tensors among ``names``, as onnxruntime types them when it loads ``model``."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    present = {o.name for o in probe.graph.output}
+    probe.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in present)
+    try:
+        outputs = session(probe, optimize=False).get_outputs()
+    except Exception:  # noqa: BLE001 - a model that does not load fails its run, which says why
+        return {}
+    return {o.name: FLOAT16 for o in outputs if o.type == "tensor(float16)"}
 
 
 def _rewrite(graph, types: dict) -> None:

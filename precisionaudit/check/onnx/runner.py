@@ -20,14 +20,19 @@ import torch
 
 from ... import __version__
 from ...apply.onnx import BF16_UNSUPPORTED, convert, resolve_plan
-from ...capture.onnx.graph import canonical_op, name_nodes
-from ...capture.onnx.io import session, verify
-from ...capture.onnx.model import _source_of, load_onnx, module_of
+from ...capture.onnx.graph import canonical_op, name_nodes, tensor_info
+from ...capture.onnx.io import infer_shapes, session, verify
+from ...capture.onnx.model import load_onnx, module_of, source_of
 from ...core.errors import UsageError
 from ...plan.file import load_plan
-from ..metrics import _num, compare_all, variant_status
+from ..metrics import (
+    check_reference,
+    compare_all,
+    divergence,
+    report_number,
+    variant_status,
+)
 from ..pytorch.divergence import BUDGET_ELEMENTS
-from ..pytorch.runner import _check_reference
 from ..tolerance import tolerance_for
 from .emulate import NOTE, emulate
 from .inputs import make_inputs, resolve_shapes
@@ -66,7 +71,7 @@ def run_reference(path: str, input_shapes: dict | None = None, seed: int = 0, mo
         raise UsageError(f"{path}: the fp32 reference run failed ({error}): the model or the "
                          "generated inputs are broken before any low precision (--input-shape?)")
     outputs = [(o.name, torch.from_numpy(np.asarray(values[o.name]))) for o in model.graph.output]
-    _check_reference(path, outputs)
+    check_reference(path, outputs)
     return Reference(path, model, feeds, described, watched,
                      {(node, i): values[t] for node, i, t in watched}, outputs,
                      _gemm_flops(model, typed), wall, counts)
@@ -86,7 +91,7 @@ def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None,
         resolve_plan(plan_obj, model.graph, dtype)  # a plan for another model stops here
     ref = run_reference(path, input_shapes, seed, model)
     variants = [{"name": "reference", "dtype": "float32", "status": "ok", "error": None,
-                 "wall_s": _num(ref.wall_s)}]
+                 "wall_s": report_number(ref.wall_s)}]
     warnings = []
     for name, chosen in (("baseline", None), ("planned", plan_obj)):
         if name == "planned" and chosen is None:
@@ -100,7 +105,7 @@ def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None,
     return {"tool": "precisionaudit", "version": __version__, "path": path, "entry": "onnx",
             "target": {"dtype": dtype, "mode": "pure", "device": device}, "device": DEVICE,
             "tolerance": tol.as_dict(), "seed": seed, "inputs": ref.inputs, "executions": ref.counts,
-            "wall_s": _num(time.perf_counter() - started), "variants": variants,
+            "wall_s": report_number(time.perf_counter() - started), "variants": variants,
             "passed": variants[-1]["status"] == "ok", "warnings": warnings, "notes": [NOTE]}
 
 
@@ -118,7 +123,7 @@ def run_variant(ref: Reference, name: str, plan, tol):
         entry["error"] = str(exc)
         return entry, None, {}
     kept = set(conversion.kept)
-    entry["nodes_low_precision"] = _num(conversion.low_share)
+    entry["nodes_low_precision"] = report_number(conversion.low_share)
     entry["gemm_flops_low_precision"] = _low_share(ref.flops, kept)
     if plan is not None:
         entry["plan"] = {"path": plan.source, "overrides": len(plan.overrides),
@@ -128,7 +133,7 @@ def run_variant(ref: Reference, name: str, plan, tol):
     emulated, visible = emulate(conversion.model)
     names = {(node, i): visible[node][i] for node, i, _ in ref.watched if node in visible}
     values, wall, error = _run(_expose(emulated, list(names.values())), ref.feeds, ref.counts)
-    entry["wall_s"] = _num(wall)
+    entry["wall_s"] = report_number(wall)
     if error is not None:
         entry["error"] = error
         return entry, conversion, {}
@@ -170,25 +175,14 @@ def _typed(model, shapes):
             for size in shapes[vi.name]:
                 vi.type.tensor_type.shape.dim.add().dim_value = size
     del fixed.graph.value_info[:]
-    try:
-        return onnx.shape_inference.infer_shapes(fixed) if fixed.ByteSize() < 2**31 - 1 else fixed
-    except Exception:  # noqa: BLE001 - without shapes nothing is watched, the check still runs
-        return fixed
-
-
-def _tensor_info(typed) -> dict:
-    info = {}
-    for vi in [*typed.graph.input, *typed.graph.output, *typed.graph.value_info]:
-        t = vi.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-        info[vi.name] = (t.elem_type, dims if t.HasField("shape") else None)
-    return info
+    infer_shapes(fixed)
+    return fixed
 
 
 def _watch(model, typed) -> list[tuple[str, int, str]]:
     """(node, output index, tensor) of float results to compare, in graph order, within the
     memory budget."""
-    info = _tensor_info(typed)
+    info = tensor_info(typed)
     watched, used = [], 0
     for node in model.graph.node:
         if node.op_type == "Constant":
@@ -226,33 +220,31 @@ def _divergence(model, watched, reference, got, tol):
     for node_name, i, _ in watched:
         if (node_name, i) not in got:
             continue
-        ref = np.asarray(reference[(node_name, i)], dtype=np.float64)
-        val = np.asarray(got[(node_name, i)], dtype=np.float64)
-        if ref.shape != val.shape:
+        measured = divergence([_float64(reference[(node_name, i)])], [_float64(got[(node_name, i)])], tol)
+        if measured is None:
             continue
-        finite = np.isfinite(val)
-        bad = int((~finite & np.isfinite(ref)).sum())
-        max_abs = float(np.abs(val[finite] - ref[finite]).max()) if finite.any() else 0.0
-        ref_max = float(np.abs(ref[np.isfinite(ref)]).max()) if np.isfinite(ref).any() else 0.0
-        rel = max_abs / ref_max if ref_max else max_abs
+        rel, bad, kind = measured
         node = nodes[node_name]
         module = module_of(node) or "<root>"
         last.pop(module, None)
-        last[module] = {"module": module, "rel_error": _num(rel), "nonfinite": bad}
-        kind = "nonfinite" if bad else ("exceeds_tolerance" if max_abs > tol.bound(ref_max) else None)
+        last[module] = {"module": module, "rel_error": report_number(rel), "nonfinite": bad}
         kinds[(node_name, i)] = kind
         if kind and first[kind] is None:
-            file, line = _source_of(node)
+            file, line = source_of(node)
             first[kind] = {"module": module, "op": canonical_op(node),
                            "node": node_name, "line": f"{file}:{line}" if file else None,
-                           "rel_error": _num(rel), "nonfinite": bad, "kind": kind}
+                           "rel_error": report_number(rel), "nonfinite": bad, "kind": kind}
     return list(last.values()), first["nonfinite"] or first["exceeds_tolerance"], kinds
+
+
+def _float64(values) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(values, dtype=np.float64))
 
 
 # --------------------------------------------------------------------------- GEMM FLOPs
 def _gemm_flops(model, typed) -> dict[str, int]:
     """Node → FLOPs of the MatMul / Gemm / Conv nodes whose shapes are known."""
-    info = _tensor_info(typed)
+    info = tensor_info(typed)
     weights = {i.name: list(i.dims) for i in model.graph.initializer}
 
     def dims(name):
@@ -281,4 +273,4 @@ def _low_share(flops: dict, kept: set):
     total = sum(flops.values())
     if not total:
         return None
-    return _num(sum(v for n, v in flops.items() if n not in kept) / total)
+    return report_number(sum(v for n, v in flops.items() if n not in kept) / total)

@@ -13,7 +13,6 @@ A variant that raises gets the op and module that raised.
 from __future__ import annotations
 
 import os
-import sys
 from collections import Counter
 
 import torch
@@ -22,58 +21,27 @@ from torch.utils import _pytree as pytree
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ...apply.pytorch import CAST_FNS, QUERIES
-from ...capture.pytorch.recorder import canonical_fn_name
+from ...capture.pytorch.recorder import canonical_fn_name, user_frame
+from ..metrics import divergence
 
 BUDGET_ELEMENTS = 1 << 25  # per kind (modules, ops): 32 M values, 128 MiB in fp32
 _SKIP_OPS = CAST_FNS | QUERIES | {"copy_", "detach", "requires_grad_", "register_hook"}
 #: uninitialised memory: what it holds differs from run to run and means nothing
 _UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"})
-_SKIP_DIRS = (os.path.dirname(torch.__file__),
-              os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-              os.path.dirname(os.__file__))
 
 
 def user_line() -> str | None:
     """'file:line' of the innermost frame of user code (not torch, not precisionaudit)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        path = frame.f_code.co_filename
-        if not path.startswith(_SKIP_DIRS) and not path.startswith("<"):
-            shown = os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
-            return f"{shown}:{frame.f_lineno}"
-        frame = frame.f_back
-    return None
+    path, line, _ = user_frame()
+    if path is None:
+        return None
+    shown = os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
+    return f"{shown}:{line}"
 
 
 def _floats(out) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(out)
             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()]
-
-
-def _error(refs, outs):
-    """(max_abs, ref_max, new non-finite values) over matching leaves, or None.
-
-    Only what differs from the reference counts: an inf or NaN the reference has at the same
-    place (a ``full(-inf)`` mask) is no new non-finite value, and errors are measured where
-    both are finite."""
-    if len(refs) != len(outs):
-        return None
-    max_abs = ref_max = 0.0
-    bad = 0
-    with torch.no_grad():
-        for r, o in zip(refs, outs):
-            if r.shape != o.shape:
-                return None
-            o = o.detach().to(r.device, torch.float32)
-            finite, ref_finite = torch.isfinite(o), torch.isfinite(r)
-            same = (o == r) | (torch.isnan(o) & torch.isnan(r))
-            bad += int((~finite & ~same).sum())
-            both = finite & ref_finite
-            if both.any():
-                max_abs = max(max_abs, float((o[both] - r[both]).abs().max()))
-            if ref_finite.any():
-                ref_max = max(ref_max, float(r[ref_finite].abs().max()))
-    return max_abs, ref_max, bad
 
 
 class _OpTap(TorchFunctionMode):
@@ -169,11 +137,7 @@ class Probe:
                 getattr(self, kind)[key] = kept
             return None
         refs = getattr(self.reference, kind).get(key)
-        measured = _error(refs, _floats(out)) if refs is not None else None
-        if measured is None:
-            return None
-        max_abs, ref_max, bad = measured
-        return max_abs / ref_max if ref_max else max_abs, bad, self._verdict(max_abs, ref_max, bad)
+        return divergence(refs, _floats(out), self.tol) if refs is not None else None
 
     def _on_module(self, key, out):
         measured = self._measure("modules", key, out)
@@ -211,13 +175,6 @@ class Probe:
         if kind is not None:
             for t in _floats(out):
                 self.diverged[t] = kind
-
-    def _verdict(self, max_abs, ref_max, bad):
-        if bad:
-            return "nonfinite"
-        if max_abs > self.tol.bound(ref_max):
-            return "exceeds_tolerance"
-        return None
 
     # ------------------------------------------------------------------ results
     def first_divergence(self) -> dict | None:

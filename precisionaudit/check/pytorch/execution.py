@@ -19,7 +19,7 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ...capture.pytorch.cuda_autocast import emulated_cuda_autocast
+from ...capture.pytorch.cuda_autocast import autocast_policy
 from ...capture.pytorch.dtypes import LOW_PRECISION as LOW
 from ...core.errors import UsageError
 
@@ -125,12 +125,7 @@ def numerics(runtime: Runtime):
 
 def policy(runtime: Runtime, target):
     """The target policy around a variant's forward (pure mode: the model is already low)."""
-    dtype = target.torch_dtype
-    if target.mode == "pure":
-        return contextlib.nullcontext()
-    if runtime.name == "cpu-emulated":
-        return emulated_cuda_autocast(dtype)
-    return torch.autocast(runtime.policy_device, dtype=dtype)
+    return autocast_policy(target, "cpu-emulated" if runtime.name == "cpu-emulated" else runtime.policy_device)
 
 
 def to_device(tree, device, float_dtype=None):

@@ -21,9 +21,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
-from ..metrics import _num
+from ...core.numerics import FP16_MAX
+from ..metrics import report_number
 
-FP16_MAX = 65504.0
 ZERO_BELOW, SUBNORMAL_BELOW = -24, -14  # binary exponents
 GRADSCALER_DEFAULT = 2.0 ** 16
 #: share of gradient values subnormal or zero at the recommended scale above which it is no fix
@@ -79,7 +79,7 @@ class GradHistogram:
     def underflow(self, scale: float) -> dict:
         k = round(math.log2(scale))
         zero = self.share_below(ZERO_BELOW - k)
-        return {"zero": _num(zero), "subnormal": _num(self.share_below(SUBNORMAL_BELOW - k) - zero)}
+        return {"zero": report_number(zero), "subnormal": report_number(self.share_below(SUBNORMAL_BELOW - k) - zero)}
 
     def recommended_scale(self) -> float:
         if not self.max_abs:
@@ -121,7 +121,7 @@ def param_grads(model, scale: float = 1.0) -> dict:
 def loss_scale_report(histogram: GradHistogram, dtype: str) -> dict:
     """The fp16 loss-scale advice next to GradScaler's default; bf16 needs none."""
     fp16_scale = histogram.recommended_scale()
-    report = {"values": histogram.values, "max_abs": _num(histogram.max_abs),
+    report = {"values": histogram.values, "max_abs": report_number(histogram.max_abs),
               "recommended_init_scale": fp16_scale if dtype == "float16" else 1.0,
               "gradscaler_default": GRADSCALER_DEFAULT,
               "overflow_at_default": histogram.max_abs * GRADSCALER_DEFAULT >= FP16_MAX,
@@ -168,7 +168,7 @@ def compare_grads(ref: dict, got: dict) -> dict:
                 "cosine": None, "worst_parameter": worst, "worst_rel_l2": None}
     cos = float((r[finite] * g[finite]).sum()) / (float(r[finite].norm()) * float(g[finite].norm()) or 1.0)
     return {"parameters": len(names), "nonfinite": bad,  # errors below: over the finite values
-            "max_abs": _num(float(diff.abs().max()) if diff.numel() else 0.0),
-            "rel_l2": _num(float(diff.norm()) / norm if norm else float(diff.norm())),
-            "cosine": _num(cos), "worst_parameter": worst,
-            "worst_rel_l2": _num(worst_err)}
+            "max_abs": report_number(float(diff.abs().max()) if diff.numel() else 0.0),
+            "rel_l2": report_number(float(diff.norm()) / norm if norm else float(diff.norm())),
+            "cosine": report_number(cos), "worst_parameter": worst,
+            "worst_rel_l2": report_number(worst_err)}

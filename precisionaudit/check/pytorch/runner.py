@@ -16,18 +16,25 @@ import torch
 
 from ... import __version__
 from ...apply.pytorch import LOW, apply_plan, to_low_precision
-from ...capture.pytorch.capture import _split_inputs
 from ...capture.pytorch.model_file import (
-    _describe,
+    as_module,
     call_user,
-    entry_point,
-    import_model_file,
+    describe,
+    entry_points,
+    on_meta,
+    split_inputs,
 )
 from ...capture.pytorch.user_code import user_code
 from ...core.errors import UsageError
 from ...core.target import Target
 from ...plan.file import load_plan
-from ..metrics import _num, compare_all, named_outputs, nonfinite_count, variant_status
+from ..metrics import (
+    check_reference,
+    compare_all,
+    named_outputs,
+    report_number,
+    variant_status,
+)
 from ..tolerance import tolerance_for
 from . import execution
 from .divergence import Probe
@@ -91,7 +98,7 @@ def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs)
         raise UsageError(f"{path}: the fp32 reference run failed ({ref.error}): the model or its "
                          "example inputs are broken before any low precision")
     ref_outputs = named_outputs(ref.outputs)
-    _check_reference(path, ref_outputs)
+    check_reference(path, ref_outputs)
     loss_fn = ref.extra.get("loss_fn")
     scale = 1.0
     gradients = None
@@ -103,7 +110,7 @@ def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs)
 
     # ---- baseline and planned
     variants = [{"name": "reference", "dtype": "float32", "status": "ok", "error": None,
-                 "wall_s": _num(ref.wall_s)}]
+                 "wall_s": report_number(ref.wall_s)}]
     base = _execute("baseline", low_model, *_variant_inputs(args, kwargs, target, runtime.torch_device), seed, tol, counts,
                     reference=ref.probe, policy=execution.policy(runtime, target),
                     numerics=execution.numerics(runtime), grad=grad, loss_fn=loss_fn, scale=scale)
@@ -134,7 +141,7 @@ def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs)
                      "CUDA has one): " + ", ".join(sorted(runtime.emulated_ops)))
     report = {"tool": "precisionaudit", "version": __version__, "path": path, "entry": entry,
               "target": target.as_dict(), "device": runtime.name, "tolerance": tol.as_dict(),
-              "seed": seed, "executions": counts, "wall_s": _num(time.perf_counter() - started),
+              "seed": seed, "executions": counts, "wall_s": report_number(time.perf_counter() - started),
               "variants": variants, "passed": verdict, "warnings": warnings, "notes": notes}
     if gradients is not None:
         report["gradients"] = gradients
@@ -145,20 +152,16 @@ def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs)
 def _load(path, entry, inputs, seed, runtime):
     if path.endswith(".onnx"):
         raise UsageError(f"{path}: check runs PyTorch model files; ONNX models are scanned only")
-    module = import_model_file(path)
-    make_model = entry_point(module, path, entry, required=True)
-    make_inputs = entry_point(module, path, inputs, required=False)
+    make_model, make_inputs = entry_points(path, entry, inputs)
     if make_inputs is None:
         raise UsageError(f"{path}: check needs example inputs: no function {inputs}() "
                          "(use --inputs to name it)")
     torch.manual_seed(seed)
-    model = call_user(make_model, path, entry)
-    if not isinstance(model, torch.nn.Module):
-        raise UsageError(f"{path}: {entry}() returned {type(model).__name__}, not a torch.nn.Module")
-    if any(t.device.type == "meta" for t in [*model.parameters(), *model.buffers()]):
+    model = as_module(call_user(make_model, path, entry), path, entry)
+    if on_meta(model):
         raise UsageError(f"{path}: the model is on the meta device; check needs real weights")
     torch.manual_seed(seed)
-    args, kwargs = _split_inputs(call_user(make_inputs, path, inputs), path, inputs)
+    args, kwargs = split_inputs(call_user(make_inputs, path, inputs), path, inputs)
     # the reference is fp32: a model or inputs handed over in fp16/bf16 are widened
     model._apply(lambda t: t.float() if t.dtype in LOW else t)
     model.to(runtime.torch_device).eval()
@@ -170,23 +173,6 @@ def _load(path, entry, inputs, seed, runtime):
 def _widen(tree):
     from torch.utils import _pytree as pytree
     return pytree.tree_map_only(torch.Tensor, lambda t: t.float() if t.dtype in LOW else t, tree)
-
-
-def _check_reference(path, outputs):
-    for name, leaf in outputs:
-        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point():
-            bad = nonfinite_count(leaf)
-            if bad:
-                raise UsageError(
-                    f"{path}: the fp32 reference itself is broken: output {name} has {bad} "
-                    f"non-finite value{'s' * (bad != 1)} without any low precision "
-                    "(fix the model or its example inputs first)")
-    if not any(isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and leaf.numel()
-               for _, leaf in outputs):
-        kinds = ", ".join(f"{n}: {type(v).__name__ if not isinstance(v, torch.Tensor) else v.dtype}"
-                          for n, v in outputs) or "nothing"
-        raise UsageError(f"{path}: no output is a floating-point tensor ({kinds}): "
-                         "the check has nothing to compare")
 
 
 def _variant_model(model, target, plan):
@@ -231,7 +217,7 @@ def _execute(name, model, args, kwargs, seed, tol, counts, *, reference, policy,
                         for g in run.grads.values():
                             histogram.add(g)
     except Exception as exc:  # noqa: BLE001 - an exception in a variant is its result
-        run.error = _describe(exc)
+        run.error = describe(exc)
     run.wall_s = time.perf_counter() - started
     return run
 
@@ -240,10 +226,10 @@ def _variant_entry(run: Run, ref_outputs, ref: Run, tol, target) -> dict:
     entry = {"name": run.name, "dtype": target.dtype, "mode": target.mode, "status": "error",
              "error": run.error, "outputs": [], "first_divergence": run.probe.first_divergence(),
              # a forward that raised ran part of its GEMMs: no share to report
-             "gemm_flops_low_precision": None if run.error else _num(run.flops.low_share()),
-             "error_growth": [{**row, "rel_error": _num(row["rel_error"])}
+             "gemm_flops_low_precision": None if run.error else report_number(run.flops.low_share()),
+             "error_growth": [{**row, "rel_error": report_number(row["rel_error"])}
                               for row in run.probe.rows[:GROWTH_ROWS]],
-             "wall_s": _num(run.wall_s)}
+             "wall_s": report_number(run.wall_s)}
     if run.error is None:
         entry["outputs"] = compare_all(ref_outputs, run.outputs, tol)
         entry["status"] = variant_status(entry["outputs"])
