@@ -16,15 +16,8 @@ import torch
 
 from ... import __version__
 from ...apply.pytorch import LOW, apply_plan, to_low_precision
-from ...capture.pytorch.model_file import (
-    as_module,
-    call_user,
-    describe,
-    entry_points,
-    on_meta,
-    split_inputs,
-)
-from ...capture.pytorch.user_code import user_code
+from ...capture.pytorch import model_file
+from ...capture.pytorch.user_code import describe, user_code
 from ...core.errors import UsageError
 from ...core.target import Target
 from ...plan.file import load_plan
@@ -152,16 +145,16 @@ def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs)
 def _load(path, entry, inputs, seed, runtime):
     if path.endswith(".onnx"):
         raise UsageError(f"{path}: check runs PyTorch model files; ONNX models are scanned only")
-    make_model, make_inputs = entry_points(path, entry, inputs)
+    make_model, make_inputs = model_file.entry_points(path, entry, inputs)
     if make_inputs is None:
         raise UsageError(f"{path}: check needs example inputs: no function {inputs}() "
                          "(use --inputs to name it)")
     torch.manual_seed(seed)
-    model = as_module(call_user(make_model, path, entry), path, entry)
-    if on_meta(model):
+    model = model_file.as_module(model_file.call_user(make_model, path, entry), path, entry)
+    if model_file.on_meta(model):
         raise UsageError(f"{path}: the model is on the meta device; check needs real weights")
     torch.manual_seed(seed)
-    args, kwargs = split_inputs(call_user(make_inputs, path, inputs), path, inputs)
+    args, kwargs = model_file.split_inputs(model_file.call_user(make_inputs, path, inputs), path, inputs)
     # the reference is fp32: a model or inputs handed over in fp16/bf16 are widened
     model._apply(lambda t: t.float() if t.dtype in LOW else t)
     model.to(runtime.torch_device).eval()
