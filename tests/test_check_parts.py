@@ -87,6 +87,32 @@ def test_underflow_shares_and_the_recommended_loss_scale():
     assert h.underflow(2.0 ** 15) == {"zero": 0.0, "subnormal": 0.25}
 
 
+def test_a_gemm_whose_flop_formula_fails_is_counted_as_uncounted(monkeypatch):
+    from torch.utils.flop_counter import flop_registry
+
+    def broken(*args, **kwargs):
+        raise ValueError("no formula for these arguments")
+
+    monkeypatch.setitem(flop_registry, torch.ops.aten.mm, broken)
+    with GemmFlops() as counter:
+        torch.ones(4, 8) @ torch.ones(8, 2)
+        torch.bmm(torch.ones(1, 4, 8), torch.ones(1, 8, 2))
+    assert counter.uncounted == {"mm": 1}
+    assert counter.by_dtype == {"float32": 2 * 4 * 8 * 2}  # the bmm
+
+
+def test_intermediates_past_the_budget_are_a_note(cli, monkeypatch):
+    import json
+
+    from conftest import sample
+
+    from precisionaudit.check.pytorch import divergence as probe
+
+    monkeypatch.setattr(probe, "BUDGET_ELEMENTS", 64)
+    report = json.loads(cli("check", sample("check_clean.py"), "--format", "json").stdout)
+    assert any("results past the" in n and "not compared with the reference" in n for n in report["notes"])
+
+
 def test_gemm_flops_are_counted_in_the_dtype_autocast_chose():
     lin = torch.nn.Linear(64, 128)
     with GemmFlops() as flops, emulated_cuda_autocast(torch.float16):

@@ -121,6 +121,23 @@ def test_results_shape_inference_leaves_untyped_are_rounded_too():
     assert np.isinf(got[0])  # 300² = 90000 overflows float16 before the Div; unrounded: 90
 
 
+def test_what_the_check_cannot_measure_is_a_note(cli, tmp_path):
+    """x → com.microsoft Gelu (onnx infers no type for it) → MatMul → y: the Gelu result is
+    not compared and the MatMul's FLOPs are not counted; both are said."""
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], name="gelu", domain="com.microsoft"),
+             helper.make_node("MatMul", ["g", "w"], ["y"], name="proj")]
+    graph = helper.make_graph(nodes, "g", [tensor("x", [2, 4])], [tensor("y", [2, 4])],
+                              [const("w", np.eye(4))])
+    model = helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    result, report = check_json(cli, save(model, tmp_path))
+    notes = report["notes"][1:]
+    assert notes == ["node results not compared with the reference: 1 without a known type or shape "
+                     "(gelu): a divergence that starts there shows at the next compared node",
+                     "GEMM FLOPs of 1 Conv/Gemm/MatMul node(s) not counted, their shapes unknown (proj): "
+                     "the low-precision FLOP shares leave them out"]
+
+
 # --------------------------------------------------------------------------- inputs
 @pytest.mark.parametrize("dynamo", EXPORTERS)
 def test_token_ids_stay_below_the_vocabulary(outdir, dynamo):

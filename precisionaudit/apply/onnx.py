@@ -37,6 +37,7 @@ from ..capture.onnx.graph import FLOAT, FLOAT16, consumers, elem_types, name_nod
 from ..capture.onnx.io import PROTO_LIMIT
 from ..core.errors import UsageError
 from ..core.numerics import FP16_MAX
+from ..core.text import first_few
 
 FP16_MIN_SUBNORMAL = 2.0 ** -24
 SMALL_CONSTANT = 16  # tensors up to this size are eps/scale/mask constants, not weights
@@ -57,7 +58,7 @@ class Clipped:
     value: float  # the most extreme original value
 
     def message(self) -> str:
-        readers = ", ".join(self.nodes[:3]) + (f" and {len(self.nodes) - 3} more" if len(self.nodes) > 3 else "")
+        readers = first_few(self.nodes)
         if self.kind == "overflow":
             became = f"clipped to {np.copysign(FP16_MAX, self.value):g}"
             fix = "keep its readers in float32 (precisionaudit plan does) or change the constant"

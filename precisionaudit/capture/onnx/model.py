@@ -14,6 +14,7 @@ import numpy as np
 
 from ...core.errors import CaptureError
 from ...core.numerics import FP16_MAX
+from ...core.text import first_few
 from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
 from .graph import (
@@ -186,7 +187,7 @@ def untyped_note(untyped: list, failure: str | None) -> str:
     why = f"onnx shape inference failed ({failure})" if failure else "onnx shape inference could not derive them"
     if not untyped:
         return f"{why}; every node result still has a declared type and shape"
-    shown = ", ".join(untyped[:3]) + (f" and {len(untyped) - 3} more" if len(untyped) > 3 else "")
+    shown = first_few(untyped)
     return (f"{len(untyped)} node result(s) have no known shape ({shown}): {why}; rules that need "
             "a dtype or shape did not judge those nodes")
 

@@ -24,6 +24,7 @@ from ...capture.onnx.graph import canonical_op, name_nodes, tensor_info
 from ...capture.onnx.io import infer_shapes, session, verify
 from ...capture.onnx.model import load_onnx, module_of, source_of
 from ...core.errors import UsageError
+from ...core.text import first_few
 from ...plan.file import load_plan
 from ..metrics import (
     check_reference,
@@ -38,6 +39,7 @@ from .emulate import NOTE, emulate
 from .inputs import make_inputs, resolve_shapes
 
 DEVICE = "onnxruntime-cpu"
+GEMM_OPS = {"MatMul", "Gemm", "Conv"}  # the nodes whose FLOPs the shares count
 GROWTH_ROWS = 200
 
 
@@ -55,6 +57,7 @@ class Reference:
     flops: dict  # GEMM node → FLOPs
     wall_s: float
     counts: dict = field(default_factory=lambda: {"forward": 0, "backward": 0})
+    notes: list = field(default_factory=list)  # what the reference could not measure
 
 
 def run_reference(path: str, input_shapes: dict | None = None, seed: int = 0, model=None) -> Reference:
@@ -64,7 +67,9 @@ def run_reference(path: str, input_shapes: dict | None = None, seed: int = 0, mo
     shapes = resolve_shapes(model, input_shapes or {}, path)
     feeds, described = make_inputs(model, shapes, seed, path)
     typed = _typed(model, shapes)
-    watched = _watch(model, typed)
+    watched, unwatched = _watch(model, typed)
+    flops = _gemm_flops(model, typed)
+    uncounted = [n.name for n in model.graph.node if n.op_type in GEMM_OPS and n.name not in flops]
     counts = {"forward": 0, "backward": 0}
     values, wall, error = _run(_expose(model, [t for _, _, t in watched]), feeds, counts)
     if error is not None:
@@ -72,9 +77,12 @@ def run_reference(path: str, input_shapes: dict | None = None, seed: int = 0, mo
                          "generated inputs are broken before any low precision (--input-shape?)")
     outputs = [(o.name, torch.from_numpy(np.asarray(values[o.name]))) for o in model.graph.output]
     check_reference(path, outputs)
+    notes = [unwatched] if unwatched else []
+    if uncounted:
+        notes.append(f"GEMM FLOPs of {len(uncounted)} {'/'.join(sorted(GEMM_OPS))} node(s) not counted, "
+                     f"their shapes unknown ({first_few(uncounted)}): the low-precision FLOP shares leave them out")
     return Reference(path, model, feeds, described, watched,
-                     {(node, i): values[t] for node, i, t in watched}, outputs,
-                     _gemm_flops(model, typed), wall, counts)
+                     {(node, i): values[t] for node, i, t in watched}, outputs, flops, wall, counts, notes)
 
 
 def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None, seed: int = 0,
@@ -106,7 +114,7 @@ def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None,
             "target": {"dtype": dtype, "mode": "pure", "device": device}, "device": DEVICE,
             "tolerance": tol.as_dict(), "seed": seed, "inputs": ref.inputs, "executions": ref.counts,
             "wall_s": report_number(time.perf_counter() - started), "variants": variants,
-            "passed": variants[-1]["status"] == "ok", "warnings": warnings, "notes": [NOTE]}
+            "passed": variants[-1]["status"] == "ok", "warnings": warnings, "notes": [NOTE, *ref.notes]}
 
 
 # --------------------------------------------------------------------------- variants
@@ -179,24 +187,39 @@ def _typed(model, shapes):
     return fixed
 
 
-def _watch(model, typed) -> list[tuple[str, int, str]]:
-    """(node, output index, tensor) of float results to compare, in graph order, within the
-    memory budget."""
+def _watch(model, typed) -> tuple[list[tuple[str, int, str]], str | None]:
+    """((node, output index, tensor) of float results to compare, in graph order, within the
+    memory budget; the report's note on float results left out, or None)."""
     info = tensor_info(typed)
     watched, used = [], 0
+    unshaped, over_budget = [], []
     for node in model.graph.node:
         if node.op_type == "Constant":
             continue
         for i, name in enumerate(node.output):
             elem, dims = info.get(name, (None, None))
-            if elem != onnx.TensorProto.FLOAT or dims is None or None in dims:
+            if not name or elem not in (None, 0, onnx.TensorProto.FLOAT):
+                continue  # not a float result: nothing to compare
+            if not elem or dims is None or None in dims:
+                unshaped.append(node.name)
                 continue
             size = int(np.prod(dims)) if dims else 1
-            if used + size > BUDGET_ELEMENTS:
-                return watched
+            if over_budget or used + size > BUDGET_ELEMENTS:
+                over_budget.append(node.name)
+                continue
             used += size
             watched.append((node.name, i, name))
-    return watched
+    return watched, _unwatched_note(unshaped, over_budget)
+
+
+def _unwatched_note(unshaped: list, over_budget: list) -> str | None:
+    reasons = [f"{len(names)} without a known type or shape ({first_few(names)})" for names in [unshaped] if names]
+    reasons += [f"{len(names)} past the {BUDGET_ELEMENTS * 4 >> 20} MiB budget for intermediates "
+                f"(from {names[0]} on)" for names in [over_budget] if names]
+    if not reasons:
+        return None
+    return ("node results not compared with the reference: " + "; ".join(reasons)
+            + ": a divergence that starts there shows at the next compared node")
 
 
 def _expose(model, names):

@@ -78,6 +78,7 @@ class Probe:
         self.modules: dict[str, torch.Tensor] = {}
         self.ops: dict[tuple, list] = {}
         self.stored = Counter()
+        self.over_budget = Counter()  # kind → outputs not kept (so never compared): the budget was spent
         self.stack: list[str] = []
         self.calls = Counter()
         self.op_counts = Counter()
@@ -124,6 +125,7 @@ class Probe:
         leaves = _floats(out)
         size = sum(t.numel() for t in leaves)
         if self.stored[kind] + size > BUDGET_ELEMENTS:
+            self.over_budget[kind] += 1
             return None
         self.stored[kind] += size
         return [t.detach().to(torch.float32).clone() for t in leaves]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
@@ -30,7 +31,7 @@ from ..metrics import (
 )
 from ..tolerance import tolerance_for
 from . import execution
-from .divergence import Probe
+from .divergence import BUDGET_ELEMENTS, Probe
 from .flops import GemmFlops
 from .grads import (
     ActivationGrads,
@@ -128,7 +129,7 @@ def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs)
             warnings.append(f"{plan_obj.source}: override {o.module!r} matches no module of the model")
         variants.append(entry_)
     verdict = variants[-1]["status"] == "ok"
-    notes = list(runtime.notes)
+    notes = list(runtime.notes) + _measurement_notes(ref, [base, planned if plan_obj is not None else None])
     if runtime.emulated_ops:
         notes.append("computed in float32 and rounded to the low dtype (no CPU kernel for it; "
                      "CUDA has one): " + ", ".join(sorted(runtime.emulated_ops)))
@@ -139,6 +140,24 @@ def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs)
     if gradients is not None:
         report["gradients"] = gradients
     return report
+
+
+def _measurement_notes(ref, variants) -> list[str]:
+    """What the runs could not measure: intermediates past the memory budget, GEMMs whose
+    FLOP formula did not apply."""
+    notes = []
+    skipped = ref.probe.over_budget
+    if skipped:
+        counted = " and ".join(f"{skipped[k]} {k[:-1]}" for k in ("ops", "modules") if skipped[k])
+        notes.append(f"{counted} results past the "
+                     f"{BUDGET_ELEMENTS * 4 >> 20} MiB budget for intermediates are not compared with "
+                     "the reference: a divergence that starts there shows at the next compared one")
+    uncounted = sum((run.flops.uncounted for run in [ref, *variants] if run is not None), Counter())
+    if uncounted:
+        notes.append("GEMM FLOPs not counted where PyTorch's formula does not apply ("
+                     + ", ".join(f"{op} x{n}" for op, n in sorted(uncounted.items()))
+                     + "): the low-precision FLOP shares leave them out")
+    return notes
 
 
 # --------------------------------------------------------------------------- loading
