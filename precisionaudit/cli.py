@@ -147,7 +147,7 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
     streamed = fmt == "text" and not statistics
     progress = Progress(len(files))
     done = []
-    for outcome in outcomes(files, resolver, load_rules(), known, entry, inputs_name, baselines,
+    for outcome in outcomes(files, resolver, load_rules(packs=resolver.rule_packs(files)), known, entry, inputs_name, baselines,
                             timeout=timeout, before=progress.update):
         progress.clear()
         done.append(outcome)
@@ -231,9 +231,11 @@ def rules(rule_id, fmt):
     Reads only the rule packs: no model, no torch import.
     """
     from .rules.docs import render_catalog, render_json, render_rule, select_rules
-    from .rules.engine import load_rules
+    from .rules.engine import load_rules, rule_ids
+    from .settings.config import load_config
 
-    chosen, one = select_rules(load_rules(checks=False), rule_id)
+    packs = load_config(known_ids=rule_ids(), start=os.getcwd()).rule_packs  # the nearest config's
+    chosen, one = select_rules(load_rules(checks=False, packs=packs), rule_id)
     if not chosen:
         raise UsageError(f"unknown rule or prefix {rule_id!r}; `precisionaudit rules` lists them")
     if fmt == "json":
@@ -280,7 +282,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     output_path = checked_output(output, [path, settings.config.path], "plan") if output != "-" else None
     judged = settings.target
     target = Target(judged.dtype, "pure" if onnx else judged.mode, judged.device)  # ONNX: converted
-    rules = [r for r in load_rules() if r.id in settings.rule_ids]
+    rules = [r for r in load_rules(packs=settings.config.rule_packs) if r.id in settings.rule_ids]
     results, findings = scan_with_settings([path], target, rules, known, settings.config, entry,
                                            inputs_name, timeout)
     if results[0].status == "error":

@@ -22,8 +22,9 @@ def test_rule_page_by_name(cli):
     assert cli("rules", "attention-logits-overflow").stdout.startswith("PA106 attention-logits-overflow")
 
 
-def test_severity_note_shown_where_a_check_adjusts_it(cli):
-    assert "error (overflows to inf)" in cli("rules", "PA107").stdout
+def test_severity_cases_shown_where_a_check_adjusts_it(cli):
+    assert "Default severity: error; warning when the constant underflows to 0" in cli("rules", "PA107").stdout
+    assert "info when fewer than 64 elements are reduced" in cli("rules", "PA103").stdout
 
 
 def test_rules_never_imports_torch():

@@ -5,9 +5,10 @@ import json
 
 
 def _severity(rule) -> str:
-    if rule.severity_note:
-        return rule.severity_note
-    return ", ".join(v if k == "default" else f"{v} ({k})" for k, v in rule.severity.items())
+    """'warning; info when fewer than 64 elements are reduced': worded from the rule's data."""
+    base = ", ".join(v if k == "default" else f"{v} ({k})" for k, v in rule.severity.items())
+    return "; ".join([base, *(f"{c['severity']} when {rule.when(name)}"
+                              for name, c in rule.severity_cases.items())])
 
 
 def render_catalog(rules) -> str:
@@ -44,7 +45,10 @@ def select_rules(rules, query: str | None) -> tuple[list, bool]:
 def rule_record(rule) -> dict:
     """One rule as JSON (``rules --format json``): what the catalog and the page show."""
     return {"id": rule.id, "name": rule.name, "summary": rule.summary,
-            "severity": dict(rule.severity), "severity_note": rule.severity_note,
+            "severity": dict(rule.severity), "severity_note": _severity(rule),
+            "severity_cases": {name: {"severity": c["severity"], "when": rule.when(name)}
+                               for name, c in rule.severity_cases.items()},
+            "params": dict(rule.params),
             "needs_inputs": rule.needs_inputs, "modes": list(rule.modes),
             "doc": {k: v.rstrip() for k, v in rule.doc.items() if isinstance(v, str)}}
 

@@ -1,6 +1,13 @@
-"""The rule engine: load the declarative rule packs, select rules, run them over a graph."""
+"""The rule engine: load the declarative rule packs, select rules, run them over a graph.
+
+A rule pack is a directory of rule YAML files: the bundled one, those installed packages
+name in the entry point group ``precisionaudit.rules`` (a directory, or a function that
+returns one; importing the package may register Python checks with ``checks.check``),
+and those a settings file names in ``rule-packs``.
+"""
 from __future__ import annotations
 
+import contextvars
 import os
 import pathlib
 import string
@@ -10,9 +17,10 @@ from importlib import resources
 import yaml
 
 from ..core.errors import UsageError
-from ..core.findings import SEVERITIES, Finding
+from ..core.findings import Finding
+from .schema import RULE_SCHEMA, schema_error
 
-REQUIRED = ("id", "name", "summary", "severity", "message", "doc")
+ENTRY_POINT_GROUP = "precisionaudit.rules"
 
 
 @dataclass
@@ -29,34 +37,48 @@ class Rule:
     needs_inputs: bool = True
     modes: tuple = ("autocast", "pure")
     fix: dict = field(default_factory=dict)
-    severity_note: str | None = None  # when a check adjusts the severity: say how
+    severity_cases: dict = field(default_factory=dict)  # case a check reports → severity, when
+    params: dict = field(default_factory=dict)  # thresholds its check reads (``param``)
     source: str = ""
 
-    def severity_for(self, dtype: str) -> str:
+    def severity_for(self, dtype: str, case: str | None = None) -> str:
+        if case is not None:
+            return self.severity_cases[case]["severity"]
         return self.severity.get(dtype, self.severity.get("default", "warning"))
 
+    def when(self, case: str) -> str:
+        """When ``case`` applies, in words, its thresholds filled in from ``params``."""
+        return self.severity_cases[case]["when"].format(**self.params)
 
-def _parse(data: dict, source: str, checks: bool = True) -> Rule:
-    missing = [k for k in REQUIRED if k not in data]
-    if missing:
-        raise UsageError(f"{source}: rule is missing {', '.join(missing)}")
-    severity = data["severity"]
-    if isinstance(severity, str):
-        severity = {"default": severity}
-    for value in severity.values():
-        if value not in SEVERITIES:
-            raise UsageError(f"{source}: unknown severity {value!r}")
+
+def _parse(data, source: str, checks: bool = True) -> Rule:
+    error = schema_error(data, RULE_SCHEMA, source)
+    if error:
+        raise UsageError(error)
     check = data.get("check")
     if checks and check and check not in _checks():
         raise UsageError(f"{source}: check {check!r} is not a registered Python check")
-    known = set(Rule.__dataclass_fields__) - {"source"}
-    unknown = set(data) - known
-    if unknown:
-        raise UsageError(f"{source}: unknown keys {', '.join(sorted(unknown))}")
-    fields = dict(data, severity=severity, source=source)
+    fields = dict(data, source=source)
+    if isinstance(fields["severity"], str):
+        fields["severity"] = {"default": fields["severity"]}
     if "modes" in fields:
         fields["modes"] = tuple(fields["modes"])
-    return Rule(**fields)
+    rule = Rule(**fields)
+    for case in rule.severity_cases:
+        try:
+            rule.when(case)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise UsageError(f"{source}: severity_cases.{case}.when: names no param ({exc})") from exc
+    return rule
+
+
+#: the rule whose check is running (``param`` reads its thresholds)
+_running: contextvars.ContextVar = contextvars.ContextVar("rule")
+
+
+def param(name: str):
+    """The threshold ``name`` of the rule whose check is running (its YAML ``params``)."""
+    return _running.get().params[name]
 
 
 def _checks() -> dict:
@@ -77,24 +99,52 @@ def _bundled_pack():
         return pathlib.Path(_SOURCE_PACK)
 
 
-def _documents(directory: str | None):
-    """(file name, parsed YAML) for every rule file of the pack, in name order."""
-    pack = pathlib.Path(directory) if directory else _bundled_pack()
-    for f in sorted(pack.iterdir(), key=lambda f: f.name):
+def _documents(pack=None):
+    """(source, parsed YAML) for every rule file of ``pack`` (default: the bundled one), in
+    name order; the source is the file name for the bundled pack, the path for others."""
+    directory = pathlib.Path(pack) if pack else _bundled_pack()
+    if pack and not directory.is_dir():
+        raise UsageError(f"{pack}: no such rule pack directory")
+    for f in sorted(directory.iterdir(), key=lambda f: f.name):
         if f.name.endswith((".yaml", ".yml")):
+            source = str(f) if pack else f.name
             try:
-                yield f.name, yaml.safe_load(f.read_text())
+                yield source, yaml.safe_load(f.read_text())
             except yaml.YAMLError as exc:
-                raise UsageError(f"{f.name}: invalid YAML: {exc}") from exc
+                raise UsageError(f"{source}: invalid YAML: {exc}") from exc
 
 
-def load_rules(directory: str | None = None, checks: bool = True) -> list[Rule]:
-    """Every rule of the bundled pack (or of ``directory``), sorted by id.
+def installed_packs() -> list[str]:
+    """The rule pack directories installed packages name in the ``precisionaudit.rules`` group."""
+    from importlib.metadata import entry_points
+
+    found = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            target = ep.load()
+            directory = os.fspath(target() if callable(target) else target)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is one line, not a traceback
+            raise UsageError(f"rule pack {ep.name!r} ({ep.value}) could not be loaded: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        if not os.path.isdir(directory):
+            raise UsageError(f"rule pack {ep.name!r} ({ep.value}): {directory} is not a directory")
+        found.append(directory)
+    return found
+
+
+def _all_documents(directory, packs):
+    for pack in [directory, *installed_packs(), *packs]:
+        yield from _documents(pack)
+
+
+def load_rules(directory: str | None = None, checks: bool = True, packs=()) -> list[Rule]:
+    """Every rule of the bundled pack (or of ``directory`` instead), of the installed packs
+    and of the pack directories ``packs``, sorted by id.
 
     ``checks=False`` skips resolving the Python checks (which import torch): for commands
     that only show the catalog (``precisionaudit rules``, docs).
     """
-    rules = [_parse(data, source, checks) for source, data in _documents(directory)]
+    rules = [_parse(data, source, checks) for source, data in _all_documents(directory, packs)]
     ids = [r.id for r in rules]
     duplicated = {i for i in ids if ids.count(i) > 1}
     if duplicated:
@@ -102,9 +152,9 @@ def load_rules(directory: str | None = None, checks: bool = True) -> list[Rule]:
     return sorted(rules, key=lambda r: r.id)
 
 
-def rule_ids(directory: str | None = None) -> list[str]:
+def rule_ids(directory: str | None = None, packs=()) -> list[str]:
     """The catalog's ids without importing torch (config validation runs before any model)."""
-    return sorted(data["id"] for _, data in _documents(directory)
+    return sorted(data["id"] for _, data in _all_documents(directory, packs)
                   if isinstance(data, dict) and "id" in data)
 
 
@@ -133,24 +183,37 @@ def run_rules(graph, rules: list[Rule], target, path: str, model: str) -> list[F
             continue
         if target.mode not in rule.modes or (structure_only and rule.needs_inputs):
             continue
-        hits = []
-        if rule.scope == "graph":
-            hits = checks[rule.check](graph, target)
-        else:
-            for name, node in graph.nodes(data=True):
-                if not _matches(rule, node):
-                    continue
-                evidence = checks[rule.check](graph, name, node, target) if rule.check else {}
-                if evidence is not None and evidence is not False:
-                    hits.append((name, evidence))
+        token = _running.set(rule)
+        try:
+            hits = _hits(rule, graph, checks, target)
+        finally:
+            _running.reset(token)
         for name, evidence in hits:
             findings.append(_finding(rule, graph, name, dict(evidence), target, path, model))
     return findings
 
 
+def _hits(rule, graph, checks, target) -> list:
+    """(node name or None, evidence) of every place ``rule`` fires."""
+    hits = []
+    if rule.scope == "graph":
+        return checks[rule.check](graph, target)
+    for name, node in graph.nodes(data=True):
+        if not _matches(rule, node):
+            continue
+        evidence = checks[rule.check](graph, name, node, target) if rule.check else {}
+        if evidence is not None and evidence is not False:
+            hits.append((name, evidence))
+    return hits
+
+
 def _finding(rule, graph, name, evidence, target, path, model) -> Finding:
     node = graph.nodes[name] if name is not None else {}
-    severity = evidence.pop("severity", None) or rule.severity_for(target.dtype)
+    case = evidence.pop("case", None)
+    if "severity" in evidence or (case is not None and case not in rule.severity_cases):
+        raise UsageError(f"{rule.source}: its check reported severity {evidence.get('severity', case)!r}: "
+                         "checks name a case of the rule's severity_cases, the YAML says its severity")
+    severity = rule.severity_for(target.dtype, case)
     module = evidence.pop("module", node.get("module", ""))
     column = None if "line" in evidence else node.get("column")  # a check's own line has none
     line = evidence.pop("line", node.get("line"))

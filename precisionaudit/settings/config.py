@@ -36,6 +36,8 @@ class Config:
     baseline: str | None = None
     severity: dict[str, str] = field(default_factory=dict)
     suppress: list[dict] = field(default_factory=list)
+    rule_packs: list[str] = field(default_factory=list)  # rule pack directories (absolute)
+    pack_ids: list[str] = field(default_factory=list)  # the rule ids those packs add
 
     def ignored_for(self, path: str) -> list[str]:
         """Rule codes that ``per-file-ignores`` switches off for ``path``."""
@@ -162,7 +164,12 @@ def _parse(path: str, data: dict, prefix: str, known_ids: set) -> Config:
         check.fail("tool", f"unknown key ({OWN_FILE} takes the keys at top level, "
                            "without [tool.precisionaudit])")
     config = Config(path=path, root=os.path.dirname(os.path.abspath(path)))
-    for key, value in check.table("", data).items():
+    if "rule-packs" in check.table("", data):  # first: codes below may name the packs' rules
+        config.rule_packs, config.pack_ids = _rule_packs(check, config.root, data["rule-packs"])
+        check.known = set(check.known) | set(config.pack_ids)
+    for key, value in data.items():
+        if key == "rule-packs":
+            continue
         if key in ("select", "ignore", "extend-select"):
             setattr(config, key.replace("-", "_"), check.codes(key, value))
         elif key == "per-file-ignores":
@@ -184,6 +191,21 @@ def _parse(path: str, data: dict, prefix: str, known_ids: set) -> Config:
         else:
             check.fail(key, "unknown key")
     return config
+
+
+def _rule_packs(check: _Checker, root: str, value) -> tuple[list[str], list[str]]:
+    """(the directories ``rule-packs`` names, resolved against the config's directory, and
+    the rule ids they add)."""
+    from ..rules.engine import rule_ids
+
+    if not isinstance(value, list):
+        check.fail("rule-packs", f"expected a list of directories, got {type(value).__name__}")
+    packs = [os.path.join(root, check.string(f"rule-packs[{i}]", v)) for i, v in enumerate(value)]
+    for i, pack in enumerate(packs):
+        if not os.path.isdir(pack):
+            check.fail(f"rule-packs[{i}]", f"no such directory: {pack}")
+    added = sorted(set(rule_ids(packs=packs)) - set(rule_ids()))
+    return packs, added
 
 
 def _suppress_entries(check: _Checker, value) -> list[dict]:

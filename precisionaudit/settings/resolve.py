@@ -69,6 +69,10 @@ class SettingsResolver:
             self._by_dir[directory] = self._settings(load_config(known_ids=self.known, start=directory))
         return self._by_dir[directory]
 
+    def rule_packs(self, files) -> list[str]:
+        """The rule pack directories the settings of ``files`` name, each once."""
+        return list(dict.fromkeys(p for settings, _ in self.groups(files) for p in settings.config.rule_packs))
+
     def groups(self, files) -> list[tuple[FileSettings, list[str]]]:
         """(settings, the files it applies to), in the order the files come."""
         found: dict[int, tuple[FileSettings, list[str]]] = {}
@@ -83,6 +87,7 @@ class SettingsResolver:
             self._by_config[config.path] = FileSettings(
                 config=config, target=Target(values["dtype"], values["mode"], values["device"]),
                 fail_on=values["fail_on"],
-                rule_ids=selected_ids(self.known, config, self.select, self.extend_select, self.ignore),
+                rule_ids=selected_ids(self.known + config.pack_ids, config, self.select,
+                                      self.extend_select, self.ignore),
                 baseline=self.baseline or config.baseline)
         return self._by_config[config.path]

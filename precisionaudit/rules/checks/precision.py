@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...core.numerics import EXACT_INTEGER_LIMIT
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
+from ..engine import param
 from . import check
 
 
@@ -47,8 +48,8 @@ def reduction_low_precision(graph, name, node, target):
         return None  # reported as a hand-written norm (PA102)
     extent = node.get("reduced_extent")
     evidence = {"extent": extent}
-    if extent is not None and extent < 64:
-        evidence["severity"] = "info"
+    if extent is not None and extent < param("short_extent"):
+        evidence["case"] = "short"
     return evidence
 
 
@@ -71,7 +72,7 @@ def unrepresentable_constant(graph, name, node, target):
         return None
     worst = next((c for c in bad if c["status"] == "overflow"), bad[0])
     return {"value": worst["value"], "value_text": f"{worst['value']:g}", "stored": worst["stored"], "status": worst["status"],
-            "severity": "error" if worst["status"] == "overflow" else "warning",
+            **({"case": "underflow"} if worst["status"] == "underflow" else {}),
             "becomes": "inf" if worst["status"] == "overflow" else "0"}
 
 

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import math
 
+from ..engine import param
 from . import check
 
 ALIGN = {"float16": 8, "bfloat16": 8}
 VOCAB_MIN, VOCAB_ALIGN = 8192, 64
-SMALL_GEMM_ELEMENTS = 4096  # N*K below 64x64: launch and tile overhead dominate
-LARGE_GEMM_WEIGHT = 1 << 20
 
 
 def gemm_dims(graph, node) -> list[tuple[str, int]]:
@@ -78,8 +77,8 @@ def unaligned_channels(graph, target):
         up, _ = padded(size, multiple)
         evidence = {"module": module, "channels": which, "size": size, "padded": up,
                     "module_type": facts["type"]}
-        if bad == [("in_channels", size)] and size <= 4:
-            evidence["severity"] = "info"  # an RGB/audio input layer: the data fixes it
+        if bad == [("in_channels", size)] and size <= param("input_layer_channels"):
+            evidence["case"] = "input-layer"  # an RGB/audio input layer: the data fixes it
         hits.append((_node_of_module(graph, module), evidence))
     return hits
 
@@ -89,7 +88,7 @@ def small_gemm(graph, name, node, target):
     dims = [d for n, d in gemm_dims(graph, node) if n.startswith(("N", "K"))]
     if node["op"] != "linear" or len(dims) != 2 or not node["low_precision"]:
         return None
-    if dims[0] * dims[1] < SMALL_GEMM_ELEMENTS:
+    if dims[0] * dims[1] < param("min_weight_elements"):
         return {"n": dims[0], "k": dims[1]}
     return None
 
@@ -99,7 +98,7 @@ def fp32_gemm(graph, name, node, target):
     if node["compute_dtype"] != "float32":
         return None
     weights = [math.prod(s) for _, s in node["params"] if s and len(s) == 2]
-    if weights and weights[0] >= LARGE_GEMM_WEIGHT:
+    if weights and weights[0] >= param("min_weight_elements"):
         return {"weight_elements": weights[0], "why": node.get("why")}
     if not weights and node["op"] in ("matmul", "bmm") and len(node["in_shapes"]) >= 2:
         a, b = node["in_shapes"][:2]

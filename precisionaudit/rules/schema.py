@@ -1,0 +1,54 @@
+"""What a rule file may say: the JSON Schema every rule YAML (bundled or from a pack) meets.
+
+Severities and thresholds are data here, not prose: ``severity_cases`` names the cases a
+check can report (with the severity each gets and when it applies, worded from
+``params``), and ``params`` holds the numbers a check reads through ``engine.param``.
+"""
+from __future__ import annotations
+
+from ..core.findings import FIX_ACTIONS, SEVERITIES
+from ..core.target import DTYPES, MODES
+
+_TEXT = {"type": "string", "minLength": 1}
+
+RULE_SCHEMA = {
+    "type": "object",
+    "required": ["id", "name", "summary", "severity", "message", "doc"],
+    "additionalProperties": False,
+    "properties": {
+        "id": {"type": "string", "pattern": "^[A-Z]+[0-9]+$"},
+        "name": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"},
+        "summary": _TEXT,
+        "severity": {"oneOf": [
+            {"enum": list(SEVERITIES)},
+            {"type": "object", "minProperties": 1, "additionalProperties": {"enum": list(SEVERITIES)},
+             "propertyNames": {"enum": ["default", *DTYPES]}}]},
+        "severity_cases": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["severity", "when"], "additionalProperties": False,
+            "properties": {"severity": {"enum": list(SEVERITIES)}, "when": _TEXT}}},
+        "params": {"type": "object", "additionalProperties": {"type": ["number", "string", "boolean", "array"]}},
+        "match": {"type": "object", "additionalProperties": False, "properties": {
+            "ops": {"type": "array", "items": {"type": "string"}},
+            "where": {"type": "object"}}},
+        "check": {"type": "string"},
+        "scope": {"enum": ["node", "graph", "source"]},
+        "needs_inputs": {"type": "boolean"},
+        "modes": {"type": "array", "minItems": 1, "items": {"enum": list(MODES)}},
+        "message": _TEXT,
+        "fix": {"type": "object", "required": ["action"], "properties": {"action": {"enum": list(FIX_ACTIONS)}}},
+        "doc": {"type": "object", "required": ["what", "why"], "additionalProperties": False,
+                "properties": {k: _TEXT for k in ("what", "why", "bad", "good")}},
+    },
+}
+
+
+def schema_error(data, schema: dict, where: str) -> str | None:
+    """One line naming the first place ``data`` breaks ``schema`` (``where: key.path: why``),
+    or None when it conforms."""
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
+    if error is None:
+        return None
+    path = ".".join(str(p) for p in error.absolute_path)
+    return f"{where}: {path + ': ' if path else ''}{error.message}"

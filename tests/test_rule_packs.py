@@ -1,0 +1,117 @@
+"""Rule packs outside the package: a directory a settings file names, or one an installed
+package names in the ``precisionaudit.rules`` entry point group. The example pack
+(tests/rule_pack) adds EX101; ``scan`` runs it and ``rules`` documents it."""
+import json
+import os
+import textwrap
+
+import pytest
+
+from precisionaudit.core.target import Target
+from precisionaudit.rules.engine import load_rules, rule_ids, run_rules
+from precisionaudit.scanner import scan
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+PACK = os.path.join(TESTS, "rule_pack")
+HAZARD = os.path.join(TESTS, "models", "ex101_sigmoid_hazard.py")
+CLEAN = os.path.join(TESTS, "models", "ex101_sigmoid_clean.py")
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A project whose precisionaudit.toml names the example pack, with both models in it."""
+    (tmp_path / "precisionaudit.toml").write_text(f'rule-packs = ["{PACK}"]\nextend-select = ["EX1"]\n')
+    for model in (HAZARD, CLEAN):
+        (tmp_path / os.path.basename(model)).write_text(open(model).read())
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def ex101(cli, path):
+    report = json.loads(cli("scan", path, "--format", "json").stdout)
+    return [f for f in report["findings"] if f["rule"] == "EX101"]
+
+
+def test_scan_runs_a_rule_of_a_pack_the_settings_name(cli, project):
+    found = ex101(cli, "ex101_sigmoid_hazard.py")
+    assert [(f["op"], f["severity"], f["fix"]["action"]) for f in found] == [("sigmoid", "info", "keep_fp32")]
+    assert "rounds to exactly 1" in found[0]["message"]
+    assert ex101(cli, "ex101_sigmoid_clean.py") == []
+
+
+def test_without_the_settings_the_pack_does_not_run(cli, project):
+    assert ex101(cli, HAZARD) == []  # the copy in sample dir has no settings above it
+
+
+def test_rules_documents_the_packs_rules(cli, project):
+    page = cli("rules", "EX101").stdout
+    assert page.startswith("EX101 sigmoid-low-precision") and "## Why is this bad?" in page
+    assert "EX101" in cli("rules").stdout.split()
+
+
+def test_a_missing_pack_directory_is_one_line(cli, tmp_path, monkeypatch):
+    (tmp_path / "precisionaudit.toml").write_text('rule-packs = ["nowhere"]\n')
+    monkeypatch.chdir(tmp_path)
+    result = cli("scan", HAZARD, "--config", "precisionaudit.toml")
+    assert result.exit_code == 2
+    assert result.output.strip() == (f"precisionaudit: error: precisionaudit.toml: rule-packs[0]: no such "
+                                     f"directory: {tmp_path / 'nowhere'}")
+
+
+def test_an_invalid_rule_file_is_one_line_naming_the_key(cli, tmp_path, monkeypatch):
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    text = open(os.path.join(PACK, "EX101.yaml")).read().replace("action: keep_fp32", "action: repaint")
+    (pack / "EX101.yaml").write_text(text)
+    (tmp_path / "precisionaudit.toml").write_text('rule-packs = ["pack"]\n')
+    monkeypatch.chdir(tmp_path)
+    result = cli("rules")
+    assert result.exit_code == 2
+    assert result.output.startswith(f"precisionaudit: error: {pack / 'EX101.yaml'}: fix.action: 'repaint' "
+                                    "is not one of ['keep_fp32', 'disable_autocast', 'replace',")
+
+
+def test_an_installed_package_adds_its_pack_through_the_entry_point(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    (site / "example_pack").mkdir(parents=True)
+    (site / "example_pack" / "__init__.py").write_text(
+        f"def rules_dir():\n    return {PACK!r}\n")
+    info = site / "example_pack-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: example-pack\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[precisionaudit.rules]\nexample = example_pack:rules_dir\n")
+    monkeypatch.syspath_prepend(str(site))
+    assert "EX101" in rule_ids()
+    _, found = scan([HAZARD], Target("float16", "autocast", "cuda"), load_rules())
+    assert [f.op for f in found if f.rule == "EX101"] == ["sigmoid"]
+
+
+def test_thresholds_are_the_yaml_params(tmp_path):
+    """PA103's check reads its 'short' threshold from the rule's params: change the data,
+    change the severity."""
+    from precisionaudit.analysis import run_passes
+    from precisionaudit.capture.pytorch.capture import capture_file
+
+    model = tmp_path / "sums.py"
+    model.write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+
+        class Sums(nn.Module):
+            def forward(self, x):
+                return x.half().sum(-1)
+
+        def get_model():
+            return Sums()
+
+        def get_example_inputs():
+            return (torch.randn(4, 100),)
+    """))
+    target = Target("float16", "pure", "cuda")
+    graph = run_passes(capture_file(str(model), target).graph)
+    (rule,) = [r for r in load_rules() if r.id == "PA103"]
+    severities = []
+    for short in (64, 1000):
+        rule.params["short_extent"] = short
+        severities += [f.severity for f in run_rules(graph, [rule], target, str(model), "m")]
+    assert severities == ["warning", "info"]  # 100 elements: not short below 64, short below 1000
