@@ -18,14 +18,59 @@ from dataclasses import dataclass, field
 import yaml
 
 from ..core.errors import UsageError
+from ..core.schema import schema_error
 from ..core.target import DEVICES, DTYPES, MODES
 
 PLAN_VERSION = 1
-ENTRY_KEYS = ("module", "nodes", "op_types", "ops", "dtype", "rules", "reason")
 #: op types an ONNX plan may not keep in fp32 by type: onnxconverter-common wraps a blocked
 #: op in the Casts it inserts and then meets those Casts as blocked ops too, forever.
 UNBLOCKABLE_OP_TYPES = ("Cast",)
-TOP_KEYS = ("version", "target", "overrides", "keep_fp32_modules")
+
+
+def _names(what: str, kind: str, nullable: bool = False) -> dict:
+    """A non-empty list of non-empty strings, with one message for every way to miss it."""
+    message = f"{what} must be a non-empty list of {kind}"
+    return {"type": ["array", "null"] if nullable else "array", "minItems": 1, "x-message": message,
+            "items": {"type": "string", "minLength": 1, "x-message": message}}
+
+
+def _strings(message: str) -> dict:
+    return {"type": ["array", "null"], "x-message": message, "items": {"type": "string", "x-message": message}}
+
+
+#: the plan format; what spans fields (module or nodes, one kind per plan, Cast) stays in code
+SCHEMA = {
+    "type": "object", "required": ["version"], "additionalProperties": False,
+    "x-message": {"type": "a plan is a mapping with version, target and overrides (got {got})",
+                  "required": f"no version (this precisionaudit reads plan version {PLAN_VERSION})",
+                  "additionalProperties": "unknown top-level key {keys}"},
+    "properties": {
+        "version": {"const": PLAN_VERSION, "x-message": f"plan version {{value!r}} is not supported "
+                                                        f"(this precisionaudit reads version {PLAN_VERSION})"},
+        "target": {
+            "type": ["object", "null"], "additionalProperties": False,
+            "x-message": {"type": "target must be a mapping like {{dtype: float16, mode: autocast}}",
+                          "additionalProperties": "target: unknown key '{keys}'"},
+            "properties": {key: {"enum": list(values), "x-message": f"target {key} {{value!r}} is not one "
+                                                                    f"of {', '.join(values)}"}
+                           for key, values in (("dtype", DTYPES), ("mode", MODES), ("device", DEVICES))}},
+        "overrides": {"type": ["array", "null"], "x-message": "overrides must be a list of entries", "items": {
+            "type": "object", "additionalProperties": False,
+            "x-message": {"type": "an entry is a mapping with at least a module",
+                          "additionalProperties": "unknown key {keys}"},
+            "properties": {
+                "module": {"type": "string", "x-message": 'module must be a string (a glob over '
+                                                          'named_modules() paths; "" is the root)'},
+                "ops": _names("ops", "op names (leave it out to run the whole module in fp32)", nullable=True),
+                "nodes": _names("nodes", "ONNX node names"),
+                "op_types": _names("op_types", "ONNX op types"),
+                "dtype": {"const": "float32",
+                          "x-message": "dtype {value!r} is not supported (overrides run in float32)"},
+                "rules": _strings("rules must be a list of rule ids"),
+                "reason": {"type": ["string", "null"], "x-message": "reason must be a string"}}}},
+        "keep_fp32_modules": _strings("keep_fp32_modules must be a list of module globs"),
+    },
+}
 
 
 class PlanError(UsageError, ValueError):
@@ -131,109 +176,56 @@ def parse_text(text: str, source: str) -> OverridePlan:
 
 
 def parse_plan(data, source: str) -> OverridePlan:
-    if not isinstance(data, dict):
-        raise PlanError(f"{source}: a plan is a mapping with version, target and overrides "
-                        f"(got {type(data).__name__})")
-    unknown = sorted(set(data) - set(TOP_KEYS))
-    if unknown:
-        raise PlanError(f"{source}: unknown top-level key {', '.join(map(str, unknown))}")
-    version = data.get("version")
-    if version is None:
-        raise PlanError(f"{source}: no version (this precisionaudit reads plan version {PLAN_VERSION})")
-    if version != PLAN_VERSION:
-        raise PlanError(f"{source}: plan version {version!r} is not supported "
-                        f"(this precisionaudit reads version {PLAN_VERSION})")
-    target = _parse_target(data.get("target"), source)
-    overrides = data.get("overrides")
-    if overrides is None:
-        overrides = []
-    if not isinstance(overrides, list):
-        raise PlanError(f"{source}: overrides must be a list of entries")
-    entries = [_parse_entry(entry, i, source) for i, entry in enumerate(overrides)]
-    kinds = {o.is_onnx for o in entries}
-    if len(kinds) > 1:
+    error = schema_error(data, SCHEMA)
+    if error is not None:
+        where, why = error
+        raise PlanError(f"{_entry_place(data, where, source)}: {why}")
+    entries = [_entry(entry, f"{_entry_place(data, f'overrides[{i}]', source)}")
+               for i, entry in enumerate(data.get("overrides") or [])]
+    if len({o.is_onnx for o in entries}) > 1:
         raise PlanError(f"{source}: overrides mix module entries (PyTorch) with nodes/op_types "
                         "entries (ONNX); a plan is for one kind of model")
-    keep = data.get("keep_fp32_modules") or []
-    if not isinstance(keep, list) or not all(isinstance(m, str) for m in keep):
-        raise PlanError(f"{source}: keep_fp32_modules must be a list of module globs")
-    return OverridePlan(target=target, overrides=entries, keep_fp32_modules=keep,
-                        version=version, source=source)
+    return OverridePlan(target=dict(data.get("target") or {}), overrides=entries,
+                        keep_fp32_modules=data.get("keep_fp32_modules") or [],
+                        version=data["version"], source=source)
 
 
-def _parse_target(target, source) -> dict:
-    if target is None:
-        return {}
-    if not isinstance(target, dict):
-        raise PlanError(f"{source}: target must be a mapping like {{dtype: float16, mode: autocast}}")
-    allowed = {"dtype": DTYPES, "mode": MODES, "device": DEVICES}
-    for key, value in target.items():
-        if key not in allowed:
-            raise PlanError(f"{source}: target: unknown key {key!r}")
-        if value not in allowed[key]:
-            raise PlanError(f"{source}: target {key} {value!r} is not one of {', '.join(allowed[key])}")
-    return dict(target)
+def _entry_place(data, where: str, source: str) -> str:
+    """'amp_plan.yaml: overrides[2] (module 'blocks.*')' for a place inside an entry; the
+    file alone elsewhere (those messages name their key themselves)."""
+    if not where.startswith("overrides["):
+        return source
+    index = int(where[len("overrides["):where.index("]")])
+    module = data["overrides"][index].get("module") if isinstance(data["overrides"][index], dict) else None
+    return f"{source}: overrides[{index}]" + (f" (module {module!r})" if isinstance(module, str) else "")
 
 
-def _parse_entry(entry, index: int, source: str) -> Override:
-    where = f"{source}: overrides[{index}]"
-    if not isinstance(entry, dict):
-        raise PlanError(f"{where}: an entry is a mapping with at least a module")
-    module = entry.get("module")
-    if isinstance(module, str):
-        where += f" (module {module!r})"
-    unknown = sorted(set(entry) - set(ENTRY_KEYS))
-    if unknown:
-        raise PlanError(f"{where}: unknown key {', '.join(map(str, unknown))}")
-    if "nodes" in entry or "op_types" in entry:
-        return _parse_onnx_entry(entry, where)
-    if not isinstance(module, str):
-        raise PlanError(f"{where}: module must be a string (a glob over named_modules() paths; "
-                        "\"\" is the root)")
-    ops = entry.get("ops")
-    if ops is not None:
-        if not isinstance(ops, list) or not ops or not all(isinstance(o, str) and o for o in ops):
-            raise PlanError(f"{where}: ops must be a non-empty list of op names "
-                            "(leave it out to run the whole module in fp32)")
-    dtype, rules, reason = _common_fields(entry, where)
-    return Override(module=module, ops=list(ops) if ops is not None else None, dtype=dtype,
-                    rules=list(rules), reason=reason)
-
-
-def _common_fields(entry: dict, where: str):
-    """(dtype, rules, reason) of an entry of either kind."""
-    dtype = entry.get("dtype", "float32")
-    if dtype != "float32":
-        raise PlanError(f"{where}: dtype {dtype!r} is not supported (overrides run in float32)")
-    rules = entry.get("rules") or []
-    if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
-        raise PlanError(f"{where}: rules must be a list of rule ids")
-    reason = entry.get("reason") or ""
-    if not isinstance(reason, str):
-        raise PlanError(f"{where}: reason must be a string")
-    return dtype, rules, reason
-
-
-def _parse_onnx_entry(entry: dict, where: str) -> Override:
-    """An entry naming ONNX nodes and/or op types (no module, no ops)."""
+def _entry(entry: dict, where: str) -> Override:
+    """An Override from an entry the schema accepted: a module (PyTorch) or nodes/op_types
+    (ONNX), never both."""
+    common = {"dtype": entry.get("dtype", "float32"), "rules": list(entry.get("rules") or []),
+              "reason": entry.get("reason") or ""}
+    if "nodes" not in entry and "op_types" not in entry:
+        if "module" not in entry:
+            raise PlanError(f'{where}: module must be a string (a glob over named_modules() paths; "" '
+                            "is the root)")
+        ops = entry.get("ops")
+        return Override(module=entry["module"], ops=list(ops) if ops is not None else None, **common)
     mixed = [key for key in ("module", "ops") if key in entry]
     if mixed:
         raise PlanError(f"{where}: an entry names nodes/op_types (ONNX) or a module (PyTorch), "
                         f"not both ({', '.join(mixed)} given too)")
-    lists = {}
-    for key, what in (("nodes", "ONNX node names"), ("op_types", "ONNX op types")):
-        value = entry.get(key)
-        if key in entry and (not isinstance(value, list) or not value
-                             or not all(isinstance(v, str) and v for v in value)):
-            raise PlanError(f"{where}: {key} must be a non-empty list of {what}")
-        lists[key] = list(value) if key in entry else None
-    blocked = sorted(set(lists["op_types"] or ()) & set(UNBLOCKABLE_OP_TYPES))
+    blocked = sorted(set(entry.get("op_types") or ()) & set(UNBLOCKABLE_OP_TYPES))
     if blocked:
         raise PlanError(f"{where}: op_types cannot keep {', '.join(blocked)} in float32 "
                         "(onnxconverter-common never finishes with Cast in its op block list); "
                         "name the nodes that need float32 under nodes: instead")
-    dtype, rules, reason = _common_fields(entry, where)
-    return Override(module=None, dtype=dtype, rules=list(rules), reason=reason, **lists)
+    return Override(module=None, nodes=_copy(entry.get("nodes")), op_types=_copy(entry.get("op_types")),
+                    **common)
+
+
+def _copy(names):
+    return list(names) if names is not None else None
 
 
 # --------------------------------------------------------------------------- writing

@@ -18,7 +18,8 @@ import yaml
 
 from ..core.errors import UsageError
 from ..core.findings import Finding
-from .schema import RULE_SCHEMA, schema_error
+from ..core.schema import schema_error
+from .schema import RULE_SCHEMA
 
 ENTRY_POINT_GROUP = "precisionaudit.rules"
 
@@ -52,9 +53,10 @@ class Rule:
 
 
 def _parse(data, source: str, checks: bool = True) -> Rule:
-    error = schema_error(data, RULE_SCHEMA, source)
+    error = schema_error(data, RULE_SCHEMA)
     if error:
-        raise UsageError(error)
+        where, why = error
+        raise UsageError(f"{source}: {where + ': ' if where else ''}{why}")
     check = data.get("check")
     if checks and check and check not in _checks():
         raise UsageError(f"{source}: check {check!r} is not a registered Python check")

@@ -40,15 +40,3 @@ RULE_SCHEMA = {
                 "properties": {k: _TEXT for k in ("what", "why", "bad", "good")}},
     },
 }
-
-
-def schema_error(data, schema: dict, where: str) -> str | None:
-    """One line naming the first place ``data`` breaks ``schema`` (``where: key.path: why``),
-    or None when it conforms."""
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
-    if error is None:
-        return None
-    path = ".".join(str(p) for p in error.absolute_path)
-    return f"{where}: {path + ': ' if path else ''}{error.message}"

@@ -13,8 +13,22 @@ from .. import __version__
 from ..core.atomic import write_text_atomic
 from ..core.errors import UsageError
 from ..core.findings import Finding, stable_path
+from ..core.schema import schema_error
 
 FORMAT = 1
+_NOT_OURS = "not a precisionaudit baseline (expected findings with fingerprints)"
+#: what a baseline file must hold (the rest of each finding is for reviewers)
+SCHEMA = {
+    "type": "object", "x-message": _NOT_OURS, "required": ["tool", "findings"],
+    "properties": {
+        "tool": {"const": "precisionaudit", "x-message": _NOT_OURS},
+        "findings": {"type": "array", "x-message": _NOT_OURS, "items": {
+            "type": "object", "required": ["fingerprint"], "x-message": _NOT_OURS,
+            "properties": {"fingerprint": {"type": "string", "x-message": _NOT_OURS}}}},
+        "baseline": {"type": "integer", "maximum": FORMAT, "x-message":
+                     f"baseline format {{value!r}} is not one this precisionaudit understands ({FORMAT})"},
+    },
+}
 _KEPT = ("rule", "name", "severity", "line", "model", "module", "node", "op", "message")
 
 
@@ -39,16 +53,10 @@ def read_baseline(path: str) -> set[str]:
         raise UsageError(f"{path}: cannot read baseline: {exc.strerror}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not a precisionaudit baseline (invalid JSON: {exc})") from exc
-    entries = document.get("findings") if isinstance(document, dict) else None
-    if (not isinstance(document, dict) or document.get("tool") != "precisionaudit"
-            or not isinstance(entries, list)
-            or not all(isinstance(e, dict) and isinstance(e.get("fingerprint"), str) for e in entries)):
-        raise UsageError(f"{path}: not a precisionaudit baseline (expected findings with fingerprints)")
-    fmt = document.get("baseline", FORMAT)
-    if not isinstance(fmt, int) or fmt > FORMAT:
-        raise UsageError(f"{path}: baseline format {fmt!r} is not one this precisionaudit "
-                         f"understands ({FORMAT})")
-    return {e["fingerprint"] for e in entries}
+    error = schema_error(document, SCHEMA)
+    if error is not None:
+        raise UsageError(f"{path}: {error[1]}")
+    return {e["fingerprint"] for e in document["findings"]}
 
 
 def split_known(findings: list[Finding], known: set[str]) -> tuple[list[Finding], list[Finding]]:
