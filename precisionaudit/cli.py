@@ -147,7 +147,8 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
     streamed = fmt == "text" and not statistics
     progress = Progress(len(files))
     done = []
-    for outcome in outcomes(files, resolver, load_rules(packs=resolver.rule_packs(files)), known, entry, inputs_name, baselines,
+    rules = load_rules(packs=resolver.rule_packs(files))
+    for outcome in outcomes(files, resolver, rules, known, entry, inputs_name, baselines,
                             timeout=timeout, before=progress.update):
         progress.clear()
         done.append(outcome)
