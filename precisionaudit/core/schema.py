@@ -9,6 +9,8 @@ shallowest).
 """
 from __future__ import annotations
 
+import re
+
 
 def schema_error(data, schema: dict) -> tuple[str, str] | None:
     """(where, why) of the first place ``data`` breaks ``schema``, or None when it conforms."""
@@ -17,13 +19,34 @@ def schema_error(data, schema: dict) -> tuple[str, str] | None:
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(data))
     if error is None:
         return None
-    return _where(error.absolute_path), _message(error)
+    path = list(error.absolute_path)
+    key = _key_of(error)
+    return _where(path + ([key] if key is not None else [])), _message(error)
+
+
+def _key_of(error):
+    """The key an ``additionalProperties`` error refuses or a ``required`` one misses: the
+    place the message is about."""
+    instance = error.instance
+    if not isinstance(instance, dict):
+        return None
+    if error.validator == "additionalProperties":
+        allowed = set(error.schema.get("properties", {}))
+        return next((k for k in instance if k not in allowed), None)
+    if error.validator == "required":
+        return next((k for k in error.validator_value if k not in instance), None)
+    return None
 
 
 def _where(path) -> str:
+    """``overrides[0].ops``; a key that is not a plain name is quoted (``'tests/*'``)."""
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        name = part if re.fullmatch(r"[\w-]+", str(part)) else repr(part)
+        out += f".{name}" if out else name
     return out
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..core.errors import UsageError
 from ..core.findings import SEVERITIES, code_covers
+from ..core.schema import schema_error
 from ..core.target import DEVICES, DTYPES, MODES
 
 PYPROJECT, OWN_FILE = "pyproject.toml", "precisionaudit.toml"
@@ -117,8 +118,48 @@ def load_config(config_file: str | None = None, isolated: bool = False,
     return _parse(*found, known_ids=set(known_ids))
 
 
+def _enum(values) -> dict:
+    return {"type": "string", "enum": list(values), "x-message": {
+        "type": "expected a string, got {got}",
+        "enum": f"unknown value {{value!r}}; expected one of {', '.join(values)}"}}
+
+
+_STRING = {"type": "string", "x-message": "expected a string, got {got}"}
+_CODES = {"type": ["string", "array"], "x-message": "expected a list of rule ids, got {got}",
+          "items": {"type": "string", "x-message": "expected a rule id, got {value!r}"}}
+
+
+def _table(values: dict) -> dict:
+    return {"type": "object", "x-message": "expected a table, got {got}", "additionalProperties": values}
+
+
+#: the settings' shape; rule codes (checked against the catalog) and paths are checked in code
+SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "x-message": {"type": "expected a table, got {got}", "additionalProperties": "unknown key"},
+    "properties": {
+        "select": _CODES, "ignore": _CODES, "extend-select": _CODES,
+        "per-file-ignores": _table(_CODES),
+        "severity": _table(_enum(SEVERITIES)),
+        "suppress": {"type": "array", "x-message": "expected an array of tables ([[tool.precisionaudit.suppress]])",
+                     "items": {
+                         "type": "object", "additionalProperties": False, "required": ["rule"],
+                         "anyOf": [{"required": [m]} for m in SUPPRESS_MATCHERS],
+                         "x-message": {"type": "expected a table, got {got}", "additionalProperties": "unknown key",
+                                       "required": "missing: name the rule ids it suppresses",
+                                       "anyOf": f"needs at least one of {', '.join(SUPPRESS_MATCHERS)}"},
+                         "properties": {"rule": _CODES, "reason": _STRING,
+                                        **{m: _STRING for m in SUPPRESS_MATCHERS}}}},
+        "fail-on": _enum(SEVERITIES), "dtype": _enum(DTYPES), "mode": _enum(MODES), "device": _enum(DEVICES),
+        "baseline": _STRING,
+        "rule-packs": {"type": "array", "x-message": "expected a list of directories, got {got}",
+                       "items": _STRING},
+    },
+}
+
+
 class _Checker:
-    """Type and value checks that name the file and the dotted key of the offending value."""
+    """Rule-code checks (against the catalog) that name the file and the dotted key."""
 
     def __init__(self, path: str, prefix: str, known_ids: set):
         self.path, self.prefix, self.known = path, prefix, known_ids
@@ -126,25 +167,10 @@ class _Checker:
     def fail(self, key: str, message: str):
         raise UsageError(f"{_display(self.path)}: {(self.prefix + key).rstrip('.')}: {message}")
 
-    def string(self, key, value, allowed=None) -> str:
-        if not isinstance(value, str):
-            self.fail(key, f"expected a string, got {type(value).__name__}")
-        if allowed and value not in allowed:
-            self.fail(key, f"unknown value {value!r}; expected one of {', '.join(allowed)}")
-        return value
-
-    def codes(self, key, value, exact=False) -> list[str]:
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list):
-            self.fail(key, f"expected a list of rule ids, got {type(value).__name__}")
-        for code in value:
-            self.code(key, code, exact)
-        return [c.upper() for c in value]
+    def codes(self, key, value) -> list[str]:
+        return [self.code(key, code) for code in ([value] if isinstance(value, str) else value)]
 
     def code(self, key, code, exact=False) -> str:
-        if not isinstance(code, str):
-            self.fail(key, f"expected a rule id, got {code!r}")
         upper = code.upper()
         if exact and upper not in self.known:
             self.fail(key, f"unknown rule id {code!r}")
@@ -152,44 +178,35 @@ class _Checker:
             self.fail(key, f"unknown rule id or prefix {code!r}")
         return upper
 
-    def table(self, key, value) -> dict:
-        if not isinstance(value, dict):
-            self.fail(key, f"expected a table, got {type(value).__name__}")
-        return value
-
 
 def _parse(path: str, data: dict, prefix: str, known_ids: set) -> Config:
     check = _Checker(path, prefix, known_ids)
     if not prefix and "tool" in data:
         check.fail("tool", f"unknown key ({OWN_FILE} takes the keys at top level, "
                            "without [tool.precisionaudit])")
+    error = schema_error(data, SCHEMA)
+    if error is not None:
+        check.fail(*error)
     config = Config(path=path, root=os.path.dirname(os.path.abspath(path)))
-    if "rule-packs" in check.table("", data):  # first: codes below may name the packs' rules
+    if "rule-packs" in data:  # first: codes below may name the packs' rules
         config.rule_packs, config.pack_ids = _rule_packs(check, config.root, data["rule-packs"])
         check.known = set(check.known) | set(config.pack_ids)
     for key, value in data.items():
-        if key == "rule-packs":
-            continue
         if key in ("select", "ignore", "extend-select"):
             setattr(config, key.replace("-", "_"), check.codes(key, value))
         elif key == "per-file-ignores":
-            config.per_file_ignores = {
-                pattern: check.codes(f"{key}.{pattern!r}", codes)
-                for pattern, codes in check.table(key, value).items()}
+            config.per_file_ignores = {pattern: check.codes(f"{key}.{pattern!r}", codes)
+                                       for pattern, codes in value.items()}
         elif key == "severity":
-            config.severity = {
-                check.code(f"{key}.{rule}", rule, exact=True):
-                    check.string(f"{key}.{rule}", level, SEVERITIES)
-                for rule, level in check.table(key, value).items()}
+            config.severity = {check.code(f"{key}.{rule}", rule, exact=True): level
+                               for rule, level in value.items()}
         elif key == "suppress":
-            config.suppress = _suppress_entries(check, value)
+            config.suppress = [dict(entry, rule=check.codes(f"suppress[{i}].rule", entry["rule"]))
+                               for i, entry in enumerate(value)]
         elif key in ("fail-on", "dtype", "mode", "device"):
-            allowed = {"fail-on": SEVERITIES, "dtype": DTYPES, "mode": MODES, "device": DEVICES}[key]
-            setattr(config, key.replace("-", "_"), check.string(key, value, allowed))
+            setattr(config, key.replace("-", "_"), value)
         elif key == "baseline":
-            config.baseline = os.path.join(config.root, check.string(key, value))
-        else:
-            check.fail(key, "unknown key")
+            config.baseline = os.path.join(config.root, value)
     return config
 
 
@@ -198,36 +215,12 @@ def _rule_packs(check: _Checker, root: str, value) -> tuple[list[str], list[str]
     the rule ids they add)."""
     from ..rules.engine import rule_ids
 
-    if not isinstance(value, list):
-        check.fail("rule-packs", f"expected a list of directories, got {type(value).__name__}")
-    packs = [os.path.join(root, check.string(f"rule-packs[{i}]", v)) for i, v in enumerate(value)]
+    packs = [os.path.join(root, v) for v in value]
     for i, pack in enumerate(packs):
         if not os.path.isdir(pack):
             check.fail(f"rule-packs[{i}]", f"no such directory: {pack}")
     added = sorted(set(rule_ids(packs=packs)) - set(rule_ids()))
     return packs, added
-
-
-def _suppress_entries(check: _Checker, value) -> list[dict]:
-    if not isinstance(value, list):
-        check.fail("suppress", "expected an array of tables ([[tool.precisionaudit.suppress]])")
-    entries = []
-    for index, entry in enumerate(value):
-        key = f"suppress[{index}]"
-        entry = check.table(key, entry)
-        unknown = set(entry) - {"rule", *SUPPRESS_MATCHERS, "reason"}
-        if unknown:
-            check.fail(f"{key}.{sorted(unknown)[0]}", "unknown key")
-        if "rule" not in entry:
-            check.fail(f"{key}.rule", "missing: name the rule ids it suppresses")
-        if not any(k in entry for k in SUPPRESS_MATCHERS):
-            check.fail(key, f"needs at least one of {', '.join(SUPPRESS_MATCHERS)}")
-        parsed = {"rule": check.codes(f"{key}.rule", entry["rule"])}
-        for name in (*SUPPRESS_MATCHERS, "reason"):
-            if name in entry:
-                parsed[name] = check.string(f"{key}.{name}", entry[name])
-        entries.append(parsed)
-    return entries
 
 
 def expand_codes(codes, known_ids) -> set[str]:
