@@ -115,3 +115,17 @@ def test_thresholds_are_the_yaml_params(tmp_path):
         rule.params["short_extent"] = short
         severities += [f.severity for f in run_rules(graph, [rule], target, str(model), "m")]
     assert severities == ["warning", "info"]  # 100 elements: not short below 64, short below 1000
+
+
+def test_the_bundled_rules_conform_to_the_schema():
+    """Loading the bundled pack skips the schema (no jsonschema import for `rules`): this holds it."""
+    import yaml
+
+    from precisionaudit.core.schema import schema_error
+    from precisionaudit.rules.schema import RULE_SCHEMA
+
+    bundled = os.path.join(os.path.dirname(TESTS), "rules")
+    files = sorted(f for f in os.listdir(bundled) if f.endswith(".yaml"))
+    assert len(files) >= 19
+    errors = {f: schema_error(yaml.safe_load(open(os.path.join(bundled, f))), RULE_SCHEMA) for f in files}
+    assert {f: e for f, e in errors.items() if e} == {}
