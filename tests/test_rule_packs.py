@@ -39,6 +39,10 @@ def test_scan_runs_a_rule_of_a_pack_the_settings_name(cli, project):
     assert ex101(cli, "ex101_sigmoid_clean.py") == []
 
 
+def test_show_settings_names_the_pack(cli, project):
+    assert f"  rule-packs: {json.dumps([PACK])}" in cli("scan", "--show-settings", ".").stdout.splitlines()
+
+
 def test_without_the_settings_the_pack_does_not_run(cli, project):
     assert ex101(cli, HAZARD) == []  # the copy in sample dir has no settings above it
 

@@ -39,7 +39,8 @@ class FileSettings:
         return {"config": shown_path(c.path), "files": list(files), "target": self.target.as_dict(),
                 "fail_on": self.fail_on, "rules": sorted(self.rule_ids),
                 "per_file_ignores": c.per_file_ignores, "severity": c.severity,
-                "suppress": c.suppress, "baseline": shown_path(self.baseline)}
+                "suppress": c.suppress, "baseline": shown_path(self.baseline),
+                "rule_packs": [shown_path(p) for p in c.rule_packs]}
 
 
 class SettingsResolver:
