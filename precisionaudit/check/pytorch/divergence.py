@@ -45,6 +45,9 @@ def _floats(out) -> list[torch.Tensor]:
 
 
 class _OpTap(TorchFunctionMode):
+    """Hands the probe each torch call's output (keyed by module, op and occurrence), and the
+    call that raised."""
+
     def __init__(self, probe):
         super().__init__()
         self.probe = probe
