@@ -17,7 +17,7 @@ from gate_models import CLEAN, HAZARD, write
 from precisionaudit.report.console import Progress, color_enabled
 
 BAD = os.path.join(os.path.dirname(__file__), "bad_models")
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ANSI = re.compile(r"\x1b\[[0-9;]*m|\x1b\]8;;[^\x1b]*\x1b\\")  # styles and OSC 8 links
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The check report (``precisionaudit check``): JSON as DESIGN.md defines it, and text.
+"""The check report (``precisionaudit check``): JSON as docs/check-report.md defines it, and text.
 
 Reporters only format the report dict the check built; they compute nothing.
 """

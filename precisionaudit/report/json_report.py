@@ -1,4 +1,4 @@
-"""The JSON report of DESIGN.md (more keys may be added, none removed)."""
+"""The JSON report of docs/json-report.md (more keys may be added, none removed)."""
 from .. import __version__
 from ..core.findings import summary
 from .strict_json import dumps

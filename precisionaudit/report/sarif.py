@@ -21,25 +21,15 @@ def _artifact(path: str) -> dict:
     return {"uri": quote(rel), "uriBaseId": "%SRCROOT%"}
 
 
-def _markdown(rule) -> str:
-    doc = rule.doc
-    parts = [f"**{rule.id} {rule.name}**: {rule.summary}"]
-    for title, key, code in (("What it does", "what", False), ("Why is this bad?", "why", False),
-                             ("Example", "bad", True), ("Use instead", "good", True)):
-        if doc.get(key):
-            body = doc[key].rstrip()
-            parts.append(f"## {title}\n" + (f"```python\n{body}\n```" if code else body))
-    return "\n\n".join(parts)
-
-
 def _rule(rule) -> dict:
-    from ..rules.docs import render_rule
+    from ..rules.docs import render_markdown, render_rule, rule_url
 
     level = rule.severity_for("float16")
     return {"id": rule.id, "name": rule.name,
             "shortDescription": {"text": rule.summary},
             "fullDescription": {"text": (rule.doc.get("what") or rule.summary).strip()},
-            "help": {"text": render_rule(rule), "markdown": _markdown(rule)},
+            "help": {"text": render_rule(rule), "markdown": render_markdown(rule)},
+            "helpUri": rule_url(rule.id),
             "defaultConfiguration": {"level": LEVELS[level]},
             "properties": {"tags": [TAGS.get(rule.id[:3], "precision")]}}
 

@@ -1,7 +1,15 @@
-"""Rule documentation pages (``precisionaudit rules [ID]``), ruff-style."""
+"""Rule documentation pages (``precisionaudit rules [ID]``, docs/rules/PAxxx.md), ruff-style."""
 from __future__ import annotations
 
 import json
+
+#: where docs/ of this repository is published; each rule's page is ``rules/<ID>.md`` below it
+#: (SARIF ``helpUri``, ``rules ID``, the text report's links).
+DOCS_URL = "https://github.com/OWNER/precisionaudit/blob/main/docs"
+
+
+def rule_url(rule_id: str) -> str:
+    return f"{DOCS_URL}/rules/{rule_id}.md"
 
 
 def _severity(rule) -> str:
@@ -28,7 +36,44 @@ def render_rule(rule) -> str:
                        ("Example", "bad"), ("Use instead", "good")):
         if doc.get(key):
             parts += ["", f"## {title}", doc[key].rstrip()]
+    parts += ["", f"Docs: {rule_url(rule.id)}"]
     return "\n".join(parts) + "\n"
+
+
+def render_markdown(rule, page: bool = False) -> str:
+    """The rule's documentation as Markdown: SARIF's ``help.markdown``, and with ``page``
+    the whole docs/rules/<ID>.md (title, severity, when it applies)."""
+    doc = rule.doc
+    if page:
+        parts = [f"# {rule.id} {rule.name}", rule.summary[0].upper() + rule.summary[1:] + ".",
+                 f"Default severity: {_severity(rule)}." + (
+                     "" if rule.needs_inputs else " Runs without example inputs (module structure).")
+                 + ("" if tuple(rule.modes) == ("autocast", "pure")
+                    else f" Applies in mode: {', '.join(rule.modes)}.")]
+    else:
+        parts = [f"**{rule.id} {rule.name}**: {rule.summary}"]
+    for title, key, code in (("What it does", "what", False), ("Why is this bad?", "why", False),
+                             ("Example", "bad", True), ("Use instead", "good", True)):
+        if doc.get(key):
+            body = doc[key].rstrip()
+            parts.append(f"## {title}\n" + (f"```python\n{body}\n```" if code else body))
+    if page:
+        parts.append(f"See also: `precisionaudit rules {rule.id}`, the [rule catalog](index.md).")
+    return "\n\n".join(parts) + ("\n" if page else "")
+
+
+def markdown_pages(rules) -> dict[str, str]:
+    """{path below docs/: text}: docs/rules/<ID>.md for every rule, and the catalog."""
+    pages = {f"rules/{r.id}.md": render_markdown(r, page=True) for r in rules}
+    rows = ["| id | name | default severity | fires when |", "|---|---|---|---|"]
+    rows += [f"| [{r.id}]({r.id}.md) | {r.name} | {_severity(r)} | {r.summary.replace('|', '/')} |"
+             for r in rules]
+    pages["rules/index.md"] = (
+        "# Rule catalog\n\nRule ids are stable: new rules get new ids, none is renumbered. "
+        "PA0xx are about precisionaudit itself, PA1xx precision hazards (values that overflow, "
+        "underflow or lose their precision), PA2xx Tensor Core performance hints (never "
+        "errors). `precisionaudit rules ID` shows a page in the terminal.\n\n" + "\n".join(rows) + "\n")
+    return pages
 
 
 def select_rules(rules, query: str | None) -> tuple[list, bool]:

@@ -1,4 +1,4 @@
-"""The check of DESIGN.md for an ONNX model: fp32 vs converted vs converted + plan.
+"""The check (docs/check-report.md) of an ONNX model: fp32 vs converted vs converted + plan.
 
 Three onnxruntime (CPU) runs on the same generated inputs: the model as it is
 (``reference``), converted to float16 (``baseline``) and converted with the plan's nodes

@@ -60,7 +60,7 @@ class Run:
 def run_check(path: str, target: Target, plan=None, device: str = "auto", tolerance=None,
               seed: int = 0, grad: bool = False, entry: str = "get_model",
               inputs: str = "get_example_inputs") -> dict:
-    """The check report of DESIGN.md for one model file (a dict, JSON-ready)."""
+    """The check report (docs/check-report.md) of one model file (a dict, JSON-ready)."""
     with user_code(path, "the model's forward"):  # an exit from the forward is not a verdict
         return _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs)
 

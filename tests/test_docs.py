@@ -1,0 +1,100 @@
+"""docs/ is the user's reference: every contract, one page per rule and every flag, kept
+current with the code (the generated pages are regenerated here and compared)."""
+import glob
+import json
+import os
+import re
+
+import pytest
+from gate_models import HAZARD, write
+
+from precisionaudit.report.reference_docs import all_pages
+from precisionaudit.rules.docs import DOCS_URL, rule_url
+from precisionaudit.rules.engine import load_rules
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
+CONTRACTS = ("exit-codes.md", "json-report.md", "check-report.md", "plan-file.md", "settings.md",
+             "cli.md", "rules/index.md")
+
+
+def _read(rel):
+    with open(os.path.join(DOCS, rel), encoding="utf-8") as fh:
+        return fh.read()
+
+
+@pytest.mark.parametrize("rel, text", sorted(all_pages().items()))
+def test_generated_pages_are_current(rel, text):
+    assert os.path.isfile(os.path.join(DOCS, rel)), f"docs/{rel} missing: run python -m " \
+                                                    "precisionaudit.report.reference_docs"
+    assert _read(rel) == text, f"docs/{rel} is stale: run python -m precisionaudit.report.reference_docs"
+
+
+def test_one_page_per_rule_and_no_page_without_a_rule():
+    ids = {r.id for r in load_rules(checks=False)}
+    pages = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(DOCS, "rules", "PA*.md"))}
+    assert pages == ids
+    catalog = _read("rules/index.md")
+    assert all(f"[{i}]({i}.md)" in catalog for i in ids)
+    page = _read("rules/PA106.md")
+    assert page.startswith("# PA106 attention-logits-overflow\n") and "## Use instead" in page
+    assert "```python\nscores = (q @ k.transpose(-2, -1)) / math.sqrt(d)" in page
+
+
+def test_every_flag_of_every_command_is_documented():
+    from precisionaudit.cli import main
+
+    cli = _read("cli.md")
+    for name, command in main.commands.items():
+        section = cli.split(f"## `precisionaudit {name}`", 1)[1].split("\n## ", 1)[0]
+        for param in command.params:
+            for opt in getattr(param, "opts", []):
+                if opt.startswith("-"):
+                    assert re.search(rf"(^|[\s,]){re.escape(opt)}\b", section, re.M), (name, opt)
+
+
+def test_contract_pages_exist_and_readme_and_code_point_there_not_to_design_md():
+    for rel in CONTRACTS:
+        assert _read(rel).startswith("# "), rel
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        readme = fh.read()
+    assert "DESIGN.md" not in readme
+    for rel in ("docs/json-report.md", "docs/check-report.md", "docs/plan-file.md", "docs/exit-codes.md",
+                "docs/settings.md", "docs/rules/index.md", "docs/cli.md"):
+        assert f"({rel})" in readme, rel
+    stale = [p for p in glob.glob(os.path.join(ROOT, "precisionaudit", "**", "*.py"), recursive=True)
+             if "DESIGN.md" in open(p, encoding="utf-8").read()]
+    assert not stale
+
+
+def test_links_between_pages_resolve():
+    for path in glob.glob(os.path.join(DOCS, "**", "*.md"), recursive=True):
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", text):
+            assert os.path.isfile(os.path.join(os.path.dirname(path), target)), (path, target)
+
+
+def test_json_report_page_names_every_key_the_report_has(tmp_path, monkeypatch, cli):
+    write(tmp_path, "model.py", HAZARD)
+    monkeypatch.chdir(tmp_path)
+    report = json.loads(cli("scan", "--isolated", "--format", "json", "model.py").stdout)
+    example = _read("json-report.md").split("```json\n", 1)[1].split("```", 1)[0]
+    documented = json.loads(example)
+    assert set(report) == set(documented)
+    assert set(report["models"][0]) == set(documented["models"][0])
+    assert set(report["findings"][0]) == set(documented["findings"][0])
+    assert set(report["settings"][0]) == set(documented["settings"][0])
+
+
+def test_rules_link_to_their_page_from_sarif_rules_and_the_text_report(tmp_path, monkeypatch, cli):
+    assert rule_url("PA106") == f"{DOCS_URL}/rules/PA106.md"
+    assert f"Docs: {rule_url('PA106')}" in cli("rules", "PA106").stdout
+    write(tmp_path, "model.py", HAZARD)
+    monkeypatch.chdir(tmp_path)
+    sarif = json.loads(cli("scan", "--isolated", "--format", "sarif", "model.py").stdout)
+    rules = sarif["runs"][0]["tool"]["driver"]["rules"]
+    assert rules and all(r["helpUri"] == rule_url(r["id"]) for r in rules)
+    linked = cli("scan", "--isolated", "--color", "always", "model.py").stdout
+    assert f"\x1b]8;;{rule_url('PA107')}\x1b\\" in linked  # an OSC 8 hyperlink on the rule id
+    assert "\x1b]8;;" not in cli("scan", "--isolated", "model.py").stdout
