@@ -207,14 +207,14 @@ def explain(path, dtype, mode, device, entry, inputs_name, timeout):
     from .analysis import run_passes
     from .core.errors import CaptureError
     from .report.explain import render
-    from .scanner import capture_model
+    from .scanner import capture_model, judged_target
 
-    target = Target(dtype, mode, device)
+    target = judged_target(path, Target(dtype, mode, device))
     with time_limit(timeout):
         captured = capture_model(path, target, entry, inputs_name)
     if captured.frontend == "structure":
         raise CaptureError(f"{path}: explain needs example inputs ({inputs_name}() not found)")
-    click.echo(render(run_passes(captured.graph), path, target, captured.frontend), nl=False)
+    click.echo(render(run_passes(captured.graph), path, target, captured.frontend, captured.notes), nl=False)
 
 
 @main.command(epilog="""\b
@@ -292,12 +292,14 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         from .capture.onnx.io import require_onnx_extra
 
         require_onnx_extra()
+        from .capture.onnx.graph import refuse_converted
         from .capture.onnx.model import load_onnx
         from .check.onnx.inputs import parse_shapes
         from .plan.onnx import header as onnx_header
         from .plan.onnx import make_onnx_plan
 
         model, pruned = load_onnx(path), None
+        refuse_converted(model, path, "plan the float32 model (the file convert reads)")
         if prune:  # runs the model in onnxruntime: the check stage
             from .plan.onnx_prune import pruned_plan
 

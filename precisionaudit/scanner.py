@@ -92,6 +92,12 @@ def model_files(paths, entry: str = "get_model", skip_non_models: bool = False):
     return files, skipped
 
 
+def judged_target(path: str, target):
+    """The policy a model file is judged under: an ONNX graph is converted as a whole
+    (``pure``; a mixed-precision file as its dtypes are), whatever --mode says."""
+    return dataclasses.replace(target, mode="pure") if path.endswith(".onnx") else target
+
+
 def capture_model(path: str, target, entry: str, inputs: str):
     if path.endswith(".onnx"):
         from .capture.onnx.model import capture_onnx
@@ -112,8 +118,8 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
     from .core.signals import TimeLimitExceeded, time_limit
     from .rules.engine import run_rules
 
-    if path.endswith(".onnx"):  # an ONNX graph is judged converted to the low dtype
-        target, entry = dataclasses.replace(target, mode="pure"), "onnx"
+    if path.endswith(".onnx"):
+        target, entry = judged_target(path, target), "onnx"
     result = ModelResult(path=path, entry=entry, target=target.as_dict())
     try:
         with time_limit(timeout):

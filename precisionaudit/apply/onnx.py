@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from onnx import ModelProto, helper, numpy_helper
 
-from ..capture.onnx.graph import FLOAT, FLOAT16, consumers, elem_types, name_nodes
+from ..capture.onnx.graph import FLOAT, FLOAT16, consumers, elem_types, name_nodes, refuse_converted
 from ..capture.onnx.io import PROTO_LIMIT
 from ..core.errors import UsageError
 from ..core.numerics import FP16_MAX
@@ -100,7 +100,7 @@ def convert(model: ModelProto, plan=None, dtype: str = "float16", keep_io_types:
     work.CopyFrom(model)
     graph = work.graph
     names = name_nodes(graph)
-    _refuse_converted(work, source)
+    refuse_converted(work, source, "convert the float32 model instead")
     nodes, op_types, notes = resolve_plan(plan, graph, dtype) if plan is not None else (set(), set(), [])
     op_block_list = sorted(set(DEFAULT_OP_BLOCK_LIST) | op_types)
     assert "Cast" not in op_block_list  # the converter would never finish
@@ -131,15 +131,6 @@ def convert(model: ModelProto, plan=None, dtype: str = "float16", keep_io_types:
     return Conversion(model=converted, nodes=names, kept=kept, by_plan=by_plan,
                       retargeted_casts=sorted(no_op_casts + retargeted, key=names.index),
                       clipped=clipped, tiny_weights=tiny, warnings=notes)
-
-
-def _refuse_converted(model, source):
-    graph = model.graph
-    low = [vi.name for vi in [*graph.input, *graph.output] if vi.type.tensor_type.elem_type == FLOAT16]
-    low += [i.name for i in graph.initializer if i.data_type == FLOAT16]
-    if low:
-        raise UsageError(f"{source}: already has float16 tensors ({low[0]!r}): convert the float32 "
-                         "model instead")
 
 
 def resolve_plan(plan, graph, dtype: str):

@@ -1,7 +1,7 @@
 """The ``explain`` table: every op, where it is, and what it computes in under the policy."""
 
 
-def render(graph, path, target, frontend) -> str:
+def render(graph, path, target, frontend, notes=()) -> str:
     rows = [("node", "op", "module", "line", "in", "computes", "out", "why")]
     for name, a in graph.nodes(data=True):
         ins = ",".join(sorted({_short(d) for d in a["in_dtypes"] if d})) or "-"
@@ -9,6 +9,7 @@ def render(graph, path, target, frontend) -> str:
                      _short(a["compute_dtype"]), _short(a["out_dtype"]), a.get("why", "")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     out = [f"{path} under {target.dtype} {target.mode} ({target.device}), captured by {frontend}"]
+    out += [f"note: {note}" for note in notes]
     for row in rows:
         out.append("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
     return "\n".join(out) + "\n"

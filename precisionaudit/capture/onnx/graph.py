@@ -105,6 +105,34 @@ def elem_types(model) -> dict[str, int]:
     return {name: elem for name, (elem, _) in tensor_info(model).items()}
 
 
+def low_precision_tensor(model) -> tuple[str, str] | None:
+    """(tensor name, dtype) of a float16/bfloat16 tensor the file already has (an input,
+    output, initializer, typed intermediate, constant or cast target), or None for a
+    float32 graph. Such a file was converted already (by ``convert``, ModelOpt or by hand):
+    it is judged as its dtypes are, and it is no reference for ``check``."""
+    low = {code: name for name, code in LOW_TYPES.items()}
+    for name, code in elem_types(model).items():
+        if code in low:
+            return name, low[code]
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if node.op_type == "Cast" and attr.name == "to" and attr.i in low:
+                return node.output[0], low[attr.i]
+            if node.op_type == "Constant" and attr.name == "value" and attr.t.data_type in low:
+                return node.output[0], low[attr.t.data_type]
+    return None
+
+
+def refuse_converted(model, source: str, instead: str) -> None:
+    """``plan``, ``convert`` and ``check`` start from the float32 graph: a UsageError saying
+    ``instead`` for a file that is mixed precision already."""
+    from ...core.errors import UsageError
+
+    low = low_precision_tensor(model)
+    if low:
+        raise UsageError(f"{source}: already has {low[1]} tensors ({low[0]!r}): {instead}")
+
+
 def attribute(node, name, default=None):
     """The value of a node attribute, or ``default``."""
     from onnx import helper

@@ -3,7 +3,8 @@
 Loading runs none of the model's code. Shapes come from onnx shape inference; constants
 and initializers are real values, so a -1e9 mask or a weight above 65504 is seen. The
 target for ONNX is a converted graph (``pure``): every float tensor in the low dtype,
-minus the nodes a plan keeps in fp32.
+minus the nodes a plan keeps in fp32 — unless the file is mixed precision already
+(written by ``convert``, ModelOpt or by hand): then its dtypes are judged as they are.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .graph import (
     STANDARD_DOMAINS,
     TRANSPARENT,
     canonical_op,
+    low_precision_tensor,
     name_nodes,
     tensor_info,
 )
@@ -118,8 +120,11 @@ def capture_onnx(path: str, target) -> Capture:
     producer: dict[str, str | None] = {}
     unanalysed = set()
     low = target.dtype
+    as_is = low_precision_tensor(model)
 
     def converted(dtype):
+        if as_is:  # already mixed precision: the dtypes in the file are the ones that run
+            return dtype
         return low if dtype in ("float32", "float16", "bfloat16") else dtype
 
     modules = {}
@@ -176,7 +181,8 @@ def capture_onnx(path: str, target) -> Capture:
     graph.graph["outputs"] = [{"node": producer.get(o.name), "dtype": converted(tensors.dtype(o.name)),
                                "shape": tensors.shape(o.name)} for o in model.graph.output]
     skipped = [f"unanalysed custom ops: {', '.join(sorted(unanalysed))}"] if unanalysed else []
-    notes = ["judged as converted to " + low]
+    notes = [f"judged as the dtypes in the file are (it already has {as_is[1]} tensors: {as_is[0]!r})"
+             if as_is else "judged as converted to " + low]
     if untyped or inference_failure:
         notes.append(untyped_note(untyped, inference_failure))
     return Capture(graph, "onnx", skipped=skipped, notes=notes)

@@ -20,7 +20,7 @@ import torch
 
 from ... import __version__
 from ...apply.onnx import BF16_UNSUPPORTED, convert, resolve_plan
-from ...capture.onnx.graph import canonical_op, name_nodes, tensor_info
+from ...capture.onnx.graph import canonical_op, name_nodes, refuse_converted, tensor_info
 from ...capture.onnx.io import infer_shapes, session, verify
 from ...capture.onnx.model import load_onnx, module_of, source_of
 from ...core.errors import UsageError
@@ -93,6 +93,8 @@ def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None,
         raise UsageError(BF16_UNSUPPORTED)
     tol = tolerance or tolerance_for(dtype)
     model = load_onnx(path)
+    refuse_converted(model, path, "check needs the float32 model (the file convert read) to run "
+                     "as its reference")
     name_nodes(model.graph)
     plan_obj = load_plan(plan) if plan is not None else None
     if plan_obj is not None:
