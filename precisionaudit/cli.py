@@ -65,8 +65,8 @@ Examples:
 
 @main.command(epilog=SCAN_EXAMPLES)
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
-              show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github", "html"]), default="text",
+              show_default=True, help="html: one self-contained page (findings, module tree); use with -o.")
 @click.option("-o", "--output-file", metavar="FILE",
               help="Write the report to FILE (atomically, at the end) instead of stdout.")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error",
@@ -119,6 +119,10 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
     started = time.monotonic()
     if statistics and fmt not in ("text", "json"):
         raise UsageError("--statistics shows text or json")
+    if fmt == "html":
+        from .report.html import require_plotly
+
+        require_plotly()  # said before any model is scanned
     known = rule_ids()
     resolver = SettingsResolver(known, config_file, isolated, _flags(dtype=dtype, mode=mode, device=device,
                                                                     fail_on=fail_on),
@@ -339,6 +343,8 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed for weights and inputs.")
 @click.option("--grad", is_flag=True, help="Also compare gradients and recommend a loss scale.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--html", "html_file", metavar="FILE", help="Also write the report as one self-contained "
+              "HTML page (variants, error growth and gradient plots).")
 @click.option("--entry", default="get_model", show_default=True,
               help="Function of the model file that returns the nn.Module.")
 @click.option("--inputs", "inputs_name", default="get_example_inputs", show_default=True,
@@ -349,7 +355,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
 @TIMEOUT_OPTION
 @guarded
-def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, fmt, entry,
+def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, fmt, html_file, entry,
           inputs_name, input_shapes, config_file, isolated, timeout):
     """A/B check: fp32 reference vs the policy (baseline) vs the policy with the plan.
 
@@ -370,6 +376,11 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     if not os.path.isfile(path):
         raise UsageError(f"{path}: {'not a regular file' if os.path.exists(path) else 'no such file'}")
     tolerance = tolerance_for(dtype, atol, rtol, cosine)
+    if html_file is not None:
+        from .report.html import require_plotly
+
+        require_plotly()  # a missing plotly is said before the check runs
+        html_file = checked_output(html_file, [path, plan_path], "HTML report")
     if path.endswith(".onnx"):
         from .capture.onnx.io import require_onnx_extra
 
@@ -396,6 +407,11 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         for warning in report["warnings"]:
             click.echo(f"precisionaudit: warning: {warning}", err=True)
     click.echo((render_json if fmt == "json" else render_text)(report), nl=False)
+    if html_file is not None:
+        from .core.atomic import write_text_atomic
+        from .report.html import render_check
+
+        write_text_atomic(html_file, render_check(report), "HTML report")
     sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)
 
 

@@ -25,6 +25,17 @@ def findings_of(path, dtype="float16", mode="autocast", device="cuda", select=()
     return found
 
 
+@pytest.fixture
+def gate_project(tmp_path, monkeypatch):
+    """The working directory: model.py (gate_models.HAZARD, PA107 at 12:18) and clean.py."""
+    from gate_models import CLEAN, HAZARD, write
+
+    write(tmp_path, "model.py", HAZARD)
+    write(tmp_path, "clean.py", CLEAN)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
 def rule_ids(path, **kw) -> set:
     return {f.rule for f in findings_of(path, **kw)}
 

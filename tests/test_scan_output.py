@@ -12,7 +12,7 @@ import textwrap
 import time
 
 import pytest
-from gate_models import CLEAN, HAZARD, write
+from gate_models import HAZARD, write
 
 from precisionaudit.report.console import Progress, color_enabled
 
@@ -21,11 +21,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m|\x1b\]8;;[^\x1b]*\x1b\\")  # styles and OSC 8
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    write(tmp_path, "model.py", HAZARD)
-    write(tmp_path, "clean.py", CLEAN)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+def project(gate_project):
+    return gate_project
 
 
 class _Terminal:

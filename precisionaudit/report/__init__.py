@@ -1,5 +1,5 @@
 """Reporters turn findings into text for people or machines; they never look at graphs."""
-from . import github, json_report, sarif, text
+from . import github, html, json_report, sarif, text
 
 FORMATTERS = {"text": text.render, "json": json_report.render, "sarif": sarif.render,
-              "github": github.render}
+              "github": github.render, "html": html.render_scan}

@@ -81,6 +81,15 @@ class GradHistogram:
         zero = self.share_below(ZERO_BELOW - k)
         return {"zero": report_number(zero), "subnormal": report_number(self.share_below(SUBNORMAL_BELOW - k) - zero)}
 
+    def bins(self) -> dict:
+        """The non-empty stretch of the histogram: ``count[i]`` values have
+        2^log2[i] <= |g| < 2^(log2[i] + 1) (the HTML report plots it against fp16's range)."""
+        nonzero = torch.nonzero(self.hist).flatten().tolist()
+        if not nonzero:
+            return {"log2": [], "count": []}
+        lo, hi = nonzero[0], nonzero[-1] + 1
+        return {"log2": list(range(lo - _OFFSET, hi - _OFFSET)), "count": self.hist[lo:hi].tolist()}
+
     def recommended_scale(self) -> float:
         if not self.max_abs:
             return GRADSCALER_DEFAULT
@@ -122,6 +131,7 @@ def loss_scale_report(histogram: GradHistogram, dtype: str) -> dict:
     """The fp16 loss-scale advice next to GradScaler's default; bf16 needs none."""
     fp16_scale = histogram.recommended_scale()
     report = {"values": histogram.values, "max_abs": report_number(histogram.max_abs),
+              "histogram": histogram.bins(),
               "recommended_init_scale": fp16_scale if dtype == "float16" else 1.0,
               "gradscaler_default": GRADSCALER_DEFAULT,
               "overflow_at_default": histogram.max_abs * GRADSCALER_DEFAULT >= FP16_MAX,
