@@ -47,6 +47,15 @@ def write(folder: str) -> list[str]:
     return written
 
 
-if __name__ == "__main__":
-    for written_path in write(sys.argv[1] if len(sys.argv) > 1 else "docs"):
+def _main(argv: list[str]) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m precisionaudit.report.reference_docs",
+                                     description="Regenerate the rule pages and docs/cli.md.")
+    parser.add_argument("folder", nargs="?", default="docs", help="where to write (default: docs)")
+    for written_path in write(parser.parse_args(argv).folder):
         print(written_path)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
