@@ -2,6 +2,7 @@
 
     python bench/check_bench.py            # the check_* demonstrations and the hazard samples below
     python bench/check_bench.py --grad     # with one backward per variant
+    python bench/check_bench.py --gpt2 3   # only the GPT-2-small row, 3 repeats
 
 For each sample: scan + plan (wall time), then ``check`` with that plan. Prints the model
 executions the check used (forward/backward: a fixed 3 each, never a search), its wall time,
@@ -11,12 +12,20 @@ would cost; the op-level plan is what precisionaudit writes). Prints a Markdown 
 one in bench/README.md). Target (issue 3): plans fix every hazard demonstration and keep at
 least 90% of GEMM FLOPs in low precision where the hazard is not itself a GEMM; exit
 status 1 if a demonstration's plan fails or misses that.
+
+The GPT-2-small row (issue 13; ``bench/models/gpt2_small.py``, 124 M parameters, batch
+2 x 256) times ``precisionaudit check`` as a user runs it, a process of its own, against its
+floor measured in the same run: a process that starts the interpreter, builds the same model
+and inputs and runs three plain fp32 forwards. Peak RSS of the check against a process that
+runs one fp32 forward. Medians over ``--gpt2 N`` repeats. Target: both ratios <= 2.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -39,7 +48,11 @@ SAMPLES = [  # (file, mode, the hazard is a GEMM itself, demonstration that must
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grad", action="store_true", help="check gradients too")
+    parser.add_argument("--gpt2", type=int, default=0, metavar="N",
+                        help="only the GPT-2-small row, N repeats (0: the demonstrations, then 1 repeat)")
     args = parser.parse_args()
+    if args.gpt2:
+        return gpt2_row(args.gpt2)
     warnings.simplefilter("ignore")
     import torch
 
@@ -79,7 +92,55 @@ def main() -> int:
             failed.append(path)
     if failed:
         print(f"\nmissed the target: {', '.join(failed)}")
-    return 1 if failed else 0
+    return max(1 if failed else 0, gpt2_row(1))
+
+
+GPT2 = os.path.join(HERE, "models", "gpt2_small.py")
+FORWARDS = """
+import sys, importlib.util, torch
+torch.set_num_threads({threads})
+spec = importlib.util.spec_from_file_location("m", {path!r}); m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+torch.manual_seed(0); model = m.get_model().eval(); torch.manual_seed(0); inputs = m.get_example_inputs()
+with torch.no_grad():
+    for _ in range({n}):
+        model(*inputs)
+"""
+
+
+def _child(argv) -> tuple[float, float]:
+    """(wall s, peak RSS MiB) of one process running ``argv``."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"{argv[:4]} failed: {proc.stderr.read().decode()[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def gpt2_row(repeat: int) -> int:
+    """The check of GPT-2 small against its floor; 1 if a ratio is above 2."""
+    threads = min(2, os.cpu_count() or 1)
+    env_threads = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    os.environ.update(env_threads)
+    check = [sys.executable, "-m", "precisionaudit", "check", GPT2, "--format", "json"]
+    rows = {"check": [], "floor": [], "one": []}
+    for _ in range(repeat):
+        rows["floor"].append(_child([sys.executable, "-c", FORWARDS.format(threads=threads, path=GPT2, n=3)]))
+        rows["one"].append(_child([sys.executable, "-c", FORWARDS.format(threads=threads, path=GPT2, n=1)]))
+        rows["check"].append(_child(check))
+    wall = {k: statistics.median(w for w, _ in v) for k, v in rows.items()}
+    rss = {k: statistics.median(r for _, r in v) for k, v in rows.items()}
+    time_ratio, rss_ratio = wall["check"] / wall["floor"], rss["check"] / rss["one"]
+    print(f"\nGPT-2 small (124 M, batch 2x256), medians of {repeat}, {threads} threads:\n")
+    print("| | wall s | peak RSS MiB |\n|---|---:|---:|")
+    print(f"| `precisionaudit check` (fp16 autocast, cpu-emulated) | {wall['check']:.1f} | {rss['check']:.0f} |")
+    print(f"| floor: start-up + build + 3 fp32 forwards | {wall['floor']:.1f} | {rss['floor']:.0f} |")
+    print(f"| start-up + build + 1 fp32 forward | {wall['one']:.1f} | {rss['one']:.0f} |")
+    print(f"| **check / floor (target <= 2)** | **{time_ratio:.2f}** | |")
+    print(f"| **check RSS / one forward's (target <= 2)** | | **{rss_ratio:.2f}** |")
+    return 1 if time_ratio > 2 or rss_ratio > 2 else 0
 
 
 def _pct(x) -> str:

@@ -257,11 +257,12 @@ def rules(rule_id, fmt):
               show_default=True, help="Plan for findings at or above this severity.")
 @click.option("--config", "config_file", metavar="FILE", help="Settings file (as for scan).")
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
-@click.option("--prune", is_flag=True, help="ONNX models: keep only the hazards that a float16 run on "
-              "generated inputs needs (2-5 onnxruntime runs; the plan is verified).")
+@click.option("--prune", is_flag=True, help="Keep only the plan entries the check's runs need (PyTorch: "
+              "on the example inputs, one forward per entry; ONNX: a float16 run on generated inputs, "
+              "2-5 onnxruntime runs); the plan written is verified.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
               help="With --prune: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
-@click.option("--seed", type=SEED, default=0, show_default=True, help="With --prune: seed of the inputs.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="With --prune: the seed of the runs.")
 @target_options
 @guarded
 def plan(path, output, min_severity, config_file, isolated, prune, input_shapes, seed, dtype, mode,
@@ -279,8 +280,8 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     from .settings.resolve import SettingsResolver
 
     onnx = path.endswith(".onnx")
-    if (prune or input_shapes) and not onnx:
-        raise UsageError("--prune and --input-shape are for ONNX models")
+    if input_shapes and not onnx:
+        raise UsageError("--input-shape is for ONNX models")
     known = rule_ids()
     settings = SettingsResolver(known, config_file, isolated, _flags(dtype=dtype, mode=mode, device=device)
                                 ).for_path(path)  # the settings the model's scan is judged under
@@ -317,7 +318,21 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
                        "tolerance on the generated inputs (precisionaudit check shows where)", err=True)
     else:
         override_plan, notes = make_plan(findings, target, results[0].graph, min_severity)
+        pruned = None
+        if prune:  # runs the model file's forwards: the check stage
+            from .plan.pytorch_prune import header_lines, pruned_plan
+            from .report.progress import progress_printer
+
+            with time_limit(timeout):
+                pruned = pruned_plan(override_plan, path, target, seed, entry, inputs_name,
+                                     "cpu" if target.device == "cpu" else "auto", progress_printer())
+            override_plan = pruned.plan
         lines = header(path, override_plan, target, notes, "amp_plan.yaml" if output == "-" else output)
+        if pruned is not None:
+            lines += header_lines(pruned, seed)
+            if not pruned.passed:
+                click.echo(f"precisionaudit: warning: {path}: even the whole static plan fails the check "
+                           "on the example inputs (precisionaudit check shows where)", err=True)
     text = dump_plan(override_plan, lines)
     if output == "-":
         click.echo(text, nl=False)
@@ -395,6 +410,7 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
                                     input_shapes=parse_shapes(input_shapes))
     else:
         from .check.pytorch.runner import run_check
+        from .report.progress import progress_printer
 
         if input_shapes:
             raise UsageError("--input-shape is for ONNX models; a model file's example inputs "
@@ -402,7 +418,8 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         target = Target(dtype, mode, "cpu" if device == "cpu" else "cuda")
         with time_limit(timeout):
             report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance,
-                               seed=seed, grad=grad, entry=entry, inputs=inputs_name)
+                               seed=seed, grad=grad, entry=entry, inputs=inputs_name,
+                               progress=progress_printer())
     if fmt == "json":  # the text report carries its warnings itself
         for warning in report["warnings"]:
             click.echo(f"precisionaudit: warning: {warning}", err=True)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from precisionaudit.apply.pytorch import apply_plan, to_low_precision
-from precisionaudit.check.pytorch.execution import RoundToDtype, resolve
+from precisionaudit.check.pytorch.emulation import EmulatedKernels
 
 
 def model_file(tmp_path, body, name="model.py"):
@@ -358,8 +358,59 @@ def test_pure_region_keeps_nan_payloads_of_buffers_bit_identical():
 def test_emulation_raises_where_cuda_refuses_an_unrepresentable_where_scalar():
     x, mask = torch.zeros(4, dtype=torch.float16), torch.tensor([True, False, True, False])
     assert torch.isinf(torch.where(mask, x, -1e9)).any()  # what CPU does by itself
-    with RoundToDtype(resolve("cpu-emulated")), pytest.raises(RuntimeError, match="without overflow"):
+    with EmulatedKernels(), pytest.raises(RuntimeError, match="without overflow"):
         torch.where(mask, x, -1e9)
-    with RoundToDtype(resolve("cpu-emulated")):  # representable scalars and -inf are fine
+    with EmulatedKernels():  # representable scalars and -inf are fine
         assert torch.where(mask, x, float("-inf")).dtype == torch.float16
         assert torch.where(mask, x, -6e4)[1] == -6e4
+
+
+def test_the_probe_records_only_the_models_ops_not_its_own_arithmetic():
+    """The probe measures module outputs in forward hooks, inside its own op tap: its abs/max/
+    isfinite were recorded as the model's ops, and a variant's 'max' was then compared with
+    the reference's (another) 'max' and named the first divergence."""
+    from precisionaudit.check.pytorch.divergence import Probe
+    from precisionaudit.check.tolerance import tolerance_for
+
+    net, tol = nn.Sequential(nn.Linear(4, 4), nn.Tanh()), tolerance_for("float16")
+    x = torch.randn(3, 4)
+    with Probe(net, tol) as ref:
+        net(x)
+    x = x.half() * 1e4
+    net.half()
+    with Probe(net, tol, ref) as run:
+        net(x)
+    assert {op for _, op, _ in ref.ops} == {"linear", "tanh"}
+    assert {op for _, op in run.op_counts} == {"linear", "tanh"}
+
+
+def test_a_planned_factory_op_asked_for_the_low_dtype_runs_in_fp32():
+    """arange(n, dtype=x.dtype) in a pure bf16 model: positions past 256 collide in bf16.
+    Planned, it makes fp32 positions (exact), and the region hands bf16 back at its end."""
+    class Positions(nn.Module):
+        def forward(self, x):
+            t = torch.arange(x.shape[0], dtype=x.dtype)
+            self.inner = t
+            return t * 1.0
+
+    model = Positions()
+    plan = {"version": 1, "target": {"dtype": "bfloat16", "mode": "pure"},
+            "overrides": [{"module": "", "ops": ["arange"]}]}
+    with apply_plan(model, plan, compilable=False) as handle:
+        out = model(torch.zeros(1000, dtype=torch.bfloat16))
+    assert model.inner.dtype == torch.float32 and torch.equal(model.inner, torch.arange(1000.0))
+    assert out.dtype == torch.bfloat16 and handle.hits[0] == 1
+
+
+def test_autocast_variants_build_their_own_plain_attribute_caches(cli, tmp_path):
+    """Autocast variants shared the fp32 model: a cos/sin cache built from positions in
+    x.dtype by the reference run (fp32, exact) was reused by the baseline, which never made
+    its own bf16 positions (colliding past 256) and passed."""
+    path = model_file(tmp_path, ROTARY.replace("dtype=self.inv_freq.dtype", "dtype=x.dtype")
+                      .replace("torch.outer(t, self.inv_freq)", "torch.outer(t.float(), self.inv_freq)")
+                      .replace("self.cache = (freqs.cos(), freqs.sin())",
+                               "self.cache = (freqs.cos().to(x.dtype), freqs.sin().to(x.dtype))")
+                      .replace("torch.randn(2, 12, 16)", "torch.randn(1, 3000, 16)"))
+    result, report = check_json(cli, path, "--dtype", "bfloat16")
+    assert report["variants"][1]["status"] == "exceeds_tolerance" and result.exit_code == 1
+    assert report["variants"][1]["first_divergence"]["module"] == "rotary"

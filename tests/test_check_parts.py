@@ -10,7 +10,7 @@ import precisionaudit
 from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
 from precisionaudit.check.metrics import compare, divergence, named_outputs
 from precisionaudit.check.pytorch.divergence import user_line
-from precisionaudit.check.pytorch.execution import RoundToDtype, Runtime
+from precisionaudit.check.pytorch.emulation import EmulatedKernels
 from precisionaudit.check.pytorch.flops import GemmFlops
 from precisionaudit.check.pytorch.grads import GradHistogram
 from precisionaudit.check.tolerance import tolerance_for
@@ -64,6 +64,33 @@ def _line_of(text: str) -> int:
 def test_top1_agreement_is_the_share_of_rows_with_the_same_argmax():
     m = compare("0", torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[0.0, 1.0], [0.0, 1.0]]), FP16)
     assert m["top1_agreement"] == 0.5
+
+
+def test_metrics_in_chunks_of_rows_equal_those_of_the_whole_tensor(monkeypatch):
+    """compare works through big outputs (GPT-2's logits) a few rows at a time; the metrics
+    are those of the whole float64 tensors, non-finite elements left out of the errors."""
+    from precisionaudit.check import metrics
+
+    torch.manual_seed(0)
+    ref = torch.randn(6, 5, 11) * 10
+    got = (ref + torch.randn(6, 5, 11) * 0.05).half()
+    got[1, 2, 3], got[4, 0, 0] = float("inf"), float("nan")
+    tol = tolerance_for("float16")
+    whole = compare("x", ref, got, tol)
+    monkeypatch.setattr(metrics, "CHUNK_ELEMENTS", 25)  # 2 rows of 11 a chunk: 15 chunks
+    chunked = compare("x", ref, got, tol)
+    r, a = ref.double(), got.double()
+    finite = torch.isfinite(a)
+    diff = (a[finite] - r[finite]).abs()
+    rows_ok = finite.all(-1)
+    for entry in (whole, chunked):
+        assert entry["nonfinite"] == 2 and entry["status"] == "nonfinite"
+        assert entry["max_abs"] == pytest.approx(float(diff.max()), rel=1e-5)
+        assert entry["mean_rel"] == pytest.approx(float(diff.sum() / r[finite].abs().sum()), rel=1e-5)
+        cos = float((r[finite] * a[finite]).sum() / (r[finite].norm() * a[finite].norm()))
+        assert entry["cosine"] == pytest.approx(cos, rel=1e-6)
+        agree = float(((a.argmax(-1) == r.argmax(-1)) & rows_ok).double().mean())
+        assert entry["top1_agreement"] == pytest.approx(agree)
 
 
 def test_outputs_are_named_by_their_path():
@@ -124,16 +151,15 @@ def test_fp16_lstm_without_a_cpu_kernel_is_computed_in_fp32_and_rounded():
     lstm, x = torch.nn.LSTM(8, 8), torch.randn(5, 2, 8)
     with emulated_cuda_autocast(torch.float16), pytest.raises(RuntimeError):
         lstm(x)
-    runtime = Runtime("cpu-emulated", "cuda", torch.device("cpu"))
-    with RoundToDtype(runtime), emulated_cuda_autocast(torch.float16):
+    emulated = set()
+    with EmulatedKernels(emulated), emulated_cuda_autocast(torch.float16):
         out, _ = lstm(x)
-    assert out.dtype == torch.float16 and runtime.emulated_ops == {"mkldnn_rnn_layer"}
+    assert out.dtype == torch.float16 and emulated == {"mkldnn_rnn_layer"}
     assert torch.allclose(out.float(), lstm(x)[0], atol=5e-3)
 
 
 def test_round_to_dtype_lets_real_fp16_failures_through():
-    with RoundToDtype(Runtime("cpu-emulated", "cuda", torch.device("cpu"))), \
-            pytest.raises(RuntimeError, match="overflow"):
+    with EmulatedKernels(), pytest.raises(RuntimeError, match="overflow"):
         torch.zeros(2, dtype=torch.float16).masked_fill(torch.ones(2, dtype=torch.bool), -1e9)
 
 

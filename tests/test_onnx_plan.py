@@ -169,10 +169,11 @@ def test_prune_says_when_no_plan_passes(cli, tmp_path):
     assert "did NOT pass" in result.stdout and "error starts at nodes no finding covers: scale_again" in result.stdout
 
 
-def test_prune_needs_an_onnx_model_and_float16(cli, tmp_path):
+def test_input_shape_needs_an_onnx_model_and_prune_float16(cli, tmp_path):
     from conftest import sample
 
-    assert "--prune and --input-shape are for ONNX models" in cli("plan", sample("check_clean.py"), "--prune").stderr
+    result = cli("plan", sample("check_clean.py"), "--prune", "--input-shape", "x=2x3")
+    assert result.exit_code == 2 and "--input-shape is for ONNX models" in result.stderr
     result = cli("plan", exp_softmax_by_hand(tmp_path), "--prune", "--dtype", "bfloat16")
     assert result.exit_code == 2 and "no bfloat16 kernels" in result.stderr
 

@@ -6,7 +6,8 @@ While such a module runs, a ``TorchFunctionMode`` sees every torch call made ins
 (its submodules included) and
 
 * runs the planned ops (an entry's ``ops``, or every op for a whole-module entry) with
-  autocast disabled and their fp16/bf16 inputs upcast to fp32 (parameters are upcast on
+  autocast disabled, their fp16/bf16 inputs upcast to fp32 and an fp16/bf16 ``dtype=``
+  argument made fp32 (``arange(n, dtype=x.dtype)``; parameters are upcast on
   the fly, as autocast itself does; a whole-module region also ignores casts down to
   fp16/bf16 written inside it);
 * lets their fp32 results flow on inside the region. Casting each result straight back
@@ -277,6 +278,9 @@ class _RegionMode(TorchFunctionMode):
             if wanted in LOW:  # a whole-module region runs in fp32, casts down included
                 source = args[0]
                 return source.to(torch.float32) if _is_low(source) else source
+        requested = kwargs.get("dtype")
+        if requested in LOW and name not in CAST_FNS:  # arange(n, dtype=x.dtype), sum(dtype=...)
+            kwargs, origin = {**kwargs, "dtype": torch.float32}, origin or requested
         with autocast_disabled():
             args, kwargs, copies = _upcast(args, kwargs, _is_low, tracker.buffers)
             out = func(*args, **kwargs)

@@ -135,7 +135,12 @@ class Probe:
 
     def _measure(self, kind: str, key, out):
         """Reference run: keep the output, return None. Variant run: (rel_error, non-finite
-        count, divergence kind or None) against the reference's output, None if unknown."""
+        count, divergence kind or None) against the reference's output, None if unknown.
+        The probe's own arithmetic is no op of the model: no mode sees it."""
+        with torch._C.DisableTorchFunction():
+            return self._measure_unseen(kind, key, out)
+
+    def _measure_unseen(self, kind: str, key, out):
         if self.reference is None:
             kept = self._keep(kind, out)
             if kept is not None:

@@ -59,87 +59,123 @@ class Run:
 
 def run_check(path: str, target: Target, plan=None, device: str = "auto", tolerance=None,
               seed: int = 0, grad: bool = False, entry: str = "get_model",
-              inputs: str = "get_example_inputs") -> dict:
+              inputs: str = "get_example_inputs", progress=None) -> dict:
     """The check report (docs/check-report.md) of one model file (a dict, JSON-ready)."""
     with user_code(path, "the model's forward"):  # an exit from the forward is not a verdict
-        return _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs)
+        return _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs, progress)
 
 
-def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs) -> dict:
+def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs, progress) -> dict:
     started = time.perf_counter()
-    runtime = execution.resolve(device)
-    target = Target(target.dtype, target.mode, runtime.policy_device)
-    tol = tolerance or tolerance_for(target.dtype)
-    warnings = []
     plan_obj = load_plan(plan) if plan is not None else None
+    session = Session(path, target, device, tolerance, seed, grad, entry, inputs, progress=progress,
+                      plans=[plan_obj] if plan_obj is not None else [])
     if plan_obj is not None:
-        mismatch = plan_obj.target_mismatch(target.as_dict())
+        mismatch = plan_obj.target_mismatch(session.target.as_dict())
         if mismatch:
-            warnings.append(mismatch)
-    model, args, kwargs = _load(path, entry, inputs, seed, runtime)
-    counts = {"forward": 0, "backward": 0}
-    # pure variants are converted before the reference runs: a forward may leave state on
-    # the model (rotary cos/sin caches as plain attributes) that model.half() never converts
-    low_model = _variant_model(model, target, None)
-    planned_model = _variant_model(model, target, plan_obj) if plan_obj is not None else None
-
-    # ---- reference
-    histogram = GradHistogram() if grad else None
-    ref = _execute("reference", model, args, kwargs, seed, tol, counts, reference=None,
-                   policy=execution.strict_fp32(), numerics=contextlib.nullcontext(),
-                   grad=grad, histogram=histogram)
-    if ref.error is not None:
-        raise UsageError(f"{path}: the fp32 reference run failed ({ref.error}): the model or its "
-                         "example inputs are broken before any low precision")
-    ref_outputs = named_outputs(ref.outputs)
-    check_reference(path, ref_outputs)
-    loss_fn = ref.extra.get("loss_fn")
-    scale = 1.0
-    gradients = None
-    if grad:
-        gradients = loss_scale_report(histogram, target.dtype)
-        scale = gradients["recommended_init_scale"]
-        if "warning" in gradients:
-            warnings.append(gradients["warning"])
-
-    # ---- baseline and planned
-    variants = [{"name": "reference", "dtype": "float32", "status": "ok", "error": None,
-                 "wall_s": report_number(ref.wall_s)}]
-    base = _execute("baseline", low_model, *_variant_inputs(args, kwargs, target, runtime.torch_device), seed, tol, counts,
-                    reference=ref.probe, policy=execution.policy(runtime, target),
-                    numerics=execution.numerics(runtime), grad=grad, loss_fn=loss_fn, scale=scale)
-    variants.append(_variant_entry(base, ref_outputs, ref, tol, target))
-    del low_model
+            session.warnings.append(mismatch)
+    variants = [session.reference_entry(), session.variant("baseline")]
     if plan_obj is not None:
-        handle = apply_plan(planned_model, plan_obj, warn=False, compilable=False)
+        variants.append(session.variant("planned", plan_obj))
+    return session.report(variants, time.perf_counter() - started)
+
+
+class Session:
+    """One model file loaded and its fp32 reference run once; low-precision variants (the
+    baseline, a plan) are then run and compared against it one at a time, as ``check`` and
+    ``plan --prune`` need. ``plans``: the plans to run, known up front (pure mode converts
+    their models before the reference runs); others are converted from a pristine copy."""
+
+    def __init__(self, path: str, target: Target, device: str = "auto", tolerance=None, seed: int = 0,
+                 grad: bool = False, entry: str = "get_model", inputs: str = "get_example_inputs",
+                 *, progress=None, plans=()):
+        self.path, self.entry, self.seed, self.grad = path, entry, seed, grad
+        self.progress = progress or (lambda message: None)
+        self.runtime = runtime = execution.resolve(device)
+        self.target = target = Target(target.dtype, target.mode, runtime.policy_device)
+        self.tol = tolerance or tolerance_for(target.dtype)
+        self.warnings: list[str] = []
+        self.progress("loading the model")
+        model, self.args, self.kwargs = _load(path, entry, inputs, seed, runtime)
+        self.model = model
+        self.counts = {"forward": 0, "backward": 0}
+        self.runs: list[Run] = []  # the variants run so far, for the notes
+        # variants' models are made before the reference runs: a forward may leave state on
+        # the model (rotary cos/sin caches as plain attributes) that model.half() never
+        # converts and that autocast would build in the low dtype
+        self._models = {id(None): _variant_model(model, target, None)}
+        for plan in plans:
+            self._models[id(plan)] = _variant_model(model, target, plan)
+        self._pristine = None
+        if not plans:  # plan --prune: variants to come are made from a copy kept before the reference
+            self._pristine = copy.deepcopy(model) if target.mode == "pure" else _variant_model(model, target, None)
+
+        histogram = GradHistogram() if grad else None
+        self.batch = _describe_inputs(self.args, self.kwargs)
+        self.progress(f"reference (float32), batch {self.batch}")
+        self.ref = ref = _execute("reference", model, self.args, self.kwargs, seed, self.tol, self.counts,
+                                  reference=None, policy=execution.strict_fp32(),
+                                  numerics=contextlib.nullcontext(), grad=grad, histogram=histogram)
+        if ref.error is not None:
+            raise UsageError(f"{path}: the fp32 reference run failed ({ref.error}): the model or its "
+                             "example inputs are broken before any low precision")
+        self.ref_outputs = named_outputs(ref.outputs)
+        check_reference(path, self.ref_outputs)
+        self.loss_fn = ref.extra.get("loss_fn")
+        self.scale = 1.0
+        self.gradients = None
+        if grad:
+            self.gradients = loss_scale_report(histogram, target.dtype)
+            self.scale = self.gradients["recommended_init_scale"]
+            if "warning" in self.gradients:
+                self.warnings.append(self.gradients["warning"])
+
+    def reference_entry(self) -> dict:
+        return {"name": "reference", "dtype": "float32", "status": "ok", "error": None,
+                "wall_s": report_number(self.ref.wall_s)}
+
+    def variant(self, name: str, plan=None) -> dict:
+        """The report entry of one low-precision run, with ``plan`` applied if given."""
+        target, runtime = self.target, self.runtime
+        model = self._models.pop(id(plan), None)
+        if model is None:
+            model = _variant_model(self._pristine or self.model, target, plan)
+        handle = apply_plan(model, plan, warn=False, compilable=False) if plan is not None else None
+        self.progress(f"{name} ({target.dtype}, {target.mode}), batch {self.batch}, "
+                      f"run {self.counts['forward'] + 1}")
         try:
-            planned = _execute("planned", planned_model, *_variant_inputs(args, kwargs, target, runtime.torch_device), seed,
-                               tol, counts, reference=ref.probe,
-                               policy=execution.policy(runtime, target),
-                               numerics=execution.numerics(runtime), grad=grad, loss_fn=loss_fn,
-                               scale=scale)
+            run = _execute(name, model, *_variant_inputs(self.args, self.kwargs, target, runtime.torch_device),
+                           self.seed, self.tol, self.counts, reference=self.ref.probe,
+                           policy=execution.policy(runtime, target), numerics=execution.numerics(runtime),
+                           grad=self.grad, loss_fn=self.loss_fn, scale=self.scale)
         finally:
-            handle.remove()
-        entry_ = _variant_entry(planned, ref_outputs, ref, tol, target)
-        entry_["plan"] = {"path": plan_obj.source, "overrides": len(plan_obj.overrides),
-                          "gemm_flops_low_precision": entry_["gemm_flops_low_precision"],
-                          "unmatched": [o.module for o in handle.unmatched],
-                          "unused": [o.module for o in handle.unused_ops()] if planned.error is None else []}
-        for o in handle.unmatched:
-            warnings.append(f"{plan_obj.source}: override {o.module!r} matches no module of the model")
-        variants.append(entry_)
-    verdict = variants[-1]["status"] == "ok"
-    notes = list(runtime.notes) + _measurement_notes(ref, [base, planned if plan_obj is not None else None])
-    if runtime.emulated_ops:
-        notes.append("computed in float32 and rounded to the low dtype (no CPU kernel for it; "
-                     "CUDA has one): " + ", ".join(sorted(runtime.emulated_ops)))
-    report = {"tool": "precisionaudit", "version": __version__, "path": path, "entry": entry,
-              "target": target.as_dict(), "device": runtime.name, "tolerance": tol.as_dict(),
-              "seed": seed, "executions": counts, "wall_s": report_number(time.perf_counter() - started),
-              "variants": variants, "passed": verdict, "warnings": warnings, "notes": notes}
-    if gradients is not None:
-        report["gradients"] = gradients
-    return report
+            if handle is not None:
+                handle.remove()
+        self.runs.append(run)
+        entry = _variant_entry(run, self.ref_outputs, self.ref, self.tol, target)
+        if plan is not None:
+            entry["plan"] = {"path": plan.source, "overrides": len(plan.overrides),
+                             "gemm_flops_low_precision": entry["gemm_flops_low_precision"],
+                             "unmatched": [o.module for o in handle.unmatched],
+                             "unused": [o.module for o in handle.unused_ops()] if run.error is None else []}
+            for o in handle.unmatched:
+                self.warnings.append(f"{plan.source}: override {o.module!r} matches no module of the model")
+        return entry
+
+    def report(self, variants: list, wall_s: float) -> dict:
+        runtime, target = self.runtime, self.target
+        notes = list(runtime.notes) + _measurement_notes(self.ref, self.runs)
+        if runtime.emulated_ops:
+            notes.append("computed in float32 and rounded to the low dtype (no CPU kernel for it; "
+                         "CUDA has one): " + ", ".join(sorted(runtime.emulated_ops)))
+        report = {"tool": "precisionaudit", "version": __version__, "path": self.path, "entry": self.entry,
+                  "target": target.as_dict(), "device": runtime.name, "tolerance": self.tol.as_dict(),
+                  "seed": self.seed, "executions": self.counts, "wall_s": report_number(wall_s),
+                  "variants": variants, "passed": variants[-1]["status"] == "ok",
+                  "warnings": self.warnings, "notes": notes}
+        if self.gradients is not None:
+            report["gradients"] = self.gradients
+        return report
 
 
 def _measurement_notes(ref, variants) -> list[str]:
@@ -182,15 +218,27 @@ def _load(path, entry, inputs, seed, runtime):
     return model, args, kwargs
 
 
+def _describe_inputs(args, kwargs) -> str:
+    """The example inputs' tensor shapes, as progress shows them: ``2x256`` or ``(2x3, 2x3)``."""
+    from torch.utils import _pytree as pytree
+    shapes = ["x".join(map(str, t.shape)) or "scalar" for t in pytree.tree_leaves((args, kwargs))
+              if isinstance(t, torch.Tensor)]
+    return shapes[0] if len(shapes) == 1 else f"({', '.join(shapes)})"
+
+
 def _widen(tree):
     from torch.utils import _pytree as pytree
     return pytree.tree_map_only(torch.Tensor, lambda t: t.float() if t.dtype in LOW else t, tree)
 
 
 def _variant_model(model, target, plan):
-    """Autocast variants share the fp32 model; pure variants get a converted copy."""
+    """Pure variants get a converted copy; autocast variants a copy that shares the fp32
+    parameters and buffers. Either is made before the reference runs: state a forward leaves
+    on the model (rotary cos/sin caches as plain attributes, built on first use) must be
+    built by the variant itself, in its own dtypes, as in training."""
     if target.mode != "pure":
-        return model
+        shared = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+        return copy.deepcopy(model, shared)
     clone = copy.deepcopy(model)
     if plan is not None:
         return to_low_precision(clone, plan, target.torch_dtype)

@@ -1,0 +1,103 @@
+"""plan --prune for PyTorch models: only the entries the check's runs need, verified."""
+import io
+import json
+import os
+
+import pytest
+from conftest import sample
+
+from precisionaudit.check.pytorch.runner import run_check
+from precisionaudit.core.target import Target
+from precisionaudit.plan.file import load_plan
+from precisionaudit.report.progress import progress_printer
+
+DEMOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demos")
+
+
+def demo(name):
+    return os.path.join(DEMOS, name)
+
+
+def header(plan_path) -> str:
+    return "".join(line for line in open(plan_path) if line.startswith("#"))
+
+
+def check_passes(cli, path, plan, *flags) -> bool:
+    result = cli("check", path, *flags, "--plan", plan, "--format", "json")
+    return json.loads(result.stdout)["passed"] and result.exit_code == 0
+
+
+def test_prune_drops_the_region_the_inputs_do_not_need_and_the_result_passes(cli, tmp_path):
+    path, static, pruned = demo("exp_gates.py"), tmp_path / "static.yaml", tmp_path / "pruned.yaml"
+    assert cli("plan", path, "--mode", "pure", "-o", static).exit_code == 0
+    result = cli("plan", path, "--mode", "pure", "--prune", "-o", pruned)
+    assert result.exit_code == 0, result.output
+    assert sorted(o.module for o in load_plan(str(static)).overrides) == ["cool", "hot"]
+    assert [(o.module, o.ops) for o in load_plan(str(pruned)).overrides] == [("hot", ["exp"])]
+    text = header(pruned)
+    # reference, baseline, static plan, without hot (fails), without cool (passes)
+    assert "5 model runs" in text and "keeps 1 of 2 entries" in text and "run passed" in text
+    assert "dropped (the check passes without them on these inputs): cool [exp]" in text
+    assert check_passes(cli, path, pruned, "--mode", "pure")
+
+
+def test_prune_drops_single_ops_of_an_override(cli, tmp_path):
+    """check_variance's static plan keeps mean and mul of each hand-written norm in fp32;
+    the square alone is enough (its fp32 result keeps the mean after it in fp32)."""
+    path, plan = sample("check_variance.py"), tmp_path / "pruned.yaml"
+    assert cli("plan", path, "--prune", "-o", plan).exit_code == 0
+    (entry,) = load_plan(str(plan)).overrides
+    assert entry.module == "blocks.*.norm" and len(entry.ops) == 1
+    assert "run passed" in header(plan) and check_passes(cli, path, plan)
+
+
+def test_prune_keeps_nothing_when_the_baseline_passes(cli, tmp_path):
+    path, plan = demo("exp_gates.py"), tmp_path / "pruned.yaml"
+    result = cli("plan", path, "--mode", "pure", "--dtype", "bfloat16", "--prune", "-o", plan)
+    assert result.exit_code == 0, result.output
+    assert load_plan(str(plan)).overrides == []
+    text = header(plan)
+    assert "3 model runs" not in text and "2 model runs" in text and "baseline ok" in text
+
+
+def test_prune_writes_the_static_plan_with_a_warning_when_it_fails(cli, tmp_path):
+    """exp of logits near 100 returned as the module's output: kept in fp32 it is finite, but
+    the region hands it back in fp16, where it is inf: not even the static plan passes."""
+    model = tmp_path / "model.py"
+    model.write_text(
+        "import torch\nfrom torch import nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.proj = nn.Linear(8, 8)\n"
+        "    def forward(self, x):\n        return torch.exp(self.proj(x) * 40).float()\n"
+        "def get_model():\n    return Net()\n"
+        "def get_example_inputs():\n    return (torch.randn(4, 8),)\n")
+    plan = tmp_path / "pruned.yaml"
+    result = cli("plan", model, "--mode", "pure", "--prune", "-o", plan)
+    assert result.exit_code == 0
+    assert "even the whole static plan fails the check" in result.stderr
+    assert "did NOT pass" in header(plan) and len(load_plan(str(plan)).overrides) >= 1
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_goes_to_a_terminal_only():
+    assert progress_printer(io.StringIO()) is None
+    stream = Terminal()
+    show = progress_printer(stream)
+    show("baseline (float16, autocast)")
+    assert stream.getvalue().startswith("precisionaudit: [") and "baseline (float16, autocast)" in stream.getvalue()
+
+
+def test_check_reports_each_run_as_it_starts(tmp_path):
+    seen = []
+    run_check(sample("check_exp_overflow.py"), Target("float16", "pure", "cuda"), progress=seen.append)
+    assert seen == ["loading the model", "reference (float32), batch 64x256",
+                    "baseline (float16, pure), batch 64x256, run 2"]
+
+
+def test_no_progress_when_stderr_is_no_terminal(cli):
+    result = cli("check", sample("check_exp_overflow.py"), "--mode", "pure", "--format", "json")
+    assert "reference (float32)" not in result.stderr and "[" not in result.stderr
