@@ -2,6 +2,7 @@
 ``check`` or ``apply_plan`` before the fix."""
 import json
 import math
+import os
 import textwrap
 import threading
 
@@ -402,15 +403,11 @@ def test_a_planned_factory_op_asked_for_the_low_dtype_runs_in_fp32():
     assert out.dtype == torch.bfloat16 and handle.hits[0] == 1
 
 
-def test_autocast_variants_build_their_own_plain_attribute_caches(cli, tmp_path):
+def test_autocast_variants_build_their_own_plain_attribute_caches(cli):
     """Autocast variants shared the fp32 model: a cos/sin cache built from positions in
     x.dtype by the reference run (fp32, exact) was reused by the baseline, which never made
     its own bf16 positions (colliding past 256) and passed."""
-    path = model_file(tmp_path, ROTARY.replace("dtype=self.inv_freq.dtype", "dtype=x.dtype")
-                      .replace("torch.outer(t, self.inv_freq)", "torch.outer(t.float(), self.inv_freq)")
-                      .replace("self.cache = (freqs.cos(), freqs.sin())",
-                               "self.cache = (freqs.cos().to(x.dtype), freqs.sin().to(x.dtype))")
-                      .replace("torch.randn(2, 12, 16)", "torch.randn(1, 3000, 16)"))
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demos", "rotary_positions.py")
     result, report = check_json(cli, path, "--dtype", "bfloat16")
     assert report["variants"][1]["status"] == "exceeds_tolerance" and result.exit_code == 1
     assert report["variants"][1]["first_divergence"]["module"] == "rotary"
