@@ -236,11 +236,12 @@ def rules(rule_id, fmt):
     Reads only the rule packs: no model, no torch import.
     """
     from .rules.docs import render_catalog, render_json, render_rule, select_rules
-    from .rules.engine import load_rules, rule_ids
+    from .rules.engine import load_rules
     from .settings.config import load_config
 
-    packs = load_config(known_ids=rule_ids(), start=os.getcwd()).rule_packs  # the nearest config's
-    chosen, one = select_rules(load_rules(checks=False, packs=packs), rule_id)
+    catalog = load_rules(checks=False)  # read once: the nearest config's packs are rarely any
+    packs = load_config(known_ids=[r.id for r in catalog], start=os.getcwd()).rule_packs
+    chosen, one = select_rules(load_rules(checks=False, packs=packs) if packs else catalog, rule_id)
     if not chosen:
         raise UsageError(f"unknown rule or prefix {rule_id!r}; `precisionaudit rules` lists them")
     if fmt == "json":
