@@ -202,7 +202,11 @@ def _flags(**values) -> dict:
             for name, value in values.items()}
 
 
-@main.command()
+@main.command(epilog="""\b
+Examples:
+  precisionaudit explain model.py                   each op's dtype under CUDA fp16 autocast
+  precisionaudit explain model.py --mode pure       under model.half()
+  precisionaudit explain model.onnx                 the dtypes an ONNX file holds""")
 @click.argument("path")
 @target_options
 @guarded
@@ -250,7 +254,11 @@ def rules(rule_id, fmt):
         click.echo(render_rule(chosen[0]) if one else render_catalog(chosen), nl=False)
 
 
-@main.command()
+@main.command(epilog="""\b
+Examples:
+  precisionaudit plan model.py -o amp_plan.yaml        the overrides that fix the findings
+  precisionaudit plan model.onnx --prune -o plan.yaml  only the overrides a float16 run needs
+  precisionaudit check model.py --plan amp_plan.yaml   then check that they do""")
 @click.argument("path")
 @click.option("-o", "--output", default="-", show_default=True, metavar="FILE",
               help="Where to write the plan (amp_plan.yaml); - is stdout.")
@@ -343,7 +351,12 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     click.echo(f"precisionaudit: wrote {count} override{'s' * (count != 1)} to {output}", err=True)
 
 
-@main.command()
+@main.command(epilog="""\b
+Examples:
+  precisionaudit check model.py                        float32 against float16 autocast outputs
+  precisionaudit check model.py --plan amp_plan.yaml   with the plan applied
+  precisionaudit check model.py --grad --html c.html   gradients too, and a page of plots
+  precisionaudit check model.onnx --input-shape input_ids=2x128   a dynamic dim fixed""")
 @click.argument("path")
 @click.option("--plan", "plan_path", metavar="FILE", help="Override plan to check (amp_plan.yaml).")
 @click.option("--dtype", type=click.Choice(DTYPES), default="float16", show_default=True,
@@ -433,7 +446,10 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)
 
 
-@main.command()
+@main.command(epilog="""\b
+Examples:
+  precisionaudit convert model.onnx --plan plan.yaml -o model_fp16.onnx
+  precisionaudit convert model.onnx --plan plan.yaml -o model_fp16.onnx --keep-io-types""")
 @click.argument("path")
 @click.option("--plan", "plan_path", metavar="FILE",
               help="Plan whose nodes stay in float32 (precisionaudit plan MODEL.onnx -o plan.yaml).")

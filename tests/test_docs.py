@@ -5,6 +5,7 @@ import json
 import os
 import re
 
+import click
 import pytest
 from gate_models import HAZARD, write
 
@@ -51,6 +52,27 @@ def test_every_flag_of_every_command_is_documented():
             for opt in getattr(param, "opts", []):
                 if opt.startswith("-"):
                     assert re.search(rf"(^|[\s,]){re.escape(opt)}\b", section, re.M), (name, opt)
+
+
+@pytest.mark.parametrize("name", ["scan", "explain", "rules", "plan", "check", "convert"])
+def test_every_command_shows_examples_that_its_own_parser_accepts(name):
+    """Each --help ends with examples; each parses with the command it names (a renamed or
+    removed flag fails here), and one at least is of the command itself."""
+    import shlex
+
+    from precisionaudit.cli import main
+
+    command = main.commands[name]
+    ctx = click.Context(command, info_name=f"precisionaudit {name}")
+    shown = command.get_help(ctx)
+    lines = [line.strip() for line in shown.splitlines()]
+    assert "Examples:" in lines, name
+    examples = [line for line in lines[lines.index("Examples:") + 1:] if line]
+    assert any(e.startswith(f"precisionaudit {name} ") for e in examples), examples
+    for example in examples:
+        words = shlex.split(re.split(r"\s{2,}", example)[0])  # the command, not its description
+        assert words[0] == "precisionaudit" and words[1] in main.commands, example
+        main.commands[words[1]].make_context(words[1], words[2:])  # raises on an unknown flag
 
 
 def test_contract_pages_exist_and_readme_and_code_point_there_not_to_design_md():
