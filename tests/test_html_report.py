@@ -6,6 +6,7 @@ the DOM after its scripts ran, on the browser's console, and keeps a screenshot 
 test's tmp dir.
 """
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -132,6 +133,9 @@ def test_measured_ranges_are_plotted_against_the_dtype_range():
     figure = measured_ranges(graph, "float16")
     assert list(figure.data[0].x) == ["exp"] and list(figure.data[0].y) == [9e4]
     assert {s.y0 for s in figure.layout.shapes} == {65504.0, 2.0**-14}
+    # each limit's label sits on its line: plotly places annotations on a log axis in log10 units
+    assert {a.text: a.y for a in figure.layout.annotations} == pytest.approx(
+        {"float16 max 65504": math.log10(65504), "float16 min normal 6.10352e-05": -14 * math.log10(2)})
     assert measured_ranges(new_graph(), "float16") is None
 
 

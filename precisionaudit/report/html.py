@@ -177,10 +177,13 @@ def measured_ranges(graph, dtype: str):
     if low:
         figure.add_trace(go.Scatter(x=[n for n, _ in low], y=[v for _, v in low], mode="markers",
                                     name="min |nonzero value|"))
-    figure.add_hline(y=largest, line_dash="dash", line_color="#d62728",
-                     annotation_text=f"{dtype} max {largest:g}")
-    figure.add_hline(y=tiny, line_dash="dot", line_color="#1f77b4",
-                     annotation_text=f"{dtype} min normal {tiny:g}")
+    for value, dash, color, text in ((largest, "dash", "#d62728", f"{dtype} max {largest:g}"),
+                                     (tiny, "dot", "#1f77b4", f"{dtype} min normal {tiny:g}")):
+        figure.add_hline(y=value, line_dash=dash, line_color=color)
+        # an annotation on a log axis is placed in log10 units, a shape in data units (plotly.py
+        # #2580): add_hline's own annotation_text would sit at 10**value, off the chart
+        figure.add_annotation(text=text, y=math.log10(value), yref="y", x=1, xref="x domain",
+                              xanchor="right", yanchor="bottom", showarrow=False)
     figure.update_yaxes(type="log", title="|value|")
     figure.update_layout(height=420, margin={"t": 20})
     return figure
