@@ -11,6 +11,7 @@ from .core.errors import UsageError
 from .core.findings import SEVERITY_RANK
 from .core.outputs import checked_output
 from .core.signals import time_limit
+from .core.values import DEFAULT_HEADROOM, ValueOptions
 from .core.target import (  # not .policy: keep torch out until a model is scanned
     DEVICES,
     DTYPES,
@@ -41,6 +42,30 @@ def target_options(fn):
     ]):
         fn = option(fn)
     return fn
+
+
+def value_options(fn):
+    """--weights / --data / --batches / --headroom, shared by scan, explain, plan and check."""
+    for option in reversed([
+        click.option("--weights", metavar="PATH", help="Real weights: a .safetensors file, a "
+                     "directory of safetensors shards, or a state_dict (torch.load weights_only)."),
+        click.option("--data", metavar="SOURCE", help="Calibration data: 'example', a function of "
+                     "the model file yielding batches, or a .pt/.safetensors/.npz file of batches; "
+                     "turns on the measured value-range rules (PA3xx)."),
+        click.option("--batches", type=click.IntRange(min=1), metavar="N",
+                     help="Use at most N calibration batches."),
+        click.option("--headroom", type=click.FloatRange(min=1.0), default=DEFAULT_HEADROOM,
+                     show_default=True, help="PA301 warns when max |x| times this reaches the "
+                     "dtype's largest value."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def _values(weights, data, batches, headroom) -> ValueOptions:
+    if batches is not None and data is None:
+        raise UsageError("--batches needs --data")
+    return ValueOptions(weights, data, batches, headroom)
 
 
 def _split(values) -> list[str]:
@@ -91,10 +116,11 @@ Examples:
 @click.option("--skip-non-models", is_flag=True,
               help="Skip named files that define no model entry point (what the pre-commit hooks pass).")
 @target_options
+@value_options
 @guarded
 def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_settings, select,
          extend_select, ignore, config_file, isolated, baseline, write_baseline, skip_non_models, dtype,
-         mode, device, entry, inputs_name, timeout):
+         mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
     """Scan model files (or directories of them) for precision hazards.
 
     A named file without the entry point is an error unless --skip-non-models; a
@@ -123,6 +149,7 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
         from .report.html import require_plotly
 
         require_plotly()  # said before any model is scanned
+    values = _values(weights, data, batches, headroom)
     known = rule_ids()
     resolver = SettingsResolver(known, config_file, isolated, _flags(dtype=dtype, mode=mode, device=device,
                                                                     fail_on=fail_on),
@@ -153,7 +180,7 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
     done = []
     rules = load_rules(packs=resolver.rule_packs(files))
     for outcome in outcomes(files, resolver, rules, known, entry, inputs_name, baselines,
-                            timeout=timeout, before=progress.update):
+                            timeout=timeout, before=progress.update, values=values):
         progress.clear()
         done.append(outcome)
         result = outcome.result
@@ -209,19 +236,23 @@ Examples:
   precisionaudit explain model.onnx                 the dtypes an ONNX file holds""")
 @click.argument("path")
 @target_options
+@value_options
 @guarded
-def explain(path, dtype, mode, device, entry, inputs_name, timeout):
+def explain(path, dtype, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
     """Show what every op computes in under the policy, and why."""
     from .analysis import run_passes
     from .core.errors import CaptureError
     from .report.explain import render
-    from .scanner import capture_model, judged_target
+    from .scanner import attach_measurement, capture_model, judged_target
 
+    values = _values(weights, data, batches, headroom)
     target = judged_target(path, Target(dtype, mode, device))
     with time_limit(timeout):
         captured = capture_model(path, target, entry, inputs_name)
-    if captured.frontend == "structure":
-        raise CaptureError(f"{path}: explain needs example inputs ({inputs_name}() not found)")
+        if captured.frontend == "structure":
+            raise CaptureError(f"{path}: explain needs example inputs ({inputs_name}() not found)")
+        if values.weights or values.measure:
+            attach_measurement(captured.graph, path, target, entry, inputs_name, values)
     click.echo(render(run_passes(captured.graph), path, target, captured.frontend, captured.notes), nl=False)
 
 
@@ -273,9 +304,10 @@ Examples:
               help="With --prune: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="With --prune: the seed of the runs.")
 @target_options
+@value_options
 @guarded
 def plan(path, output, min_severity, config_file, isolated, prune, input_shapes, seed, dtype, mode,
-         device, entry, inputs_name, timeout):
+         device, entry, inputs_name, timeout, weights, data, batches, headroom):
     """Write the override plan that fixes a model's precision findings.
 
     For a PyTorch model file: autocast / pure-mode regions by module. For an ONNX model:
@@ -288,9 +320,13 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     from .settings.apply import scan_with_settings
     from .settings.resolve import SettingsResolver
 
+    values = _values(weights, data, batches, headroom)
     onnx = path.endswith(".onnx")
     if input_shapes and not onnx:
         raise UsageError("--input-shape is for ONNX models")
+    if prune and values.data is not None and not onnx:
+        raise UsageError("plan --prune --data is for ONNX models; a model file's plan is pruned "
+                         "on its example inputs (check --data proves the whole plan on the data)")
     known = rule_ids()
     settings = SettingsResolver(known, config_file, isolated, _flags(dtype=dtype, mode=mode, device=device)
                                 ).for_path(path)  # the settings the model's scan is judged under
@@ -299,7 +335,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     target = Target(judged.dtype, "pure" if onnx else judged.mode, judged.device)  # ONNX: converted
     rules = [r for r in load_rules(packs=settings.config.rule_packs) if r.id in settings.rule_ids]
     results, findings = scan_with_settings([path], target, rules, known, settings.config, entry,
-                                           inputs_name, timeout)
+                                           inputs_name, timeout, values)
     if results[0].status == "error":
         raise UsageError(results[0].error)
     if onnx:
@@ -318,13 +354,14 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
             from .plan.onnx_prune import pruned_plan
 
             override_plan, notes, extra, pruned = pruned_plan(
-                findings, model, path, target, min_severity, parse_shapes(input_shapes), seed)
+                findings, model, path, target, min_severity, parse_shapes(input_shapes), seed, values)
         else:
             (override_plan, notes), extra = make_onnx_plan(findings, model, target, min_severity), []
         lines = onnx_header(path, override_plan, notes, "plan.yaml" if output == "-" else output) + extra
         if pruned is not None and not pruned.passed:
+            inputs = f"--data {values.data}" if values.data else "the generated inputs"
             click.echo(f"precisionaudit: warning: {path}: even the whole plan's float16 run is out of "
-                       "tolerance on the generated inputs (precisionaudit check shows where)", err=True)
+                       f"tolerance on {inputs} (precisionaudit check shows where)", err=True)
     else:
         override_plan, notes = make_plan(findings, target, results[0].graph, min_severity)
         pruned = None
@@ -334,9 +371,11 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
 
             with time_limit(timeout):
                 pruned = pruned_plan(override_plan, path, target, seed, entry, inputs_name,
-                                     "cpu" if target.device == "cpu" else "auto", progress_printer())
+                                     "cpu" if target.device == "cpu" else "auto", progress_printer(),
+                                     values.weights)
             override_plan = pruned.plan
-        lines = header(path, override_plan, target, notes, "amp_plan.yaml" if output == "-" else output)
+        lines = header(path, override_plan, target, notes, "amp_plan.yaml" if output == "-" else output,
+                       values.flags())
         if pruned is not None:
             lines += header_lines(pruned, seed)
             if not pruned.passed:
@@ -383,9 +422,10 @@ Examples:
 @click.option("--config", "config_file", metavar="FILE", help="Settings file (as for scan).")
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
 @TIMEOUT_OPTION
+@value_options
 @guarded
 def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, fmt, html_file, entry,
-          inputs_name, input_shapes, config_file, isolated, timeout):
+          inputs_name, input_shapes, config_file, isolated, timeout, weights, data, batches, headroom):
     """A/B check: fp32 reference vs the policy (baseline) vs the policy with the plan.
 
     ONNX models: fp32 vs converted to float16 vs converted with the plan, in onnxruntime (CPU).
@@ -404,6 +444,7 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         raise UsageError(f"{plan_path}: no such plan file")
     if not os.path.isfile(path):
         raise UsageError(f"{path}: {'not a regular file' if os.path.exists(path) else 'no such file'}")
+    values = _values(weights, data, batches, headroom)
     tolerance = tolerance_for(dtype, atol, rtol, cosine)
     if html_file is not None:
         from .report.html import require_plotly
@@ -419,9 +460,12 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
 
         if grad:
             raise UsageError("--grad needs a PyTorch model file; an ONNX model is checked forward only")
+        if values.weights:
+            raise UsageError("--weights is for PyTorch model files; an ONNX model's initializers "
+                             "are its weights")
         with time_limit(timeout):
             report = run_onnx_check(path, plan=plan_path, dtype=dtype, tolerance=tolerance, seed=seed,
-                                    input_shapes=parse_shapes(input_shapes))
+                                    input_shapes=parse_shapes(input_shapes), values=values)
     else:
         from .check.pytorch.runner import run_check
         from .report.progress import progress_printer
@@ -433,7 +477,7 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         with time_limit(timeout):
             report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance,
                                seed=seed, grad=grad, entry=entry, inputs=inputs_name,
-                               progress=progress_printer())
+                               progress=progress_printer(), values=values)
     if fmt == "json":  # the text report carries its warnings itself
         for warning in report["warnings"]:
             click.echo(f"precisionaudit: warning: {warning}", err=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .core.errors import CaptureError, UsageError
 from .core.findings import fingerprint_all, sort_key
+from .core.values import NO_VALUES
 
 
 @dataclass
@@ -108,10 +109,11 @@ def capture_model(path: str, target, entry: str, inputs: str):
     return capture_file(path, target, entry, inputs)
 
 
-def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None):
+def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None,
+              values=NO_VALUES):
     """(ModelResult, findings) for one model file; its errors (a capture error, the time limit,
     even a bug of ours on a malformed model) become the result's error, so that the other
-    models of a scan are still reported."""
+    models of a scan are still reported. Bad --weights / --data end the command (exit 2)."""
     from .analysis import (
         run_passes,  # imports torch: only once a model file is really scanned
     )
@@ -124,11 +126,15 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
     try:
         with time_limit(timeout):
             captured = capture_model(path, target, entry, inputs)
+            if values.weights or values.measure:
+                attach_measurement(captured.graph, path, target, entry, inputs, values)
             graph = run_passes(captured.graph)
             findings = run_rules(graph, rules, target, path, f"{path}:{entry}")
     except CaptureError as exc:
         result.status, result.error, result.exception = "error", str(exc), exc
         return result, []
+    except UsageError:  # --weights / --data that do not fit the model: the command's input
+        raise
     except TimeLimitExceeded as exc:
         result.status, result.error = "error", f"{path}: {exc} (--timeout)"
         return result, []
@@ -146,12 +152,30 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
     return result, findings
 
 
+def attach_measurement(graph, path, target, entry, inputs, values):
+    """Real weights' statistics and, with --data, the range pass's per-op ranges."""
+    if path.endswith(".onnx"):
+        from .capture.onnx.calibration import measure_onnx
+
+        measured = measure_onnx(path, target, values)
+        graph.graph.update(measured_nodes=measured.nodes, first_nonfinite=measured.first_nonfinite,
+                           headroom=values.headroom,
+                           calibration={"source": values.data, "batches": measured.batches})
+        return
+    from .capture.pytorch.calibration import measure_file
+
+    measurement = measure_file(path, target, entry, inputs, values)
+    graph.graph.update(measured_calls=measurement.calls, weight_ranges=measurement.weights,
+                       first_nonfinite=measurement.first_nonfinite, headroom=values.headroom,
+                       calibration={"source": values.data, "batches": measurement.batches})
+
+
 def scan(paths, target, rules, entry="get_model", inputs="get_example_inputs", root=None,
-         timeout=None):
+         timeout=None, values=NO_VALUES):
     """Results and findings of every model file; fingerprints use paths relative to ``root``."""
     results, findings = [], []
     for path in expand_paths(paths, entry):
-        result, found = scan_file(path, target, rules, entry, inputs, timeout)
+        result, found = scan_file(path, target, rules, entry, inputs, timeout, values)
         results.append(result)
         findings.extend(found)
     fingerprint_all(findings, root)

@@ -16,7 +16,9 @@ While such a module runs, a ``TorchFunctionMode`` sees every torch call made ins
   convolutions, which get it back in the low dtype so that they stay on Tensor Cores;
 * casts the region's outputs back to the surrounding dtype when the module returns
   (the dtype the results' low-precision inputs had; for a whole module, its inputs'), so
-  the rest of the model sees the dtypes it sees without the plan.
+  the rest of the model sees the dtypes it sees without the plan. A whole module that runs
+  inside another region (a plan's ``block.ff.wo`` within its ``block`` entry) hands its
+  fp32 results on to that region instead, which casts back when it returns.
 
 The same mechanism serves ``torch.autocast`` (CUDA or CPU) and pure fp16/bf16 models.
 Removing the handle removes the hooks: the original forward is back exactly.
@@ -386,6 +388,11 @@ class PlanHandle:
             mode, surrounding = stack.pop()
             mode.__exit__(None, None, None)
             if whole:
+                if surrounding in LOW and any(self._stacks().values()):
+                    # inside another region: the result flows on in fp32 like any region-made
+                    # value (T5's wo feeding the planned residual add); that region casts back
+                    tracker.track(out, surrounding)
+                    return None
                 if surrounding in LOW:
                     return pytree.tree_map_only(
                         torch.Tensor,

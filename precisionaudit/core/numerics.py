@@ -17,6 +17,8 @@ LOW_PRECISION_NAMES = frozenset(DTYPES)
 FP16_MAX = 65504.0
 #: largest finite value of each float dtype (torch.finfo(dtype).max)
 LARGEST_FINITE = {"float16": FP16_MAX, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
+#: smallest positive subnormal of each float dtype: non-zero values below half of it round to 0
+SMALLEST_SUBNORMAL = {"float16": 2.0**-24, "bfloat16": 2.0**-133, "float32": 2.0**-149}
 #: smallest positive normal value of each float dtype (torch.finfo(dtype).tiny)
 SMALLEST_NORMAL = {"float16": 2.0**-14, "bfloat16": 2.0**-126, "float32": 2.0**-126}
 #: largest integer N such that every integer in [0, N] is exact in the dtype

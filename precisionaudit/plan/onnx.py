@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..capture.onnx.graph import attribute, consumers, name_nodes, producers
+from ..capture.onnx.graph import TRANSPARENT, attribute, consumers, name_nodes, producers
 from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITY_RANK
 from .file import UNBLOCKABLE_OP_TYPES, Override, OverridePlan, not_covered
 
@@ -77,6 +77,11 @@ def hazard_units(findings, model, min_severity: str = PLAN_MIN_SEVERITY):
             grows.add(f.node)
     for name in grows:
         units[name].chain = [n.name for n in out_of_range_chain(by_name[name], graph)]
+    for f in findings:  # measured on calibration data (--data): the values say where it ends
+        evidence = f.evidence or {}
+        if f.node in units and "back_in_range" in evidence:
+            units[f.node].chain = [n.name for n in measured_chain(
+                by_name[f.node], graph, set(evidence["chain"]), set(evidence["back_in_range"]))]
     return sorted(units.values(), key=lambda u: order[u.seed]), notes
 
 
@@ -116,6 +121,27 @@ def out_of_range_chain(start, graph) -> list:
                 continue  # to an integer type: exact, nothing left to protect
             reached[node.name] = node
             if not _brings_back(node, writers):
+                frontier.extend(o for o in node.output if o)
+    position = {n.name: i for i, n in enumerate(graph.node)}
+    return sorted(reached.values(), key=lambda n: position[n.name])
+
+
+def measured_chain(start, graph, hot_path: set, ends: set) -> list:
+    """The nodes a measured out-of-range result of ``start`` flows through: the IR's chain
+    (``hot_path``, up to the nodes where the values are back in range, ``ends``) with the
+    reshapes and transposes between them, which the IR does not list but a conversion
+    would otherwise run in float16."""
+    readers = consumers(graph)
+    reached, frontier = {}, list(start.output)
+    while frontier:
+        tensor = frontier.pop()
+        for node in readers.get(tensor, ()):
+            if node.name in reached or node.name == start.name:
+                continue
+            if node.name not in hot_path and node.op_type not in TRANSPARENT:
+                continue
+            reached[node.name] = node
+            if node.name not in ends:
                 frontier.extend(o for o in node.output if o)
     position = {n.name: i for i, n in enumerate(graph.node)}
     return sorted(reached.values(), key=lambda n: position[n.name])

@@ -81,8 +81,10 @@ def header_lines(pruned: Pruned, ref: Reference, seed: int) -> list[str]:
     return lines
 
 
-def pruned_plan(findings, model, path: str, target, min_severity: str, input_shapes: dict, seed: int):
-    """(OverridePlan, notes, header lines, Pruned) for ``plan --prune``."""
+def pruned_plan(findings, model, path: str, target, min_severity: str, input_shapes: dict, seed: int,
+                values=None):
+    """(OverridePlan, notes, header lines, Pruned) for ``plan --prune``; with ``values.data``
+    (.npz calibration batches) pruned on those batches instead of generated inputs."""
     from ..apply.onnx import BF16_UNSUPPORTED
     from ..check.onnx.runner import run_reference
     from ..check.tolerance import tolerance_for
@@ -92,6 +94,36 @@ def pruned_plan(findings, model, path: str, target, min_severity: str, input_sha
     if target.dtype != "float16":
         raise UsageError(BF16_UNSUPPORTED)
     units, notes = hazard_units(findings, model, min_severity)
+    if values is not None and values.data is not None:
+        pruned, lines = _pruned_on_data(units, model, path, target, values)
+        return assemble(pruned.units, model.graph, target), notes, lines, pruned
     ref = run_reference(path, input_shapes, seed, model)
     pruned = prune(units, ref, target, tolerance_for(target.dtype))
     return assemble(pruned.units, model.graph, target), notes, header_lines(pruned, ref, seed), pruned
+
+
+def _pruned_on_data(units, model, path, target, values):
+    """Pruned on each calibration batch; the plan keeps every hazard some batch needs."""
+    from ..capture.data import onnx_batches
+    from ..check.onnx.inputs import graph_inputs
+    from ..check.onnx.runner import run_reference
+    from ..check.tolerance import tolerance_for
+
+    kept, passed, runs, batches = set(), True, 0, 0
+    names = [i.name for i in graph_inputs(model)]
+    for feeds in onnx_batches(values.data, names, values.batches):
+        ref = run_reference(path, None, 0, model, feeds)
+        one = prune(units, ref, target, tolerance_for(target.dtype))
+        kept |= {u.seed for u in one.units}
+        passed &= one.passed
+        runs += ref.counts["forward"]
+        batches += 1
+    pruned = Pruned([u for u in units if u.seed in kept], [u for u in units if u.seed not in kept], passed)
+    verdict = "passed" if passed else "did NOT pass"
+    lines = [f"pruned on --data {values.data} ({batches} batch{'es' * (batches != 1)}, {runs} onnxruntime "
+             f"runs): keeps {len(pruned.units)} of {len(units)} flagged hazards, those some batch "
+             f"needs; each batch's float16 run with them {verdict} the check's tolerance"]
+    if pruned.dropped:
+        lines.append("dropped (within tolerance without them on every batch): "
+                     + ", ".join(f"{u.seed} ({'/'.join(sorted(u.rules))})" for u in pruned.dropped))
+    return pruned, lines

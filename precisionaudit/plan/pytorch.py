@@ -37,6 +37,12 @@ def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERIT
         region["rules"].setdefault(f.rule, f.message)
         if f.node:
             region["nodes"].append(f.node)
+        for whole in f.fix.get("whole_modules") or ():  # T5's wo, as _keep_in_fp32_modules
+            inner = regions.setdefault(whole, {"ops": [], "whole": True, "rules": {}, "nodes": []})
+            inner["whole"] = True
+            inner["rules"].setdefault(f.rule, f.message)
+            if f.node:
+                inner["nodes"].append(f.node)
 
     known = known_modules(graph) if graph is not None else set(regions)
     order = _module_order(graph, known | set(regions))
@@ -135,10 +141,13 @@ def _candidates(module: str):
             yield ".".join("*" if i in chosen else p for i, p in enumerate(parts))
 
 
-def header(path: str, plan: OverridePlan, target, notes=(), plan_path: str = "amp_plan.yaml") -> list[str]:
-    """The comment lines at the top of a plan file: what it is and how to apply it."""
+def header(path: str, plan: OverridePlan, target, notes=(), plan_path: str = "amp_plan.yaml",
+           value_flags: str = "") -> list[str]:
+    """The comment lines at the top of a plan file: what it is and how to apply it
+    (``value_flags``: the --weights/--data the plan was made with, for its check command)."""
     t = target
     flags = "" if t.mode == "autocast" and t.dtype == "float16" else f" --dtype {t.dtype} --mode {t.mode}"
+    flags += value_flags
     lines = [f"precisionaudit override plan for {path} ({t.dtype}, {t.mode}, {t.device})",
              "apply it in training code (the regions run in float32; parameters are untouched):",
              "    import precisionaudit",

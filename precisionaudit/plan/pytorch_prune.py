@@ -97,13 +97,16 @@ def header_lines(pruned: PrunedPlan, seed: int) -> list[str]:
 
 
 def pruned_plan(plan: OverridePlan, path: str, target, seed: int, entry: str, inputs: str,
-                device: str = "auto", progress=None) -> PrunedPlan:
-    """Run the check's session on the model file and prune ``plan`` with it."""
+                device: str = "auto", progress=None, weights: str | None = None) -> PrunedPlan:
+    """Run the check's session on the model file (with real ``weights`` when given) and
+    prune ``plan`` with it."""
+    from ..core.values import ValueOptions
     from ..capture.pytorch.user_code import user_code
     from ..check.pytorch.runner import Session
 
     with user_code(path, "the model's forward"):  # an exit from the forward is not a verdict
-        session = Session(path, target, device, seed=seed, entry=entry, inputs=inputs, progress=progress)
+        session = Session(path, target, device, seed=seed, entry=entry, inputs=inputs, progress=progress,
+                          values=ValueOptions(weights=weights))
         pruned = prune(plan, session)
     pruned.device = session.runtime.name
     return pruned

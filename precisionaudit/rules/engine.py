@@ -234,6 +234,9 @@ def _finding(rule, graph, name, evidence, target, path, model) -> Finding:
     fix = {k: _format_value(v, values) for k, v in rule.fix.items()}
     if "fix_ops" in evidence:  # the check knows the whole chain that must move to fp32
         fix["ops"] = evidence.pop("fix_ops")
+    if evidence.get("fix_whole"):  # modules that are nothing but a planned op: kept whole
+        fix["whole_modules"] = evidence.pop("fix_whole")
+    evidence.pop("fix_whole", None)
     if fix:
         fix.setdefault("module", module)
     file = node.get("file")

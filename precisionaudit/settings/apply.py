@@ -8,19 +8,21 @@ change the other's fingerprint (and its baseline entry).
 from __future__ import annotations
 
 from ..core.findings import fingerprint_all, sort_key
+from ..core.values import NO_VALUES
 from .config import Config, expand_codes, path_matches
 from .suppressions import suppress_inline, suppress_patterns, unused_findings
 
 UNUSED_SUPPRESSION = "PA001"
 
 
-def scan_with_settings(paths, target, rules, known_ids, config: Config, entry, inputs, timeout=None):
+def scan_with_settings(paths, target, rules, known_ids, config: Config, entry, inputs, timeout=None,
+                       values=NO_VALUES):
     """(results, findings) of a scan as the project's settings want to see them."""
     from ..scanner import scan  # imports torch only once there is a model to scan
 
     graph_rules = [r for r in rules if r.scope != "source"]  # source rules are applied below
     results, findings = scan(paths, target, graph_rules, entry, inputs, root=config.root,
-                            timeout=timeout)
+                             timeout=timeout, values=values)
     return results, apply_settings(findings, results, rules, known_ids, config, target)
 
 

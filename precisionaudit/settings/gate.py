@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.findings import SEVERITY_RANK
+from ..core.values import NO_VALUES
 from .apply import scan_with_settings
 from .baseline import read_baseline, split_known
 from .resolve import FileSettings, SettingsResolver
@@ -58,7 +59,7 @@ class Baselines:
 
 
 def outcomes(files, resolver: SettingsResolver, rules, known_ids, entry, inputs, baselines: Baselines,
-             before=None, timeout=None):
+             before=None, timeout=None, values=NO_VALUES):
     """An ``Outcome`` per model file, as each finishes; ``before(index, path)`` is called
     before each file is loaded (a progress line); ``timeout``: seconds each model may take."""
     for index, path in enumerate(files, 1):
@@ -67,5 +68,5 @@ def outcomes(files, resolver: SettingsResolver, rules, known_ids, entry, inputs,
         settings = resolver.for_path(path)
         chosen = [r for r in rules if r.id in settings.rule_ids]
         (result,), found = scan_with_settings([path], settings.target, chosen, known_ids,
-                                              settings.config, entry, inputs, timeout)
+                                              settings.config, entry, inputs, timeout, values)
         yield Outcome(result, *baselines.split(found, settings.baseline), settings)

@@ -60,12 +60,19 @@ class Reference:
     notes: list = field(default_factory=list)  # what the reference could not measure
 
 
-def run_reference(path: str, input_shapes: dict | None = None, seed: int = 0, model=None) -> Reference:
-    """Load ``path`` (unless ``model`` is given), generate its inputs, run it in fp32 once."""
+def run_reference(path: str, input_shapes: dict | None = None, seed: int = 0, model=None,
+                  feeds: dict | None = None) -> Reference:
+    """Load ``path`` (unless ``model`` is given), generate its inputs (unless ``feeds``, a
+    calibration batch, are given), run it in fp32 once."""
     model = model if model is not None else load_onnx(path)
     name_nodes(model.graph)
-    shapes = resolve_shapes(model, input_shapes or {}, path)
-    feeds, described = make_inputs(model, shapes, seed, path)
+    if feeds is None:
+        shapes = resolve_shapes(model, input_shapes or {}, path)
+        feeds, described = make_inputs(model, shapes, seed, path)
+    else:
+        shapes = {name: tuple(value.shape) for name, value in feeds.items()}
+        described = {name: {"shape": list(value.shape), "dtype": str(value.dtype), "values": "--data"}
+                     for name, value in feeds.items()}
     typed = _typed(model, shapes)
     watched, unwatched = _watch(model, typed)
     flops = _gemm_flops(model, typed)
@@ -86,8 +93,10 @@ def run_reference(path: str, input_shapes: dict | None = None, seed: int = 0, mo
 
 
 def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None, seed: int = 0,
-                   input_shapes: dict | None = None, device: str = "cuda") -> dict:
-    """The check report (a dict, JSON-ready) for one ONNX model file."""
+                   input_shapes: dict | None = None, device: str = "cuda", values=None) -> dict:
+    """The check report (a dict, JSON-ready) for one ONNX model file. With calibration data
+    (``values.data``: .npz batches) every batch is checked; the report is the first failing
+    batch's (else the last one's), with ``batch`` and ``data`` saying which."""
     started = time.perf_counter()
     if dtype != "float16":
         raise UsageError(BF16_UNSUPPORTED)
@@ -99,7 +108,23 @@ def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None,
     plan_obj = load_plan(plan) if plan is not None else None
     if plan_obj is not None:
         resolve_plan(plan_obj, model.graph, dtype)  # a plan for another model stops here
-    ref = run_reference(path, input_shapes, seed, model)
+    if values is None or values.data is None:
+        return _check_inputs(path, model, plan_obj, dtype, tol, seed, input_shapes, device, None, started)
+    from ...capture.data import onnx_batches
+    from .inputs import graph_inputs
+
+    report = None
+    names = [i.name for i in graph_inputs(model)]
+    for index, feeds in enumerate(onnx_batches(values.data, names, values.batches)):
+        report = _check_inputs(path, model, plan_obj, dtype, tol, seed, input_shapes, device, feeds, started)
+        report.update(batch=index, data=values.data)
+        if not report["passed"]:
+            break
+    return report
+
+
+def _check_inputs(path, model, plan_obj, dtype, tol, seed, input_shapes, device, feeds, started) -> dict:
+    ref = run_reference(path, input_shapes, seed, model, feeds)
     variants = [{"name": "reference", "dtype": "float32", "status": "ok", "error": None,
                  "wall_s": report_number(ref.wall_s)}]
     warnings = []

@@ -17,10 +17,13 @@ import torch
 
 from ... import __version__
 from ...apply.pytorch import LOW, apply_plan, to_low_precision
+from ...capture.data import pytorch_batches
 from ...capture.pytorch import model_file
 from ...capture.pytorch.user_code import describe, user_code
+from ...capture.pytorch.weights import load_model
 from ...core.errors import UsageError
 from ...core.target import Target
+from ...core.values import NO_VALUES, ValueOptions
 from ...plan.file import load_plan
 from ..metrics import (
     check_reference,
@@ -59,36 +62,48 @@ class Run:
 
 def run_check(path: str, target: Target, plan=None, device: str = "auto", tolerance=None,
               seed: int = 0, grad: bool = False, entry: str = "get_model",
-              inputs: str = "get_example_inputs", progress=None) -> dict:
-    """The check report (docs/check-report.md) of one model file (a dict, JSON-ready)."""
+              inputs: str = "get_example_inputs", progress=None, values: ValueOptions = NO_VALUES) -> dict:
+    """The check report (docs/check-report.md) of one model file (a dict, JSON-ready).
+
+    With calibration data (``values.data``) every batch is checked; the report is the first
+    failing batch's (else the last one's), with ``batch`` (its index) and ``data`` (the source) saying which.
+    """
     with user_code(path, "the model's forward"):  # an exit from the forward is not a verdict
-        return _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs, progress)
+        return _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs, progress, values)
 
 
-def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs, progress) -> dict:
+def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs, progress, values) -> dict:
     started = time.perf_counter()
     plan_obj = load_plan(plan) if plan is not None else None
     session = Session(path, target, device, tolerance, seed, grad, entry, inputs, progress=progress,
-                      plans=[plan_obj] if plan_obj is not None else [])
+                      plans=[plan_obj] if plan_obj is not None else [], values=values)
     if plan_obj is not None:
         mismatch = plan_obj.target_mismatch(session.target.as_dict())
         if mismatch:
             session.warnings.append(mismatch)
-    variants = [session.reference_entry(), session.variant("baseline")]
-    if plan_obj is not None:
-        variants.append(session.variant("planned", plan_obj))
-    return session.report(variants, time.perf_counter() - started)
+    while True:
+        variants = [session.reference_entry(), session.variant("baseline")]
+        if plan_obj is not None:
+            variants.append(session.variant("planned", plan_obj))
+        report = session.report(variants, time.perf_counter() - started)
+        if not report["passed"] or not session.next_batch():
+            break
+    if values.data is not None:
+        report.update(batch=session.index, data=values.data)
+    return report
 
 
 class Session:
     """One model file loaded and its fp32 reference run once; low-precision variants (the
     baseline, a plan) are then run and compared against it one at a time, as ``check`` and
     ``plan --prune`` need. ``plans``: the plans to run, known up front (pure mode converts
-    their models before the reference runs); others are converted from a pristine copy."""
+    their models before the reference runs); others are converted from a pristine copy.
+    ``values``: real weights (--weights) and the batches to run (--data, else the example
+    inputs); ``next_batch`` moves on to the next one, the variants' models kept."""
 
     def __init__(self, path: str, target: Target, device: str = "auto", tolerance=None, seed: int = 0,
                  grad: bool = False, entry: str = "get_model", inputs: str = "get_example_inputs",
-                 *, progress=None, plans=()):
+                 *, progress=None, plans=(), values: ValueOptions = NO_VALUES):
         self.path, self.entry, self.seed, self.grad = path, entry, seed, grad
         self.progress = progress or (lambda message: None)
         self.runtime = runtime = execution.resolve(device)
@@ -96,8 +111,9 @@ class Session:
         self.tol = tolerance or tolerance_for(target.dtype)
         self.warnings: list[str] = []
         self.progress("loading the model")
-        model, self.args, self.kwargs = _load(path, entry, inputs, seed, runtime)
+        model, self._batches = _load(path, entry, inputs, seed, runtime, values)
         self.model = model
+        self._keep_models = values.data is not None  # the variants run again on the next batch
         self.counts = {"forward": 0, "backward": 0}
         self.runs: list[Run] = []  # the variants run so far, for the notes
         # variants' models are made before the reference runs: a forward may leave state on
@@ -110,10 +126,23 @@ class Session:
         if not plans:  # plan --prune: variants to come are made from a copy kept before the reference
             self._pristine = copy.deepcopy(model) if target.mode == "pure" else _variant_model(model, target, None)
 
+        self.index = -1
+        if not self.next_batch():
+            raise UsageError(f"{path}: no input batch to check")
+
+    def next_batch(self) -> bool:
+        """Run the fp32 reference on the next input batch; False when there is none."""
+        batch = next(self._batches, None)
+        if batch is None:
+            return False
+        self.index += 1
+        self.args, self.kwargs = batch
+        self.runs = []
+        path, seed, grad, target = self.path, self.seed, self.grad, self.target
         histogram = GradHistogram() if grad else None
         self.batch = _describe_inputs(self.args, self.kwargs)
         self.progress(f"reference (float32), batch {self.batch}")
-        self.ref = ref = _execute("reference", model, self.args, self.kwargs, seed, self.tol, self.counts,
+        self.ref = ref = _execute("reference", self.model, self.args, self.kwargs, seed, self.tol, self.counts,
                                   reference=None, policy=execution.strict_fp32(),
                                   numerics=contextlib.nullcontext(), grad=grad, histogram=histogram)
         if ref.error is not None:
@@ -129,6 +158,7 @@ class Session:
             self.scale = self.gradients["recommended_init_scale"]
             if "warning" in self.gradients:
                 self.warnings.append(self.gradients["warning"])
+        return True
 
     def reference_entry(self) -> dict:
         return {"name": "reference", "dtype": "float32", "status": "ok", "error": None,
@@ -137,7 +167,7 @@ class Session:
     def variant(self, name: str, plan=None) -> dict:
         """The report entry of one low-precision run, with ``plan`` applied if given."""
         target, runtime = self.target, self.runtime
-        model = self._models.pop(id(plan), None)
+        model = self._models.get(id(plan)) if self._keep_models else self._models.pop(id(plan), None)
         if model is None:
             model = _variant_model(self._pristine or self.model, target, plan)
         handle = apply_plan(model, plan, warn=False, compilable=False) if plan is not None else None
@@ -172,7 +202,7 @@ class Session:
                   "target": target.as_dict(), "device": runtime.name, "tolerance": self.tol.as_dict(),
                   "seed": self.seed, "executions": self.counts, "wall_s": report_number(wall_s),
                   "variants": variants, "passed": variants[-1]["status"] == "ok",
-                  "warnings": self.warnings, "notes": notes}
+                  "warnings": list(dict.fromkeys(self.warnings)), "notes": notes}
         if self.gradients is not None:
             report["gradients"] = self.gradients
         return report
@@ -197,25 +227,25 @@ def _measurement_notes(ref, variants) -> list[str]:
 
 
 # --------------------------------------------------------------------------- loading
-def _load(path, entry, inputs, seed, runtime):
+def _load(path, entry, inputs, seed, runtime, values):
+    """The model (its weights: --weights, else its own init from ``seed``) and an iterator
+    over the input batches (--data, else the example inputs)."""
     if path.endswith(".onnx"):
         raise UsageError(f"{path}: check runs PyTorch model files; ONNX models are scanned only")
-    make_model, make_inputs = model_file.entry_points(path, entry, inputs)
+    module = model_file.import_model_file(path)
+    model_file.entry_point(module, path, entry, required=True)  # a missing entry is reported first
+    make_inputs = model_file.entry_point(module, path, inputs, required=False)
     if make_inputs is None:
         raise UsageError(f"{path}: check needs example inputs: no function {inputs}() "
                          "(use --inputs to name it)")
+    model = load_model(module, path, entry, values.weights, seed)  # fp32 (the reference), eval
     torch.manual_seed(seed)
-    model = model_file.as_module(model_file.call_user(make_model, path, entry), path, entry)
-    if model_file.on_meta(model):
-        raise UsageError(f"{path}: the model is on the meta device; check needs real weights")
-    torch.manual_seed(seed)
-    args, kwargs = model_file.split_inputs(model_file.call_user(make_inputs, path, inputs), path, inputs)
-    # the reference is fp32: a model or inputs handed over in fp16/bf16 are widened
-    model._apply(lambda t: t.float() if t.dtype in LOW else t)
-    model.to(runtime.torch_device).eval()
-    args, kwargs = execution.to_device((args, kwargs), runtime.torch_device)
-    args, kwargs = _widen((args, kwargs))
-    return model, args, kwargs
+    example = model_file.split_inputs(model_file.call_user(make_inputs, path, inputs), path, inputs)
+    model.to(runtime.torch_device)
+    source = [example] if values.data is None else pytorch_batches(
+        values.data, module, path, example, values.batches)
+    # inputs handed over in fp16/bf16 are widened: the reference is fp32
+    return model, (_widen(execution.to_device(batch, runtime.torch_device)) for batch in source)
 
 
 def _describe_inputs(args, kwargs) -> str:

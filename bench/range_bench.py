@@ -1,0 +1,132 @@
+"""Range-pass benchmark (issue 10): the value-aware audit's cost on a 1.3 B-parameter model.
+
+    python bench/range_bench.py                    # 1 round; --repeat 3 for medians
+    python bench/range_bench.py --keep /tmp/w      # keep (and reuse) the safetensors file
+
+bench/models/gpt_1b_calibration.py (gpt_1b.py's 24-layer d=2048 transformer, built on
+``meta``) gets random weights written once to a safetensors file (5.2 GB in fp32). Then, each
+in a fresh process so that peak RSS is its own (``ru_maxrss`` from ``os.wait4``):
+
+* ``plain``: the weights loaded as ``--weights`` loads them, then 8 fp32 forwards over the 8
+  calibration batches (128 tokens each) under ``torch.no_grad()``;
+* ``range``: the same load, then the range pass (``measure_model``: per-op statistics of
+  every result on each batch, and the low-precision run for the batches that need it).
+
+Prints a Markdown table. Targets: the range pass at most 2x the 8 plain forwards, and the
+range process's peak RSS at most the model's size + 1 GiB. Exit status 1 if one is missed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL = os.path.join(HERE, "models", "gpt_1b_calibration.py")
+TIME_RATIO_TARGET, RSS_OVER_MODEL_GIB = 2.0, 1.0
+
+
+def child(kind: str, weights: str) -> dict:
+    """One measurement, run inside a child process."""
+    import torch
+
+    from precisionaudit.capture.pytorch.calibration import measure_model
+    from precisionaudit.capture.pytorch.model_file import import_model_file
+    from precisionaudit.capture.pytorch.weights import load_model
+    from precisionaudit.core.numerics import Target
+    from precisionaudit.core.values import ValueOptions
+
+    torch.manual_seed(0)
+    module = import_model_file(MODEL)
+    if kind == "write":
+        model = module.GPT()  # real tensors: random init
+        from safetensors.torch import save_model
+        save_model(model, weights)
+        return {"params": sum(p.numel() for p in model.parameters())}
+    started = time.perf_counter()
+    model = load_model(module, MODEL, "get_model", weights)
+    out = {"load_s": time.perf_counter() - started,
+           "model_bytes": sum(p.numel() * p.element_size() for p in model.parameters())}
+    started = time.perf_counter()
+    if kind == "plain":
+        with torch.no_grad():
+            for (ids,) in module.calibration_batches():
+                model(ids)
+        out["run_s"] = time.perf_counter() - started
+    else:
+        values = ValueOptions(weights=weights, data="calibration_batches")
+        measured = measure_model(model, module, MODEL, Target("float16", "autocast", "cuda"),
+                                 "get_example_inputs", values)
+        out["run_s"] = time.perf_counter() - started
+        out["batches"], out["low_runs"] = measured.batches, measured.low_runs
+        out["ops"] = len(measured.calls)
+    return out
+
+
+def run_child(kind: str, weights: str) -> dict:
+    with tempfile.TemporaryFile() as stdout:
+        proc = subprocess.Popen([sys.executable, __file__, "--child", kind, weights], stdout=stdout)
+        _, status, usage = os.wait4(proc.pid, 0)
+        stdout.seek(0)
+        text = stdout.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"range_bench: the {kind} run failed")
+    return {**json.loads(text.strip().splitlines()[-1]), "rss_gib": usage.ru_maxrss / 2**20}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--keep", metavar="DIR", help="where to write (and reuse) the weights")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return 0
+    directory = args.keep or tempfile.mkdtemp(prefix="range_bench-")
+    weights = os.path.join(directory, "gpt_1b.safetensors")
+    if not os.path.exists(weights):
+        started = time.perf_counter()
+        params = run_child("write", weights)["params"]
+        print(f"wrote {params / 1e9:.2f} B parameters to {weights} in {time.perf_counter() - started:.0f} s",
+              file=sys.stderr)
+    runs = {"plain": [], "range": []}
+    for _ in range(args.repeat):
+        for kind in runs:  # interleaved: the machine's load hits both alike
+            runs[kind].append(run_child(kind, weights))
+    try:
+        if not args.keep:
+            os.remove(weights)
+            os.rmdir(directory)
+    except OSError:
+        pass
+
+    def median(kind, key):
+        return statistics.median(r[key] for r in runs[kind])
+
+    model_gib = runs["plain"][0]["model_bytes"] / 2**30
+    plain_s, range_s = median("plain", "run_s"), median("range", "run_s")
+    ratio = range_s / plain_s
+    rss_limit = model_gib + RSS_OVER_MODEL_GIB
+    print(f"| 1.3 B model, fp32 weights {model_gib:.2f} GiB, 8 batches x 128 tokens "
+          f"(median of {args.repeat}) | load (s) | run (s) | peak RSS (GiB) |")
+    print("|---|---:|---:|---:|")
+    for kind, label in (("plain", "8 plain fp32 forwards"), ("range", "range pass over the 8 batches")):
+        print(f"| {label} | {median(kind, 'load_s'):.1f} | {median(kind, 'run_s'):.1f} | "
+              f"{median(kind, 'rss_gib'):.2f} |")
+    last = runs["range"][-1]
+    print(f"\nrange pass / plain forwards: {ratio:.2f}x (target <= {TIME_RATIO_TARGET:.0f}x); "
+          f"range peak RSS {median('range', 'rss_gib'):.2f} GiB (target <= model + 1 GiB = "
+          f"{rss_limit:.2f}); {last['ops']} ops measured, low-precision runs on "
+          f"{last['low_runs']} of {last['batches']} batches")
+    ok = ratio <= TIME_RATIO_TARGET and median("range", "rss_gib") <= rss_limit
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

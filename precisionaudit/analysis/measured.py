@@ -1,0 +1,27 @@
+"""Calibration ranges (--data) into node facts: each node's ``measured`` statistics.
+
+PyTorch: the range pass keys every call by ``module|op|k`` (its k-th call of that op in
+that module, in forward order); the IR's nodes are numbered the same way here, in the order
+the capture added them, so the fp32 reference's values land on the node of the same call.
+ONNX: the range pass keys its statistics by node name, which is the IR's node name.
+"""
+from ..core.values import call_key
+
+
+def annotate(graph):
+    first_bad = set(graph.graph.get("first_nonfinite", {}).values())
+    by_name = graph.graph.get("measured_nodes")
+    if by_name:
+        for name, node in graph.nodes(data=True):
+            if name in by_name:
+                node["measured"] = {**by_name[name], "key": name, "nonfinite_first": name in first_bad}
+        return
+    calls = graph.graph.get("measured_calls")
+    if not calls:
+        return
+    counts: dict = {}
+    for _, node in graph.nodes(data=True):
+        key = call_key(node.get("module", ""), node["op"], counts)
+        stats = calls.get(key)
+        if stats is not None:
+            node["measured"] = {**stats, "key": key, "nonfinite_first": key in first_bad}

@@ -1,0 +1,92 @@
+"""What the value-aware options ask for (--weights, --data, --batches, --headroom); torch-free."""
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass
+
+import numpy as np
+
+from .numerics import LARGEST_FINITE, SMALLEST_NORMAL, SMALLEST_SUBNORMAL
+
+FP32_MAX = np.float32(LARGEST_FINITE["float32"])
+
+#: default headroom: a measured |x| above 65504 / 2 is one doubling away from inf in fp16
+DEFAULT_HEADROOM = 2.0
+#: the high percentile of |x| the range pass records
+PERCENTILE = 0.999
+#: elements the percentile is estimated from, per op and batch
+SAMPLE = 1 << 20
+
+
+@dataclass(frozen=True)
+class ValueOptions:
+    weights: str | None = None  # safetensors file / shard directory / state_dict file
+    data: str | None = None  # "example", a function of the model file, or a batch file
+    batches: int | None = None  # use at most this many calibration batches
+    headroom: float = DEFAULT_HEADROOM  # warn when max |x| * headroom reaches the dtype's max
+
+    def flags(self) -> str:
+        """These options as command-line flags (" --weights w.safetensors --data example"), for
+        the commands a report or a plan header suggests: a plan made from measured values is
+        checked on the same weights and data."""
+        given = [("--weights", self.weights), ("--data", self.data), ("--batches", self.batches)]
+        return "".join(f" {flag} {shlex.quote(str(value))}" for flag, value in given if value is not None)
+
+    @property
+    def measure(self) -> bool:
+        """Calibration data turns the range pass on; without it the scan stays static."""
+        return self.data is not None
+
+
+NO_VALUES = ValueOptions()
+
+
+def call_key(module: str, op: str, counts: dict) -> str:
+    """``module|op|k``: the k-th call (from 0) of ``op`` in ``module``; counts are updated.
+    The range pass keys its statistics so, and the IR's nodes are numbered the same way."""
+    k = counts.get((module, op), 0)
+    counts[(module, op)] = k + 1
+    return f"{module}|{op}|{k}"
+
+
+def value_stats(values: np.ndarray, dtype: str) -> dict:
+    """max |x|, a high percentile, min non-zero |x| and the shares of values below ``dtype``'s
+    smallest normal (precision lost) and below half its smallest subnormal (they round to 0).
+    Both frontends' range passes summarise each result with it (numpy: no torch needed)."""
+    a = np.abs(np.asarray(values, dtype=np.float32).reshape(-1))
+    n = a.size
+    # inf/NaN and +-finfo(float32).max are fills (masks written as finfo(dtype).min or -inf
+    # follow the dtype: fp16's min under fp16), not values that grew: left out of the range
+    a = a[a < FP32_MAX]
+    if not a.size:
+        return {"max_abs": 0.0, "p999": 0.0, "min_nonzero": None, "below_normal": 0.0,
+                "flushed": 0.0, "numel": n}
+    nonzero = a[a > 0]
+    sample = a[:: max(1, a.size // SAMPLE)]
+    k = max(1, math.ceil(PERCENTILE * sample.size))
+    return {"max_abs": float(a.max()),
+            "p999": float(np.partition(sample, k - 1)[k - 1]),
+            "min_nonzero": float(nonzero.min()) if nonzero.size else None,
+            "below_normal": float((nonzero < SMALLEST_NORMAL[dtype]).sum()) / n,
+            "flushed": float((nonzero < SMALLEST_SUBNORMAL[dtype] / 2).sum()) / n,
+            "numel": n}
+
+
+def merge(old: dict | None, new: dict, batch: int) -> dict:
+    """Running statistics over batches: the extremes kept with the batch that reached them."""
+    if old is None:
+        return {**new, "batch": batch, "min_batch": batch}
+    out = dict(old)
+    if new["max_abs"] > old["max_abs"]:
+        out["max_abs"], out["batch"] = new["max_abs"], batch
+    out["p999"] = max(old["p999"], new["p999"])
+    mins = [m for m in (old["min_nonzero"], new["min_nonzero"]) if m is not None]
+    out["min_nonzero"] = min(mins) if mins else None
+    if new["min_nonzero"] is not None and new["min_nonzero"] == out["min_nonzero"] != old["min_nonzero"]:
+        out["min_batch"] = batch
+    total = old["numel"] + new["numel"]
+    for share in ("below_normal", "flushed"):
+        out[share] = (old[share] * old["numel"] + new[share] * new["numel"]) / max(total, 1)
+    out["numel"] = total
+    return out
