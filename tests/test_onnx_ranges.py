@@ -2,7 +2,6 @@
 trained weights, calibration batches in .npz files keyed by input name. Flagged with
 --data, silent without; the plan converts them so that check --data passes."""
 import json
-import os
 import warnings
 
 import numpy as np

@@ -17,7 +17,8 @@ from ...core.errors import UsageError
 from ...core.values import ValueOptions, merge, value_stats
 from ..data import onnx_batches
 from .graph import name_nodes
-from .model import _Tensors, load_onnx
+from .io import session, with_outputs
+from .model import Tensors, load_onnx
 
 
 @dataclass
@@ -29,7 +30,7 @@ class OnnxMeasurement:
 
 def watched_results(model) -> list[tuple[str, str]]:
     """(node name, its first output) for the float32 results of the model's nodes."""
-    tensors = _Tensors(model)
+    tensors = Tensors(model)
     return [(node.name, node.output[0]) for node in model.graph.node
             if node.op_type != "Constant" and node.output and node.output[0]
             and tensors.dtype(node.output[0]) == "float32"]
@@ -65,11 +66,8 @@ def measure_onnx(path: str, target, values: ValueOptions) -> OnnxMeasurement:
 
 
 def _exposed_session(model, names, path):
-    from ...capture.onnx.io import session
-    from ...check.onnx.runner import _expose
-
     try:
-        return session(_expose(model, names))
+        return session(with_outputs(model, names))
     except Exception as exc:  # noqa: BLE001 - onnxruntime's load errors: bad input
         raise UsageError(f"{path}: onnxruntime cannot load it: {str(exc).splitlines()[0]}") from exc
 

@@ -49,6 +49,21 @@ def session(model, optimize: bool = True):
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
+def with_outputs(model, names):
+    """A copy of ``model`` that also returns the float tensors ``names`` (intermediates
+    exposed for the range pass and check's divergence trace)."""
+    import onnx
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    present = {o.name for o in out.graph.output}
+    for name in names:
+        if name not in present:
+            out.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+            present.add(name)
+    return out
+
+
 def infer_shapes(model, path: str | None = None) -> str | None:
     """Add what onnx shape inference derives to ``model`` (in place); None, or why it failed.
 

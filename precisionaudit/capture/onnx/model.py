@@ -81,7 +81,7 @@ def source_of(node) -> tuple[str | None, int | None]:
     return None, None
 
 
-class _Tensors:
+class Tensors:
     """Dtype, shape and (for constants) value of every tensor name in the graph."""
 
     def __init__(self, model):
@@ -111,7 +111,7 @@ class _Tensors:
 def capture_onnx(path: str, target) -> Capture:
     model = load_onnx(path, shapes=False)
     inference_failure = infer_shapes(model, path)
-    tensors = _Tensors(model)
+    tensors = Tensors(model)
     graph = new_graph(target=target.as_dict())
     graph.graph["inputs"] = [(tensors.dtype(i.name), tensors.shape(i.name)) for i in model.graph.input
                              if i.name not in tensors.initializers]

@@ -19,7 +19,8 @@ from ...core.errors import CaptureError, UsageError
 from ...core.numerics import LARGEST_FINITE, SMALLEST_SUBNORMAL, dtype_name
 from ...core.values import ValueOptions, call_key, merge, value_stats
 from ..data import pytorch_batches
-from .capture import _is_significant, policy
+from .capture import is_significant
+from .cuda_autocast import autocast_policy
 from .model_file import call_user, entry_point, import_model_file, split_inputs
 from .offload import checkpoint_stats, load_offloaded, needs_offload
 from .recorder import Recorder
@@ -80,7 +81,7 @@ class _StatsRecorder(Recorder):
             return
         call, tensor = self._open
         self._open = None
-        if not _is_significant(call, self):
+        if not is_significant(call, self):
             return
         key = call_key(call.module, call.fn, self.counts)
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
@@ -174,7 +175,8 @@ def _low_pass(model, args, kwargs, target, result, batch):
     if target.mode == "pure":
         args, kwargs = _cast((args, kwargs), target.torch_dtype)
     try:
-        with torch.no_grad(), numerics(runtime), policy(target), _StatsRecorder(model, on_call):
+        with torch.no_grad(), numerics(runtime), autocast_policy(target, runtime.name), \
+                _StatsRecorder(model, on_call):
             model(*args, **kwargs)
     except Exception:  # noqa: BLE001 - a low-precision forward that raises: the fp32 ranges stand
         pass

@@ -186,7 +186,7 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
     graph.graph["modules"] = module_facts(model)
 
     node_of: dict[int, str | None] = {}
-    significant = {c.index: _is_significant(c, rec) for c in rec.calls}
+    significant = {c.index: is_significant(c, rec) for c in rec.calls}
     counts: dict[str, int] = {}
     for call in rec.calls:
         ops = [rec.ops[i] for i in call.ops]
@@ -270,7 +270,7 @@ def _compute_dtype(op):
     return promoted
 
 
-def _is_significant(call, rec) -> bool:
+def is_significant(call, rec) -> bool:
     shorts = [aten_short(rec.ops[i].target) for i in call.ops]
     if call.fn in CAST_FNS:
         return any(s == "_to_copy" for s in shorts)

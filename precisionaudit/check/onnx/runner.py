@@ -21,7 +21,7 @@ import torch
 from ... import __version__
 from ...apply.onnx import BF16_UNSUPPORTED, convert, resolve_plan
 from ...capture.onnx.graph import canonical_op, name_nodes, refuse_converted, tensor_info
-from ...capture.onnx.io import infer_shapes, session, verify
+from ...capture.onnx.io import infer_shapes, session, verify, with_outputs
 from ...capture.onnx.model import load_onnx, module_of, source_of
 from ...core.errors import UsageError
 from ...core.text import first_few
@@ -78,7 +78,7 @@ def run_reference(path: str, input_shapes: dict | None = None, seed: int = 0, mo
     flops = _gemm_flops(model, typed)
     uncounted = [n.name for n in model.graph.node if n.op_type in GEMM_OPS and n.name not in flops]
     counts = {"forward": 0, "backward": 0}
-    values, wall, error = _run(_expose(model, [t for _, _, t in watched]), feeds, counts)
+    values, wall, error = _run(with_outputs(model, [t for _, _, t in watched]), feeds, counts)
     if error is not None:
         raise UsageError(f"{path}: the fp32 reference run failed ({error}): the model or the "
                          "generated inputs are broken before any low precision (--input-shape?)")
@@ -167,7 +167,7 @@ def run_variant(ref: Reference, name: str, plan, tol):
                          "unmatched": [], "unused": []}
     emulated, visible = emulate(conversion.model)
     names = {(node, i): visible[node][i] for node, i, _ in ref.watched if node in visible}
-    values, wall, error = _run(_expose(emulated, list(names.values())), ref.feeds, ref.counts)
+    values, wall, error = _run(with_outputs(emulated, list(names.values())), ref.feeds, ref.counts)
     entry["wall_s"] = report_number(wall)
     if error is not None:
         entry["error"] = error
@@ -247,18 +247,6 @@ def _unwatched_note(unshaped: list, over_budget: list) -> str | None:
         return None
     return ("node results not compared with the reference: " + "; ".join(reasons)
             + ": a divergence that starts there shows at the next compared node")
-
-
-def _expose(model, names):
-    """A copy of ``model`` that also returns the tensors ``names``."""
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    present = {o.name for o in out.graph.output}
-    for name in names:
-        if name not in present:
-            out.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
-            present.add(name)
-    return out
 
 
 def _divergence(model, watched, reference, got, tol):

@@ -13,6 +13,7 @@ import math
 from ...core.numerics import LARGEST_FINITE, SMALLEST_SUBNORMAL
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
+from ..engine import param
 from . import check
 
 
@@ -64,7 +65,7 @@ def activation_overflow(graph, name, node, target):
     whole = [own] if own != fix_module and _only_op_of(graph, name, own) else []
     return {"measured": _num(value), "measured_text": f"{value:.4g}", "batch": batch,
             "where": where, "limit": _num(limit), "stored": dtype,
-            "severity": "error" if value > limit else "warning",
+            **({} if value > limit else {"case": "near"}),
             "first_nonfinite": bool(m.get("nonfinite_first")),
             "chain": chain, "back_in_range": [c for c in chain if not _hot(graph, graph.nodes[c], dtype)],
             "fix_module": fix_module, "fix_whole": whole,
@@ -156,10 +157,6 @@ def underflow_to_pole(graph, name, node, target):
 
 
 # --------------------------------------------------------------------------- PA303
-#: a weight tensor with at least this share of its non-zero values flushed to 0 is reported
-FLUSHED_WEIGHTS = 0.01
-
-
 @check
 def weights_out_of_range(graph, target):
     """Parameters (real weights, --weights) that do not fit the low dtype an op reads them
@@ -172,20 +169,20 @@ def weights_out_of_range(graph, target):
         dtype = _low_dtype_of(node.get("compute_dtype"))
         if dtype is None:
             continue
-        for param, _shape in node.get("params") or ():
-            s = stats.get(param)
-            if s is None or param in seen:
+        for weight, _shape in node.get("params") or ():
+            s = stats.get(weight)
+            if s is None or weight in seen:
                 continue
             if s["max_abs"] > LARGEST_FINITE[dtype]:
-                value, text, severity, what = s["max_abs"], f"{s['max_abs']:.4g}", "error", "becomes inf"
-            elif s["flushed"] >= FLUSHED_WEIGHTS:
-                value, text, severity = s["min_nonzero"], f"{s['min_nonzero']:.3g}", "warning"
+                value, text, case, what = s["max_abs"], f"{s['max_abs']:.4g}", {}, "becomes inf"
+            elif s["flushed"] >= param("flushed_share"):
+                value, text, case = s["min_nonzero"], f"{s['min_nonzero']:.3g}", {"case": "flushed"}
                 what = f"has {s['flushed']:.2%} of its values become 0"
             else:
                 continue
-            seen.add(param)
-            hits.append((name, {"param": param, "measured": _num(value), "measured_text": text,
-                                "what": what, "stored": dtype, "severity": severity,
+            seen.add(weight)
+            hits.append((name, {"param": weight, "measured": _num(value), "measured_text": text,
+                                "what": what, "stored": dtype, **case,
                                 "max_abs": _num(s["max_abs"]), "flushed": round(s["flushed"], 6),
                                 "fix_ops": [node["op"]]}))
     return hits
