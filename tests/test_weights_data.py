@@ -192,6 +192,15 @@ def test_batches_needs_data():
     _one_line_exit_2(["scan", T5, "--batches", "2"], "--batches needs --data")
 
 
+def test_pytorch_prune_refuses_data_it_would_not_run_on(tmp_path):
+    """A model file's plan is pruned on its example inputs: with --data that would drop
+    entries only the data needs, so it is refused before anything runs."""
+    plan = tmp_path / "plan.yaml"
+    _one_line_exit_2(["plan", T5, "--data", "example", "--prune", "-o", str(plan)],
+                     "plan --prune --data is for ONNX models")
+    assert not plan.exists()
+
+
 def test_read_state_dict_refuses_a_non_state_dict(tmp_path):
     torch.save([torch.zeros(2)], tmp_path / "w.pt")
     with pytest.raises(UsageError, match="not a state_dict"):
