@@ -175,9 +175,8 @@ def _open(page, tmp_path, name):
             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1800"]
     url = f"file://{page}"
     shot = tmp_path / f"{name}.png"
-    subprocess.run([*base, f"--screenshot={shot}", url], capture_output=True, timeout=120, check=True)
-    dumped = subprocess.run([*base, "--enable-logging=stderr", "--v=0", "--dump-dom", url],
-                            capture_output=True, text=True, timeout=120, check=True)
+    dumped = subprocess.run([*base, "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", "--dump-dom",
+                             url], capture_output=True, text=True, timeout=120, check=True)
     console = [line for line in dumped.stderr.splitlines() if "CONSOLE" in line]
     assert shot.stat().st_size > 20_000  # a page with plots, not a blank one
     return dumped.stdout, console
