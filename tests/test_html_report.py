@@ -1,4 +1,5 @@
-"""The HTML report: one self-contained page (scan --format html, check --html FILE).
+"""The HTML report: one self-contained page (scan --format html, check --html FILE), for a
+static scan, a value-aware scan (--data) and a check.
 
 The DOM is read with the standard library's parser; when a Chromium is installed the pages
 are also opened in it, headless and with every host unresolvable, and the test asserts on
@@ -194,3 +195,52 @@ def test_scan_and_check_pages_render_in_headless_chromium(project, cli, tmp_path
             assert 'class="main-svg"' in div, plot
         if name == "scan":
             assert "treemap" in dom and "masked_fill (masked_fill)" in dom
+
+
+# --------------------------------------------------------------------------- a value-aware scan
+@pytest.fixture(scope="module")
+def ranges_page(tmp_path_factory):
+    """The page of a value-aware scan (--data): attention logits that pass 65504 only on the
+    model's calibration batches (PA301)."""
+    from click.testing import CliRunner
+
+    from precisionaudit.cli import main
+
+    page = tmp_path_factory.mktemp("ranges") / "ranges.html"
+    result = CliRunner().invoke(main, ["scan", "--isolated", "--format", "html", "-o", str(page),
+                                       os.path.join(SAMPLES, "pa301_attention_hazard.py"),
+                                       "--data", "calibration_batches"], catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    return page
+
+
+def _figure(dom: Dom, div_id: str) -> dict:
+    """The plotly figure the page draws into ``div_id``, as the JSON it inlined."""
+    call = next(line for line in dom.scripts[-1].splitlines() if f"Plotly.newPlot('{div_id}'" in line)
+    return json.loads(call.split("})(", 1)[1].rsplit(");", 1)[0])
+
+
+def test_value_aware_scan_plots_each_measured_op_against_the_dtype_range(ranges_page):
+    dom = Dom(ranges_page.read_text())
+    overflow = [r for r in dom.rows if r["attrs"].get("data-rule") == "PA301"]
+    assert len(overflow) == 1 and overflow[0]["cells"][0] == "error"
+    assert {"findings", "tree-0", "ranges-0"} <= set(dom.ids())
+    figure = _figure(dom, "ranges-0")
+    measured = dict(zip(figure["data"][0]["x"], figure["data"][0]["y"]))
+    node = overflow[0]["attrs"]["data-node"]
+    assert measured[node] > 65504  # the op PA301 names is plotted above the float16 limit
+    assert max(v for n, v in measured.items() if n != node) < measured[node]
+    assert 65504.0 in {s["y0"] for s in figure["layout"]["shapes"]}
+    assert figure["layout"]["yaxis"]["type"] == "log"
+    _no_external_resources(dom)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium installed (apt-get install chromium)")
+def test_value_aware_scan_page_renders_in_headless_chromium(ranges_page, tmp_path):
+    dom, console = _open(ranges_page, tmp_path, "ranges")
+    assert console == [], console
+    for plot in ("tree-0", "ranges-0"):
+        div = dom.split(f'id="{plot}"', 1)[1].split('id="', 1)[0]
+        assert 'class="main-svg"' in div, plot
+    for label in ("float16 max 65504", "float16 min normal 6.10352e-05"):  # drawn on the chart
+        assert f'data-unformatted="{label}"' in dom, label
