@@ -9,11 +9,9 @@ REDUCTIONS = {"sum", "mean", "var", "std", "var_mean", "std_mean", "cumsum", "cu
 def extent(shape, dims) -> int | None:
     if not shape:
         return None
-    if not dims:
-        return math.prod(shape)
     rank = len(shape)
     try:
-        return math.prod(shape[d % rank] for d in dims)
+        return math.prod(shape[d % rank] for d in dims) if dims else math.prod(shape)
     except (TypeError, ZeroDivisionError):
         return None
 

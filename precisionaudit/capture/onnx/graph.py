@@ -87,13 +87,14 @@ def producers(graph) -> dict:
 
 def tensor_info(model) -> dict[str, tuple[int, tuple | None]]:
     """Tensor name → (ONNX element type, dims or None where the rank is unknown) from the
-    inputs, outputs, value_info and initializers; a dim without a value is None."""
+    inputs, outputs, value_info and initializers; a dim without a value (or -1) is None."""
     info = {}
     graph = model.graph
     for vi in [*graph.input, *graph.output, *graph.value_info]:
         if vi.type.HasField("tensor_type"):
             t = vi.type.tensor_type
-            dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+            dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+                         for d in t.shape.dim)  # -1: dynamic, as some exporters write it
             info[vi.name] = (t.elem_type, dims if t.HasField("shape") else None)
     for init in graph.initializer:
         info[init.name] = (init.data_type, tuple(init.dims))

@@ -38,7 +38,7 @@ def session(model, optimize: bool = True):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.log_severity_level = 3  # its warnings are not the user's business
+    options.log_severity_level = 4  # fatal only: its errors reach the user as our one line
     if not optimize:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if model.ByteSize() < PROTO_LIMIT:

@@ -29,6 +29,7 @@ from .graph import (
     tensor_info,
 )
 from .io import infer_shapes
+from .validate import check_structure
 
 
 def load_onnx(path: str, shapes: bool = True):
@@ -46,12 +47,36 @@ def load_onnx(path: str, shapes: bool = True):
         raise CaptureError(f"{path}: not a readable ONNX model (empty or truncated graph)")
     try:
         onnx.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
-    except (OSError, onnx.checker.ValidationError) as exc:
-        missing = getattr(exc, "filename", None) or str(exc).split(" should be stored in ")[-1].split(",")[0]
-        raise CaptureError(f"{path}: external data missing: {missing}") from exc
+    except (OSError, onnx.checker.ValidationError, ValueError) as exc:
+        raise CaptureError(f"{path}: {_external_data_problem(exc)}") from exc
+    check_structure(model, path)
+    _drop_trailing_empty_inputs(model)
     if shapes:
         infer_shapes(model, path)  # a failure leaves tensors untyped; capture_onnx reports it
     return model
+
+
+def _drop_trailing_empty_inputs(model) -> None:
+    """``LayerNormalization(x, w, "")``: an omitted optional input written as "" at the end
+    means the same as leaving it out, and onnxruntime's graph optimizer crashes the process
+    (segfault, onnxruntime 1.2x) on some such nodes. Left out, every command sees one model."""
+    for node in model.graph.node:
+        while node.input and node.input[-1] == "":
+            node.input.pop()
+
+
+def _external_data_problem(exc: Exception) -> str:
+    """What onnx's refusal to load a model's external data means, in one line."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    stored = text.split(" should be stored in ")[-1].split(",")[0]
+    if "symbolic link" in text:
+        return f"external data {stored} is a symbolic link, which onnx refuses to follow (put the file itself there)"
+    if "exceeds available data" in text:
+        return f"external data shorter than declared: {text}"
+    if isinstance(exc, OSError) and exc.filename:
+        return f"external data missing: {exc.filename}" if isinstance(exc, FileNotFoundError) \
+            else f"external data {exc.filename}: {exc.strerror}"
+    return f"external data missing: {stored}" if " should be stored in " in text else f"external data: {text}"
 
 
 def module_of(node) -> str:
@@ -60,8 +85,10 @@ def module_of(node) -> str:
         if prop.key == "pkg.torch.onnx.name_scopes":
             try:
                 scopes = ast.literal_eval(prop.value)
-            except (ValueError, SyntaxError):
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 break
+            if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+                break  # not what the exporter writes: fall back on the node name
             return scopes[-2] if len(scopes) >= 2 else ""
     parts = [p for p in node.name.split("/") if p]
     return ".".join(parts[:-1]) if len(parts) > 1 else ""
@@ -203,14 +230,17 @@ def _stash_type(node) -> int:
 
 
 def _axes(node, tensors) -> list:
+    from onnx import AttributeProto
+
     for attr in node.attribute:
-        if attr.name == "axes":
+        if attr.name == "axes" and attr.type == AttributeProto.INTS:
             return list(attr.ints)
-        if attr.name == "axis":
+        if attr.name == "axis" and attr.type == AttributeProto.INT:
             return [attr.i]
     if node.op_type.startswith("Reduce") or node.op_type == "CumSum":
         axes = tensors.values.get(node.input[1]) if len(node.input) > 1 else None
-        return [int(a) for a in np.atleast_1d(axes)] if axes is not None else []
+        if axes is not None and axes.dtype.kind in "iu":  # anything else is not an axes tensor
+            return [int(a) for a in axes.ravel()]
     return []
 
 

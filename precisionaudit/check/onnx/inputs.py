@@ -51,6 +51,11 @@ def graph_inputs(model) -> list:
     return [i for i in model.graph.input if i.name not in initializers]
 
 
+def _fixed(dim) -> bool:
+    """A dim with a size: some exporters write -1 for a dynamic one."""
+    return dim.HasField("dim_value") and dim.dim_value >= 0
+
+
 def resolve_shapes(model, given: dict[str, tuple], source: str) -> dict[str, tuple[int, ...]]:
     """Every input's concrete shape: the declared one, with ``given`` for its dynamic dims."""
     inputs = graph_inputs(model)
@@ -68,15 +73,15 @@ def resolve_shapes(model, given: dict[str, tuple], source: str) -> dict[str, tup
                 raise UsageError(f"--input-shape {vi.name}: {len(shape)} dims given, the input has "
                                  f"{len(dims)}")
             for axis, (d, size) in enumerate(zip(dims, shape)):
-                if d.HasField("dim_value") and d.dim_value != size:
+                if _fixed(d) and d.dim_value != size:
                     raise UsageError(f"--input-shape {vi.name}: dim {axis} is fixed at {d.dim_value} "
                                      f"in {source}, not {size}")
             shapes[vi.name] = shape
             continue
         for axis, d in enumerate(dims):
-            if not d.HasField("dim_value"):
+            if not _fixed(d):
                 label = f" ({d.dim_param!r})" if d.dim_param else ""
-                example = "x".join(str(x.dim_value) if x.HasField("dim_value") else "N" for x in dims)
+                example = "x".join(str(x.dim_value) if _fixed(x) else "N" for x in dims)
                 raise UsageError(f"{source}: input {vi.name!r} has a dynamic dim {axis}{label}: give its "
                                  f"shape with --input-shape {vi.name}={example}")
         shapes[vi.name] = tuple(d.dim_value for d in dims)

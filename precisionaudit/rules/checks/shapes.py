@@ -102,19 +102,18 @@ def fp32_gemm(graph, name, node, target):
         return {"weight_elements": weights[0], "why": node.get("why")}
     if not weights and node["op"] in ("matmul", "bmm") and len(node["in_shapes"]) >= 2:
         a, b = node["in_shapes"][:2]
-        if a and b and math.prod(a) * b[-1] >= (1 << 27):
+        if a and b and None not in a and b[-1] is not None and math.prod(a) * b[-1] >= (1 << 27):
             return {"flops": 2 * math.prod(a) * b[-1], "why": node.get("why")}
     return None
 
 
 @check
 def head_dim(graph, name, node, target):
-    if node["op"] == "scaled_dot_product_attention" and node["in_shapes"]:
-        size = node["in_shapes"][0][-1]
-    elif node.get("feeds_softmax") and node["in_shapes"]:
-        size = node["in_shapes"][0][-1]
-    else:
+    attention = node["op"] == "scaled_dot_product_attention" or node.get("feeds_softmax")
+    shape = node["in_shapes"][0] if attention and node["in_shapes"] else None
+    if not shape:  # not attention, or a shape (or rank) ONNX shape inference did not know
         return None
+    size = shape[-1]
     if size is None or size % 8 == 0 and size <= 256:
         return None
     return {"head_dim": size, "problem": "above 256" if size > 256 else "not a multiple of 8"}
