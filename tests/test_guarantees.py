@@ -285,6 +285,84 @@ def test_an_unreadable_model_file_says_so(tmp_path):
     one_error_line(run("scan", path), "cannot read")
 
 
+def test_an_unreadable_model_file_says_so_even_as_root(monkeypatch):
+    from precisionaudit import scanner
+
+    def denied(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(scanner, "open", denied, raising=False)
+    one_error_line(run("scan", HAZARD), "cannot read: Permission denied")
+
+
+DOCUMENTS = {  # (option, file name, bytes that are not UTF-8, text nested 100000 deep)
+    "config": ("--config", "precisionaudit.toml", b"dtype = '\xff'\n", "select = " + "[" * 100000 + "]" * 100000),
+    "plan": ("--plan", "plan.yaml", b"version: 1\n# \xff\n", "version: " + "[" * 100000 + "]" * 100000),
+    "baseline": ("--baseline", "b.json", b'{"tool": "\xff"}', "[" * 100000 + "]" * 100000),
+}
+
+
+@pytest.mark.parametrize("what", sorted(DOCUMENTS))
+@pytest.mark.parametrize("problem", ["not UTF-8", "nested too deeply"])
+def test_unreadable_settings_plans_and_baselines_are_one_line(tmp_path, what, problem):
+    option, name, not_utf8, deep = DOCUMENTS[what]
+    path = tmp_path / name
+    if problem == "not UTF-8":
+        path.write_bytes(not_utf8)
+    else:
+        path.write_text(deep)
+    command = "check" if what == "plan" else "scan"
+    one_error_line(run(command, HAZARD, option, path), f"the {what} is {problem}")
+
+
+def test_a_plan_version_of_true_is_not_version_1(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("version: true\ntarget: {dtype: float16, mode: autocast}\noverrides: []\n")
+    one_error_line(run("check", HAZARD, "--plan", plan), "plan version True is not supported")
+
+
+def test_an_empty_rule_id_selects_nothing_it_is_refused(tmp_path):
+    config = tmp_path / "precisionaudit.toml"
+    config.write_text('select = [""]\n')
+    one_error_line(run("scan", HAZARD, "--config", config), "select: expected a rule id, got ''")
+
+
+def test_a_file_name_that_is_not_utf8_keeps_reports_and_plans_valid(tmp_path):
+    folder = os.fsencode(str(tmp_path))
+    model = os.fsdecode(folder + b"/\xff.py")
+    shutil.copy(HAZARD, model)
+    for fmt in ("json", "sarif"):
+        result = run("scan", model, "--format", fmt, "--mode", "pure")
+        assert result.exit_code == 1, result.stderr
+        json.loads(result.stdout)
+    plan = os.fsdecode(folder + b"/\xfe.yaml")
+    assert run("plan", model, "--mode", "pure", "-o", plan).exit_code == 0
+    assert run("check", model, "--mode", "pure", "--plan", plan, "--device", "cpu").exit_code == 0
+    baseline = os.fsdecode(folder + b"/\xfd.json")
+    assert run("scan", model, "--mode", "pure", "--write-baseline", baseline).exit_code == 0
+    assert run("scan", model, "--mode", "pure", "--baseline", baseline).exit_code == 0
+
+
+def test_external_data_behind_a_symlink_or_short_is_said_so(tmp_path):
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+    from onnx_graphs import build, tensor
+
+    model = build([helper.make_node("MatMul", ["x", "w"], ["y"])], [tensor("x", [2, 64])],
+                  [tensor("y", [2, 64])], [numpy_helper.from_array(np.ones((64, 64), np.float32), "w")])
+    path = str(tmp_path / "m.onnx")
+    onnx.save_model(model, path, save_as_external_data=True, location="m.data", size_threshold=0)
+    os.rename(tmp_path / "m.data", tmp_path / "real.data")
+    os.symlink(tmp_path / "real.data", tmp_path / "m.data")
+    one_error_line(run("scan", path), "m.data is a symbolic link, which onnx refuses to follow")
+    os.remove(tmp_path / "m.data")
+    (tmp_path / "m.data").write_bytes((tmp_path / "real.data").read_bytes()[:100])
+    one_error_line(run("scan", path), "external data shorter than declared")
+    os.remove(tmp_path / "m.data")
+    one_error_line(run("scan", path), "external data missing")
+
+
 def test_a_device_as_model_file_is_refused():
     one_error_line(run("scan", "/dev/zero"), "not a regular file")
     one_error_line(run("check", "/dev/zero"), "not a regular file")

@@ -12,7 +12,7 @@ def write_text_atomic(path: str, text: str, what: str) -> None:
     except OSError as exc:
         raise UsageError(f"{path}: cannot write {what}: {exc.strerror}") from exc
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as fh:  # a non-UTF-8 file name: ?
             fh.write(text)
         os.chmod(tmp, 0o644)  # mkstemp makes it private; baselines and plans are meant to be committed
         os.replace(tmp, path)

@@ -68,6 +68,15 @@ def guarded(fn):
     return click.option("--debug", is_flag=True, help="Show tracebacks.")(wrapper)
 
 
+def _replace_unencodable(stream):
+    """A file name that is not UTF-8 (its bytes arrive as lone surrogates) is written as
+    ``?`` rather than failing the report: JSON and SARIF stay valid UTF-8."""
+    try:
+        stream.reconfigure(errors="replace")
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        pass
+
+
 def quiet_stdout():
     """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
     try:
@@ -83,6 +92,7 @@ class OneLineErrors(click.Group):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        _replace_unencodable(sys.stdout)
         try:
             code = super().main(args, prog_name, complete_var, False, **extra)
         except click.ClickException as exc:

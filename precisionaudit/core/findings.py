@@ -61,7 +61,7 @@ def fingerprint_all(findings: list[Finding], root: str | None = None) -> None:
         occurrence = seen.get(key, 0)
         seen[key] = occurrence + 1
         raw = "\x1f".join(map(str, (*key, occurrence)))
-        f.fingerprint = hashlib.sha256(raw.encode()).hexdigest()[:20]
+        f.fingerprint = hashlib.sha256(raw.encode("utf-8", "surrogateescape")).hexdigest()[:20]
 
 
 def stable_path(path: str, root: str | None = None) -> str:

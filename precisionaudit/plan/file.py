@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from ..core.documents import reading
 from ..core.errors import UsageError
 from ..core.schema import schema_error
 from ..core.target import DEVICES, DTYPES, MODES
@@ -159,7 +160,7 @@ def load_plan(plan, source: str | None = None) -> OverridePlan:
         path = os.fspath(plan)
         if not os.path.isfile(path):
             raise PlanError(f"{path}: no such plan file")
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8") as fh, reading(path, "plan", PlanError):
             return parse_text(fh.read(), path)
     raise PlanError(f"a plan must be a path, a dict or an OverridePlan, not {type(plan).__name__}")
 

@@ -16,9 +16,10 @@ TAGS = {"PA0": "suppression", "PA1": "precision", "PA2": "performance"}
 
 def _artifact(path: str) -> dict:
     rel = stable_path(path)
+    uri = quote(os.fsencode(rel))  # the file name's own bytes, also when they are not UTF-8
     if os.path.isabs(rel):
-        return {"uri": "file://" + quote(rel)}
-    return {"uri": quote(rel), "uriBaseId": "%SRCROOT%"}
+        return {"uri": "file://" + uri}
+    return {"uri": uri, "uriBaseId": "%SRCROOT%"}
 
 
 def _rule(rule) -> dict:

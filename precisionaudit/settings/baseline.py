@@ -11,6 +11,7 @@ import json
 
 from .. import __version__
 from ..core.atomic import write_text_atomic
+from ..core.documents import reading
 from ..core.errors import UsageError
 from ..core.findings import Finding, stable_path
 from ..core.schema import schema_error
@@ -45,13 +46,13 @@ def write_baseline(path: str, findings: list[Finding], target, root: str | None 
 def read_baseline(path: str) -> set[str]:
     """The fingerprints a baseline file records."""
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8") as fh, reading(path, "baseline"):
             document = json.load(fh)
     except FileNotFoundError as exc:
         raise UsageError(f"{path}: no such baseline file (write one with --write-baseline)") from exc
     except OSError as exc:
         raise UsageError(f"{path}: cannot read baseline: {exc.strerror}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not a precisionaudit baseline (invalid JSON: {exc})") from exc
     error = schema_error(document, SCHEMA)
     if error is not None:

@@ -13,6 +13,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 
+from ..core.documents import reading
 from ..core.errors import UsageError
 from ..core.findings import SEVERITIES, code_covers
 from ..core.schema import schema_error
@@ -78,7 +79,7 @@ def find_config(start: str | None = None) -> tuple[str, dict, str] | None:
 
 def _read(path: str) -> dict:
     try:
-        with open(path, "rb") as fh:
+        with open(path, "rb") as fh, reading(_display(path), "config"):
             return tomllib.load(fh)
     except OSError as exc:
         raise UsageError(f"{_display(path)}: cannot read config: {exc.strerror}") from exc
