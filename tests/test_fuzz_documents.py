@@ -8,14 +8,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from precisionaudit.core.errors import UsageError
-from precisionaudit.plan.file import ENTRY_KEYS, TOP_KEYS, PlanError, parse_plan, parse_text
+from precisionaudit.plan.file import SCHEMA, PlanError, parse_plan, parse_text
 from precisionaudit.settings.config import _parse
 
 WORDS = ["float16", "bfloat16", "float32", "autocast", "pure", "cuda", "cpu", "PA1", "PA101", "ALL", "",
          "error", "warning", "info", "*", "**", "blocks.*.attn", "Softmax", "Cast", "module", "ops"]
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
                     st.sampled_from(WORDS), st.text(string.printable, max_size=8))
-PLAN_KEYS = st.one_of(st.sampled_from([*TOP_KEYS, *ENTRY_KEYS, "dtype", "mode", "device"]),
+ENTRY_KEYS = ["module", "nodes", "op_types", "ops", "dtype", "rules", "reason"]
+PLAN_KEYS = st.one_of(st.sampled_from([*SCHEMA["properties"], *ENTRY_KEYS, "mode", "device"]),
                       st.integers(-3, 3), st.text(max_size=4))
 CONFIG_KEYS = st.one_of(st.sampled_from(["select", "ignore", "extend-select", "per-file-ignores",
                                          "severity", "suppress", "fail-on", "dtype", "mode", "device",

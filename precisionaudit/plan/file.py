@@ -188,7 +188,7 @@ def parse_plan(data, source: str) -> OverridePlan:
                         "entries (ONNX); a plan is for one kind of model")
     return OverridePlan(target=dict(data.get("target") or {}), overrides=entries,
                         keep_fp32_modules=data.get("keep_fp32_modules") or [],
-                        version=data["version"], source=source)
+                        version=PLAN_VERSION, source=source)  # the schema let only 1 (or 1.0) through
 
 
 def _entry_place(data, where: str, source: str) -> str:
