@@ -173,6 +173,8 @@ class _Checker:
 
     def code(self, key, code, exact=False) -> str:
         upper = code.upper()
+        if not upper.strip():  # "" is a prefix of every id: it would select them all
+            self.fail(key, f"expected a rule id, got {code!r}")
         if exact and upper not in self.known:
             self.fail(key, f"unknown rule id {code!r}")
         if not exact and not any(code_covers(upper, i) for i in self.known):
