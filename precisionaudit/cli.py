@@ -20,8 +20,18 @@ from .core.target import (  # not .policy: keep torch out until a model is scann
 )
 from .core.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineErrors, guarded
 
+class _Seconds(click.FloatRange):
+    """A positive number of seconds; FloatRange lets nan through (every comparison is False)."""
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds:
+            self.fail(f"{value!r} is not a number of seconds.", param, ctx)
+        return seconds
+
+
 TIMEOUT_OPTION = click.option(
-    "--timeout", type=click.FloatRange(min=0, min_open=True, max=1e6), metavar="SECONDS",
+    "--timeout", type=_Seconds(min=0, min_open=True, max=1e6), metavar="SECONDS",
     help="Give up on a model whose loading and analysis (its own code included) take longer.")
 SEED = click.IntRange(0, 2**32 - 1)
 

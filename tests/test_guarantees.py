@@ -100,6 +100,24 @@ def test_an_output_into_a_missing_folder_is_one_line(model, tmp_path):
     one_error_line(run("plan", model, "-o", tmp_path / "nope" / "plan.yaml"), "does not exist")
 
 
+@pytest.mark.parametrize("where", ["missing folder", "read-only folder", "onto a folder"])
+def test_convert_output_into_a_missing_or_read_only_folder_or_onto_a_folder_is_one_line(tmp_path, monkeypatch,
+                                                                                         where):
+    from onnx_graphs import exp_softmax_by_hand
+
+    from precisionaudit.core import outputs
+
+    gate = exp_softmax_by_hand(tmp_path)
+    target, expected = tmp_path / "nope" / "out.onnx", "nope does not exist"
+    if where == "read-only folder":  # os.access, not chmod: root may write anywhere
+        target, expected = tmp_path / "out.onnx", "is not writable"
+        monkeypatch.setattr(outputs.os, "access", lambda path, mode: False)
+    elif where == "onto a folder":
+        target, expected = tmp_path, "is a directory"
+    one_error_line(run("convert", gate, "-o", target), expected)
+    assert sorted(os.listdir(tmp_path)) == ["gate.onnx"]
+
+
 def test_a_plan_written_through_a_symlink_keeps_the_link(model, tmp_path):
     (tmp_path / "real.yaml").write_text("old")
     os.symlink(tmp_path / "real.yaml", tmp_path / "plan.yaml")
@@ -244,6 +262,19 @@ def test_scanning_a_fifo_is_refused_without_blocking(tmp_path):
     assert run("scan", tmp_path).exit_code == 0  # a directory's FIFOs are skipped
 
 
+def test_a_plan_with_many_double_stars_does_not_hang_check(tmp_path):
+    """``matches`` is linear (tests/test_globs.py); this is the command the issue saw hang."""
+    import time
+
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("version: 1\ntarget: {dtype: float16, mode: pure}\noverrides:\n"
+                    f"- {{module: '{'.'.join(['**'] * 24)}.x', dtype: float32}}\n")
+    started = time.perf_counter()
+    result = run("check", HAZARD, "--mode", "pure", "--plan", plan, "--timeout", "120")
+    assert result.exit_code in (0, 1, 2) and "timed out" not in result.stderr, result.stderr
+    assert time.perf_counter() - started < 120
+
+
 # --------------------------------------------------------------------------- 5. clear lines
 @pytest.mark.parametrize("args,expected", [
     (["check", HAZARD, "--cosine", "nan"], "--cosine nan"),
@@ -254,6 +285,7 @@ def test_scanning_a_fifo_is_refused_without_blocking(tmp_path):
     (["scan"], "Missing argument"),
     (["scan", HAZARD, "--format", "xml"], "Invalid value for '--format'"),
     (["scan", HAZARD, "--timeout", "-1"], "--timeout"),
+    (["explain", HAZARD, "--timeout", "nan"], "'nan' is not a number of seconds"),
 ])
 def test_usage_errors_are_one_line(args, expected):
     one_error_line(run(*args), expected)
@@ -412,6 +444,25 @@ def _wait_for_forward(proc, tmp_path, limit=60.0):
             time.sleep(3)
             return
         time.sleep(0.2)
+
+
+def test_sigterm_during_converts_write_leaves_no_staging_file(tmp_path, monkeypatch):
+    """The defect was convert's: SIGTERM (Terminated, exit 143) while the model is saved."""
+    from onnx_graphs import exp_softmax_by_hand
+
+    from precisionaudit.capture.onnx import io
+    from precisionaudit.core.signals import Terminated
+
+    gate = exp_softmax_by_hand(tmp_path)
+
+    def terminated_midway(model, path):
+        with open(path, "wb") as fh:
+            fh.write(model.SerializeToString()[:100])
+        raise Terminated()
+
+    monkeypatch.setattr(io, "_save", terminated_midway)
+    one_error_line(run("convert", gate, "-o", tmp_path / "out.onnx"), "terminated", code=143)
+    assert sorted(os.listdir(tmp_path)) == ["gate.onnx"]
 
 
 def test_an_interrupted_write_leaves_no_staging_file(tmp_path, monkeypatch):
