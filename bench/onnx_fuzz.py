@@ -16,13 +16,10 @@ import collections
 import os
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
-import onnx  # noqa: E402
-from onnx_graphs import exp_softmax_by_hand, masked_attention  # noqa: E402
-from onnx_mutants import COMMANDS, judge, mutant, rich_graph  # noqa: E402
+from onnx_mutants import COMMANDS, run_mutant, seed_models  # noqa: E402
 
 
 def main():
@@ -36,20 +33,14 @@ def main():
     import pathlib
 
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="onnx-fuzz-"))
-    seeds = [rich_graph(), onnx.load(exp_softmax_by_hand(scratch)), onnx.load(masked_attention(scratch))]
+    seeds = seed_models(scratch)
     counts, defects, walls = collections.Counter(), [], collections.defaultdict(list)
     for number in range(args.first, args.first + args.mutants):
-        data, what = mutant(seeds[number % len(seeds)], number)
-        for command in args.commands.split(","):
+        for command, verdict, detail, what, wall in run_mutant(number, seeds, args.commands.split(","), scratch,
+                                                               args.limit_s):
             if args.verbose:
-                print(f"mutant {number} ({what}) {command}", file=sys.stderr, flush=True)
-            workdir = tempfile.mkdtemp(dir=scratch)
-            path = os.path.join(workdir, "m.onnx")
-            with open(path, "wb") as fh:
-                fh.write(data)
-            started = time.perf_counter()
-            verdict, detail = judge(path, command, workdir, args.limit_s)
-            walls[command].append(time.perf_counter() - started)
+                print(f"mutant {number} ({what}) {command}: {verdict}", file=sys.stderr, flush=True)
+            walls[command].append(wall)
             counts[command, verdict] += 1
             if verdict not in ("ok", "error"):
                 defects.append(f"mutant {number} ({what}) {command}: {verdict}: {detail[:300]}")

@@ -48,3 +48,11 @@ def cli():
         return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
 
     return run
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The fuzz suite's figures (tests/fuzzing.py), when fuzz tests ran."""
+    from fuzzing import TALLY
+
+    if TALLY.cases():
+        terminalreporter.write_line(TALLY.summary())

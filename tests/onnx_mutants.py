@@ -14,6 +14,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx_graphs import IR_VERSION, const, tensor
 
+#: mutants in every test run (tests/test_onnx_fuzz.py) and bench/fuzz.py's default
+MUTANTS = 200
 ODD_DIMS = [0, 1, 3, 7, -1, -5, 2**40, 2**63 - 1]
 ODD_LITERALS = ["1", "'abc'", "[1, 2]", "[]", "['a']", "{'a': 1}", "None", "[[1], 'x']", "((", "[b'x', 'y']",
                 "'" + "x" * 300 + "'", "[" * 200 + "]" * 200, "1e309", "[None, None]"]
@@ -208,63 +210,38 @@ COMMANDS = {
 }
 
 
-def _sha(path):
-    import hashlib
+def seed_models(scratch) -> list[onnx.ModelProto]:
+    """The graphs mutant N starts from (N % 3): rich_graph and two of tests/onnx_graphs."""
+    from onnx_graphs import exp_softmax_by_hand, masked_attention
 
-    with open(path, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
+    return [rich_graph(), onnx.load(exp_softmax_by_hand(scratch)), onnx.load(masked_attention(scratch))]
+
+
+def run_mutant(number: int, seeds, commands, scratch, limit_s: float = 60.0):
+    """Mutant ``number`` through each of ``commands``, each in a fresh folder under
+    ``scratch``: [(command, verdict, detail, what the mutation did, seconds)]."""
+    import pathlib
+    import tempfile
+    import time
+
+    data, what = mutant(seeds[number % len(seeds)], number)
+    verdicts = []
+    for command in commands:
+        workdir = pathlib.Path(tempfile.mkdtemp(dir=scratch))
+        path = workdir / "m.onnx"
+        path.write_bytes(data)
+        started = time.perf_counter()
+        verdict, detail = judge(str(path), command, str(workdir), limit_s)
+        verdicts.append((command, verdict, detail, what, time.perf_counter() - started))
+    return verdicts
 
 
 def judge(path: str, command: str, workdir: str, limit_s: float = 60.0) -> tuple[str, str]:
-    """(verdict, detail) of one command on one model file, in-process through click's runner.
-
-    verdict: ``ok`` (exit 0/1), ``error`` (exit 2, one ``precisionaudit: error:`` line, no
-    traceback, nothing half written), or a defect: ``traceback``, ``internal``, ``exit N``,
-    ``hang``, ``changed`` (the model file was modified), ``leftover`` (a staging file)."""
-    import json
+    """(verdict, detail) of one command on one model file in ``workdir`` (tests/fuzzing.py)."""
     import os
-    import signal
 
-    from click.testing import CliRunner
+    from fuzzing import judge as judge_argv
 
-    from precisionaudit.cli import main
-
-    class Hang(BaseException):
-        pass
-
-    def alarm(signum, frame):
-        raise Hang()
-
-    before = _sha(path)
     out = os.path.join(workdir, "out")
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, limit_s)
-    try:
-        result = CliRunner().invoke(main, COMMANDS[command](path, out))
-    except Hang:
-        return "hang", f"over {limit_s:g} s"
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    err = result.stderr
-    last = err.strip().splitlines()[-1] if err.strip() else ""
-    if _sha(path) != before:
-        return "changed", path
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        return "traceback", f"{type(result.exception).__name__}: {result.exception}"
-    if "Traceback" in err:
-        return "traceback", last
-    if "internal error" in err:
-        return "internal", next(line for line in err.splitlines() if "internal error" in line)
-    leftovers = [f for f in os.listdir(workdir) if f.startswith(".")]
-    if leftovers:
-        return "leftover", ", ".join(leftovers)
-    if result.exit_code in (0, 1):
-        if command == "scan":
-            json.loads(result.stdout)
-        return "ok", ""
-    if result.exit_code != 2:
-        return f"exit {result.exit_code}", last
-    if not last.startswith("precisionaudit: error:") or len(last) > 2000:
-        return "unclear", last[:200]
-    return "error", last
+    return judge_argv(COMMANDS[command](path, out), workdir, {out + ".yaml": "plan", out + ".onnx": "onnx"},
+                      limit_s)
