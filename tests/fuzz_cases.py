@@ -136,12 +136,14 @@ OUTPUT_OPTIONS = {"-o", "--output", "--output-file", "--write-baseline"}
 
 
 def _options(command):
-    """Mostly the command's own options (sensible values half the time), sometimes any option or flag."""
+    """Mostly the command's own options (sensible values two times in three), sometimes any
+    option or flag: most command lines get past the parser, and many through the command."""
     own = COMMANDS[command][1] or ["--format"]
     option = st.one_of(st.sampled_from(own), st.sampled_from(own), st.sampled_from(sorted(OPTIONS)))
     with_value = option.flatmap(lambda o: st.tuples(st.just(o), st.one_of(
-        st.sampled_from(OPTIONS[o][0]), st.sampled_from(OPTIONS[o][1]))))
-    return st.lists(st.one_of(with_value, with_value, st.sampled_from(FLAGS).map(lambda f: (f,))), max_size=4)
+        st.sampled_from(OPTIONS[o][0]), st.sampled_from(OPTIONS[o][0]), st.sampled_from(OPTIONS[o][1]))))
+    return st.lists(st.one_of(with_value, with_value, with_value, st.sampled_from(FLAGS).map(lambda f: (f,))),
+                    max_size=4)
 
 
 def _command_line(command):
@@ -204,11 +206,40 @@ def values(keys):
         st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=5)), max_leaves=20)
 
 
-PLANS = st.one_of(values(PLAN_KEYS), st.fixed_dictionaries(
+
+
+def _near(meant):
+    """A value as the key means it (two times in three), or any value."""
+    return st.one_of(st.sampled_from(meant), st.sampled_from(meant), SCALARS)
+
+
+CODES = st.lists(_near(["PA1", "PA101", "PA204", "ALL", "pa2", "PA999"]), max_size=3)
+ENTRY = st.fixed_dictionaries({"dtype": _near(["float32"])}, optional={
+    "module": _near(["lin", "*", "**", "lin.x"]),
+    "nodes": st.lists(_near(["/gate/Exp", "/gate/MatMul", "x"]), max_size=2),
+    "op_types": st.lists(_near(["Exp", "Softmax", "MatMul"]), max_size=2),
+    "ops": st.lists(_near(["softmax", "linear", "exp"]), max_size=2), "rules": CODES, "reason": _near(["why"])})
+#: plans and settings that are nearly right: what a user writes, one value off (or none)
+NEAR_PLANS = st.fixed_dictionaries(
+    {"version": st.just(1), "overrides": st.lists(ENTRY, max_size=3),
+     "target": st.fixed_dictionaries({"dtype": _near(["float16", "bfloat16"]), "mode": _near(["autocast", "pure"])})},
+    optional={"keep_fp32_modules": st.lists(_near(["lin", "*"]), max_size=2)})
+NEAR_CONFIGS = st.fixed_dictionaries({}, optional={
+    "select": CODES, "ignore": CODES, "extend-select": CODES,
+    "per-file-ignores": st.dictionaries(st.sampled_from(["*.py", "gen.py", "sub/*", "", "**"]), CODES, max_size=2),
+    "severity": st.dictionaries(st.sampled_from(["PA101", "PA204", "PA999", "pa101"]),
+                                _near(["error", "warning", "info"]), max_size=2),
+    "suppress": st.lists(st.fixed_dictionaries({"rule": CODES}, optional={
+        "module": _near(["lin", "*"]), "op": _near(["softmax", "lin*"]), "path": _near(["*.py"]),
+        "reason": _near(["ok"])}), max_size=2),
+    "fail-on": _near(["error", "warning", "info"]), "dtype": _near(["float16", "bfloat16"]),
+    "mode": _near(["autocast", "pure"]), "device": _near(["cuda", "cpu"]),
+    "baseline": _near(["base.json", "missing.json"]), "rule-packs": st.lists(_near(["sub", "missing"]), max_size=1)})
+PLANS = st.one_of(values(PLAN_KEYS), NEAR_PLANS, st.fixed_dictionaries(
     {"version": st.sampled_from([1, True, 1.0, "1", None])},
     optional={"target": values(PLAN_KEYS), "overrides": st.lists(values(PLAN_KEYS), max_size=3),
               "keep_fp32_modules": values(PLAN_KEYS)}))
-CONFIGS = st.dictionaries(CONFIG_KEYS, values(CONFIG_KEYS), max_size=6)
+CONFIGS = st.one_of(NEAR_CONFIGS, st.dictionaries(CONFIG_KEYS, values(CONFIG_KEYS), max_size=6))
 BASELINES = st.one_of(values(BASELINE_KEYS), st.fixed_dictionaries(
     {"tool": st.just("precisionaudit"), "baseline": st.sampled_from([1, 2, True, -1, 2**70, "1"])},
     optional={"findings": st.lists(values(BASELINE_KEYS), max_size=3)}))
