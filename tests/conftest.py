@@ -56,3 +56,10 @@ def pytest_terminal_summary(terminalreporter):
 
     if TALLY.cases():
         terminalreporter.write_line(TALLY.summary())
+
+
+def scanned_graph(path, dtype="float16", mode="autocast", device="cuda"):
+    """The analysed IR of one model file (facts the passes wrote into its nodes)."""
+    results, _ = scan([path], Target(dtype, mode, device), [])
+    assert results[0].status == "ok", results[0].error
+    return results[0].graph

@@ -1,8 +1,8 @@
 """Analysis passes: each reads the IR and writes facts into node attributes, nothing else."""
-from . import attention, constants, dtypes, integers, measured, norms, reductions, rnn
+from . import attention, constants, dtypes, integers, kernels, measured, norms, reductions, rnn
 
-PASSES = (dtypes.annotate, constants.annotate, reductions.annotate, attention.annotate,
-          norms.annotate, rnn.annotate, integers.annotate, measured.annotate)
+PASSES = (dtypes.annotate, kernels.annotate, constants.annotate, reductions.annotate,
+          attention.annotate, norms.annotate, rnn.annotate, integers.annotate, measured.annotate)
 
 
 def run_passes(graph):

@@ -40,6 +40,7 @@ class OpNode:
     banned: bool = False  # autocast refuses this op (binary_cross_entropy)
     reduced_extent: int | None = None  # elements folded into each output of a reduction
     dims: list = field(default_factory=list)  # dim / int arguments (reduction dims, ...)
+    flags: list = field(default_factory=list)  # bool arguments of the main op (batch norm's training)
     # static interval (lo, hi) the op's output can take, written by the value-range pass;
     # None: unknown (nothing bounds it)
     value_range: tuple | None = None

@@ -226,6 +226,7 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
             explicit_cast=call.fn in CAST_FNS,
             banned=any(op.banned for op in ops),
             dims=ints if call.fn in DIM_ARG_OPS or aten_short(main.target).lstrip("_") in DIM_ARG_OPS else [],
+            flags=[r.value for r in main.inputs if r.dtype is None and isinstance(r.value, bool)],
         )
         add_op(graph, node)
         for op in ops:
