@@ -1,4 +1,9 @@
-"""PA101 hazard: attention softmax in a pure fp16 model (scan with --mode pure)."""
+"""PA101 hazard: fp16 attention probabilities fed to a log (scan with --mode pure).
+
+CUDA's softmax accumulates in fp32 but stores its probabilities in fp16, where every value
+below 6e-8 is 0: ``probs.log()`` (an attention-entropy regulariser) turns those into -inf
+and the entropy into NaN.
+"""
 import torch
 from torch import nn
 
@@ -11,8 +16,9 @@ class Attention(nn.Module):
     def forward(self, x):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
-        probs = scores.softmax(dim=-1)  # fp16 exp and sum in a .half() model
-        return (probs @ v).float()
+        probs = scores.softmax(dim=-1)
+        entropy = -(probs * probs.log()).sum(-1)  # log of fp16 probabilities that rounded to 0
+        return (probs @ v).float(), entropy.float()
 
 
 def get_model():

@@ -1,6 +1,6 @@
 """Every rule fires on its hazard sample and stays silent on its clean twin."""
 import pytest
-from conftest import findings_of, sample
+from conftest import findings_of, sample, scanned_graph
 
 # (rule, hazard sample, clean twin, mode the hazard needs)
 CASES = [
@@ -86,8 +86,50 @@ def test_exp_is_fp32_under_cuda_autocast():
     assert "PA105" not in rules_in("pa105_exp_hazard.py", "autocast")
 
 
-def test_groupnorm_is_fp32_under_cuda_autocast():
-    assert "PA102" not in rules_in("pa102_groupnorm_hazard.py", "autocast")
+def test_fused_kernels_accumulating_in_fp32_are_silent_in_pure_fp16():
+    """SoftMax.cu and group_norm_kernel.cu keep max/sum/mean/variance in fp32 for Half inputs."""
+    graph = scanned_graph(sample("pa102_groupnorm_clean.py"), mode="pure")
+    norm = next(a for _, a in graph.nodes(data=True) if a["op"] == "group_norm")
+    assert (norm["compute_dtype"], norm["accumulate_dtype"]) == ("float16", "float32")
+    assert "group_norm_kernel.cu" in norm["kernel_source"]
+    graph = scanned_graph(sample("pa101_softmax_clean.py"), mode="pure")
+    softmax = next(a for _, a in graph.nodes(data=True) if a["op"] == "softmax")
+    assert (softmax["compute_dtype"], softmax["accumulate_dtype"]) == ("float16", "float32")
+
+
+def test_cumsum_accumulates_in_its_input_dtype_on_cuda_only():
+    """CumsumKernel.cu scans with std::plus<scalar_t>; the CPU kernel carries acc_type."""
+    def accumulate(device):
+        graph = scanned_graph(sample("pa103_cumsum_hazard.py"), mode="pure", device=device)
+        return next(a for _, a in graph.nodes(data=True) if a["op"] == "cumsum")["accumulate_dtype"]
+    assert (accumulate("cuda"), accumulate("cpu")) == ("float16", "float32")
+
+
+EVAL_BN = """
+import torch
+from torch import nn
+
+def get_model():
+    return nn.Sequential(nn.Conv2d(8, 8, 3), nn.BatchNorm2d(8)).eval()
+
+def get_example_inputs():
+    return (torch.randn(2, 8, 8, 8),)
+"""
+
+
+def test_eval_mode_batch_norm_computes_no_statistics(tmp_path):
+    """Eval-mode batch norm normalises with its running statistics: nothing to accumulate."""
+    path = tmp_path / "eval_bn.py"
+    path.write_text(EVAL_BN)
+    graph = scanned_graph(str(path), mode="pure")
+    norm = next(a for _, a in graph.nodes(data=True) if a["op"] == "batch_norm")
+    assert norm["computes_statistics"] is False
+
+
+def test_handwritten_norm_message_names_the_dtype_problem():
+    found = next(f for f in findings_of(sample("pa102_groupnorm_hazard.py"), mode="pure",
+                                        dtype="bfloat16") if f.rule == "PA102")
+    assert "65504" not in found.message and "bfloat16" in found.message
 
 
 def test_variance_reported_once_per_norm():
@@ -146,3 +188,12 @@ def test_ineffective_upcast_points_at_the_matmul():
 def test_hand_written_variance_fix_covers_the_square():
     f = next(f for f in findings_of(sample("pa102_variance_hazard.py")) if f.rule == "PA102")
     assert f.fix["ops"] == ["mul", "mean"]
+
+
+def test_explain_shows_what_the_kernel_accumulates_in(cli):
+    result = cli("explain", sample("pa102_groupnorm_clean.py"), "--mode", "pure")
+    header, row = (next(line.split() for line in result.output.splitlines() if line.startswith(p))
+                   for p in ("node", "group_norm"))
+    assert dict(zip(header, row))["computes"] == "fp16"
+    assert dict(zip(header, row))["accumulates"] == "fp32"
+    assert dict(zip(header, row))["out"] == "fp16"

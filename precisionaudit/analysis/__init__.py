@@ -1,8 +1,7 @@
 """Analysis passes: each reads the IR and writes facts into node attributes, nothing else."""
-from . import attention, constants, dtypes, integers, kernels, measured, norms, reductions, rnn
+from . import attention, constants, dtypes, integers, kernels, measured, norms, reductions, rnn, softmax
 
-PASSES = (dtypes.annotate, kernels.annotate, constants.annotate, reductions.annotate,
-          attention.annotate, norms.annotate, rnn.annotate, integers.annotate, measured.annotate)
+PASSES = (dtypes.annotate, kernels.annotate, constants.annotate, reductions.annotate, attention.annotate, norms.annotate, softmax.annotate, rnn.annotate, integers.annotate, measured.annotate)
 
 
 def run_passes(graph):

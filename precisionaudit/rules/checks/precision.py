@@ -3,14 +3,51 @@ from __future__ import annotations
 
 from ...core.numerics import EXACT_INTEGER_LIMIT
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
+from ...core.numerics import SMALLEST_SUBNORMAL
 from ...ir.graph import consumers, producers
 from ..engine import param
 from . import check
 
 
+def accumulates_low(node) -> bool:
+    """The kernel's accumulator is fp16/bf16 (the kernel table's answer, else the compute dtype)."""
+    return (node.get("accumulate_dtype") or node["compute_dtype"]) in LOW
+
+
+@check
+def softmax_low_precision(graph, name, node, target):
+    """A softmax kernel accumulating in low precision (one the kernel table does not know, such
+    as ONNX Runtime's), or low-precision probabilities fed to a log or a division. A softmax
+    written by hand is reported where it goes wrong: its exp (PA105) and its sum (PA103)."""
+    if node["op"] in ("softmax", "log_softmax") and accumulates_low(node):
+        return {"problem": f"accumulates its exponentials and their sum in {node['compute_dtype']}: "
+                           "they overflow or lose precision"}
+    consumer = node.get("probs_consumer")
+    if not node.get("softmax_output") or not consumer or node["out_dtype"] not in LOW:
+        return None
+    use = graph.nodes[consumer]
+    dtype = node["out_dtype"]
+    tiny = SMALLEST_SUBNORMAL[dtype]
+    harm = "takes their log" if use["op"].startswith("log") else "divides by them"
+    result = "-inf" if use["op"].startswith("log") else "inf"
+    return {"problem": f"stores its probabilities in {dtype} and {use['op']} (line {use['line']}) "
+                       f"{harm}: probabilities below {tiny:.1e} are 0 in {dtype} and give {result}",
+            "pattern": node["softmax_output"], "consumer": consumer}
+
+
 @check
 def norm_low_precision(graph, name, node, target):
-    """Norm modules (not BatchNorm under autocast) and hand-written norms computing low."""
+    """Norms whose kernel keeps its statistics in low precision, and hand-written norms."""
+    evidence = _norm_hazard(graph, name, node, target)
+    if evidence is not None:
+        dtype = evidence.get("statistic_dtype") or node["compute_dtype"]
+        evidence["problem"] = ("a square above 256 overflows float16's 65504 and E[x^2] - E[x]^2 "
+                               "cancels" if dtype == "float16" else
+                               f"E[x^2] - E[x]^2 cancels with {dtype}'s 8 significand bits")
+    return evidence
+
+
+def _norm_hazard(graph, name, node, target):
     if node["op"] == "batch_norm" and target.mode == "autocast":
         return None  # cuDNN/native BN take fp32 weights and accumulate statistics in fp32
     pattern = node.get("norm_pattern")
@@ -25,9 +62,11 @@ def norm_low_precision(graph, name, node, target):
         return None
     if not node["low_precision"]:
         return None
-    if pattern == "rsqrt of a variance" and _variance_already_reported(graph, name):
-        return None
-    return {"pattern": pattern or node["op"]}
+    if pattern == "rsqrt of a variance":
+        return None if _variance_already_reported(graph, name) else {"pattern": pattern}
+    if not node.get("computes_statistics", True) or not accumulates_low(node):
+        return None  # eval-mode batch norm, or a fused kernel with fp32 statistics (kernels.py)
+    return {"pattern": node["op"]}
 
 
 def _variance_already_reported(graph, name) -> bool:
@@ -42,12 +81,26 @@ def _variance_already_reported(graph, name) -> bool:
     return False
 
 
+#: reductions whose result grows with the extent (or is a squared magnitude): their stored
+#: result can pass fp16's 65504 even when the kernel accumulates in fp32
+GROWING = {"sum", "nansum", "prod", "norm", "linalg_vector_norm", "var", "var_mean"}
+
+
 @check
 def reduction_low_precision(graph, name, node, target):
     if node.get("norm_pattern"):
         return None  # reported as a hand-written norm (PA102)
     extent = node.get("reduced_extent")
-    evidence = {"extent": extent}
+    dtype = node["compute_dtype"]
+    if accumulates_low(node):
+        problem = (f"reduces {extent} elements and accumulates in {dtype}: the running value "
+                   "leaves its range or stops taking small increments")
+    elif node["op"] in GROWING and dtype == "float16":
+        problem = (f"accumulates in {node['accumulate_dtype']} but stores the result over {extent} "
+                   "elements in float16, whose range ends at 65504")
+    else:
+        return None  # fp32 accumulator and a result within the input's range (or bf16's)
+    evidence = {"extent": extent, "problem": problem, "accumulate_dtype": node.get("accumulate_dtype")}
     if extent is not None and extent < param("short_extent"):
         evidence["case"] = "short"
     return evidence
