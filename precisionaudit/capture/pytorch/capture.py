@@ -216,7 +216,7 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
             out_dtype=dtype_name(last.dtype) if last else None,
             out_shape=last.shape if last else None,
             scalars=[[aten_short(op.target), r.value] for op in compute for r in op.inputs
-                     if r.value is not None and not isinstance(r.value, bool)],
+                     if (r.value is not None or r.dtype is None) and not isinstance(r.value, bool)],
             params=[[r.producer[1], r.shape] for r in entering
                     if isinstance(r.producer, tuple) and r.producer[0] == "param"],
             module=call.module, module_type=call.module_type, file=call.file, line=call.line,

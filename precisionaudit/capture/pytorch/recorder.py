@@ -24,6 +24,12 @@ _SKIP_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
                    for m in (torch, sys.modules[__name__.partition(".")[0]], os))
 
 
+#: clamp's bounds are positional and optional: its None (clamp(x, None, max)) is kept as a
+#: placeholder so that a max alone is not read as a min
+CLAMPS = {torch.ops.aten.clamp.default, torch.ops.aten.clamp_.default, torch.ops.aten.clamp.Tensor,
+          torch.ops.aten.clamp_.Tensor}
+
+
 @dataclass
 class TensorRef:
     """What an op read: a tensor (with its producer) or a Python scalar."""
@@ -207,7 +213,7 @@ class Recorder:
             if self.pending is not None:
                 self.current_call = call
         inputs = [self._ref(a) for a in pytree.tree_leaves((args, kwargs))
-                  if isinstance(a, (torch.Tensor, int, float))]
+                  if isinstance(a, (torch.Tensor, int, float)) or (a is None and func in CLAMPS)]
         outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
         op = AtenOp(len(self.ops), str(func), inputs, [self._ref(o) for o in outs], call.index,
                     banned=self.banned_pending)

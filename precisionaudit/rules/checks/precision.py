@@ -113,6 +113,10 @@ def rnn_state(graph, name, node, target):
 
 @check
 def attention_logits(graph, name, node, target):
+    """fp16-stored logits scaled after the GEMM; bf16 has fp32's range, and logits of
+    normalised q/k have a value range that fits."""
+    if node["out_dtype"] != "float16" or node.get("value_range") is not None:
+        return None
     if node.get("feeds_softmax") and node.get("scaled_after") and not node.get("scaled_before"):
         return {"softmax": node["feeds_softmax"]}
     return None

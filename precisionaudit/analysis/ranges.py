@@ -1,0 +1,270 @@
+"""Value ranges: a static interval for each op's output (interval analysis over the IR).
+
+Like torch.fx's ShapeProp writes shapes, this pass writes ``value_range = (lo, hi)`` into
+every node whose output something bounds, and None where nothing does. Sources of bounds:
+ops with a bounded output (softmax/sigmoid in [0, 1], tanh/sin/cos/erf in [-1, 1],
+normalize, clamp, relu6, hardtanh, norms without affine weights), constants (full, zeros,
+ones, arange from its scalar arguments) and relations (``x - x.amax(dim)`` is <= 0). They
+propagate through elementwise arithmetic, casts, views, concatenations, min/max and mean.
+A weight, a model input or a GEMM output is unknown: values are never guessed.
+
+It also writes ``l2_bound``: an upper bound on the L2 norm of the rows of an output
+(F.normalize, x / x.norm(dim=-1, keepdim=True), then scaled by constants), so that a GEMM of
+two normalised operands (cosine-similarity attention) has logits in [-c, c].
+"""
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+from ..ir.graph import producers
+
+INF = math.inf
+UNIT = (0.0, 1.0)
+SIGNED_UNIT = (-1.0, 1.0)
+FIXED = {"sigmoid": UNIT, "softmax": UNIT, "hardsigmoid": UNIT, "tanh": SIGNED_UNIT,
+         "sin": SIGNED_UNIT, "cos": SIGNED_UNIT, "erf": SIGNED_UNIT, "softsign": SIGNED_UNIT,
+         "normalize": SIGNED_UNIT, "relu6": (0.0, 6.0)}
+#: ops whose output values are some of their input's values (or the input's, re-laid out)
+SAME = {"to", "float", "half", "bfloat16", "type_as", "view", "reshape", "transpose", "permute",
+        "contiguous", "clone", "getitem", "unsqueeze", "squeeze", "expand", "expand_as", "flatten",
+        "unflatten", "repeat", "repeat_interleave", "chunk", "split", "narrow", "select", "t",
+        "detach", "view_as", "reshape_as", "movedim", "roll", "flip", "index_select", "gather",
+        "tril", "triu"}
+#: ops whose output lies within the hull of their operands (tensors and scalars)
+HULL = {"cat", "stack", "where", "masked_fill", "mean", "nanmean", "amax", "amin", "max", "min",
+        "median", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
+        "adaptive_avg_pool2d", "adaptive_avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
+        "adaptive_max_pool2d", "interpolate", "upsample_nearest2d", "maximum", "minimum"}
+POINTS = {"zeros": 0.0, "zeros_like": 0.0, "new_zeros": 0.0, "ones": 1.0, "ones_like": 1.0,
+          "new_ones": 1.0}
+FULLS = {"full", "full_like", "new_full", "fill", "fill_", "scalar_tensor", "tensor"}
+GEMMS = {"matmul", "bmm", "mm", "einsum"}
+NORMS_WITHOUT_AFFINE = {"layer_norm", "rms_norm"}
+L2_NORMS = {"norm", "linalg_vector_norm"}
+#: ops between a norm and the division by it that keep it a lower bound of the norm's value
+DIVISOR_PATH = {"clamp", "clamp_min", "to", "float", "half", "add", "expand_as", "expand"}
+
+
+def _numbers(node, kinds=(int, float)):
+    return [v for _, v in node["scalars"] if isinstance(v, kinds) and not isinstance(v, bool)]
+
+
+def _hull(ranges):
+    if not ranges or any(r is None for r in ranges):
+        return None
+    return (min(r[0] for r in ranges), max(r[1] for r in ranges))
+
+
+def _mul(a, b):
+    def times(x, y):
+        return 0.0 if x == 0 or y == 0 else x * y
+    products = [times(x, y) for x in a for y in b]
+    return (min(products), max(products))
+
+
+def _exp(x):
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return INF
+
+
+def _pow(r, p):
+    lo, hi = r
+    if float(p).is_integer():
+        p = int(p)
+        if p >= 0 and p % 2 == 0:
+            ends = [abs(lo) ** p, abs(hi) ** p]
+            return (0.0 if lo <= 0 <= hi else min(ends), max(ends))
+        if p > 0:
+            return (lo ** p, hi ** p)
+    if lo >= 0 and p > 0:
+        return (lo ** p, hi ** p)
+    return None
+
+
+def _operands(graph, name, node, ranges):
+    """Ranges of a binary op's two operands, in argument order; None when one is unknown."""
+    preds = producers(graph, name)
+    tensors = [ranges.get(p) for p in preds]
+    numbers = _numbers(node)
+    if len(preds) == 1 and not numbers and not node["params"] and not node.get("sources"):
+        tensors = tensors * 2  # x op x: one producer feeding both operands
+    operands = tensors + [(float(v), float(v)) for v in numbers]
+    if len(operands) != 2 or len(preds) + len(node["params"]) + len(node.get("sources", ())) > 2:
+        return None
+    if any(o is None for o in operands):
+        return None
+    if node["op"] in ("rsub",):
+        operands.reverse()
+    return operands
+
+
+def _max_of_own_input(graph, minuend, subtrahend) -> bool:
+    """``x - x.amax(dim, keepdim=True)``: the subtrahend is the largest value of the minuend."""
+    node = graph.nodes[subtrahend]
+    return node["op"] in ("amax", "max", "logsumexp") and minuend in producers(graph, subtrahend)
+
+
+def _arith(graph, name, node, ranges):
+    op = node["op"]
+    preds = producers(graph, name)
+    if op == "sub" and len(preds) == 2 and _max_of_own_input(graph, preds[0], preds[1]):
+        return (-INF, 0.0)
+    pair = _operands(graph, name, node, ranges)
+    if pair is None:
+        return None
+    a, b = pair
+    if op == "add":
+        return (a[0] + b[0], a[1] + b[1])
+    if op in ("sub", "rsub"):
+        return (a[0] - b[1], a[1] - b[0])
+    if op == "mul":
+        return _mul(a, b)
+    if op == "div" and (b[0] > 0 or b[1] < 0):
+        return _mul(a, (1 / b[1], 1 / b[0]))
+    return None
+
+
+def _unary(node, r):
+    """Monotone and bounded elementwise functions of one operand (unknown: all reals)."""
+    op = node["op"]
+    lo, hi = r if r is not None else (-INF, INF)
+    if op == "neg":
+        return (-hi, -lo)
+    if op == "abs":
+        return (0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi)), max(abs(lo), abs(hi)))
+    if op == "exp":
+        return (_exp(lo), _exp(hi))
+    if op == "expm1":
+        return (_exp(lo) - 1, _exp(hi) - 1)
+    if op == "log" and lo > 0:
+        return (math.log(lo), math.log(hi))
+    if op == "sqrt" and lo >= 0:
+        return (math.sqrt(lo), math.sqrt(hi))
+    if op == "rsqrt" and lo > 0:
+        return (1 / math.sqrt(hi), 1 / math.sqrt(lo))
+    if op == "reciprocal" and (lo > 0 or hi < 0):
+        return (1 / hi, 1 / lo)
+    if op == "square":
+        return _pow((lo, hi), 2)
+    if op == "pow":
+        exponents = _numbers(node)
+        return _pow((lo, hi), exponents[-1]) if len(exponents) == 1 else None
+    if op == "relu":
+        return (max(lo, 0.0), max(hi, 0.0))
+    return None
+
+
+def _clamp(node, r):
+    bounds = [v for _, v in node["scalars"] if not isinstance(v, bool)]
+    if node["op"] == "clamp_min" or (node["op"] == "clamp" and len(bounds) == 1):
+        bounds = [bounds[0], None]  # clamp(x, min) (a max alone is recorded as (None, max))
+    elif node["op"] == "clamp_max":
+        bounds = [None, bounds[0]]
+    if len(bounds) != 2:
+        return r
+    lo, hi = r or (-INF, INF)
+    if bounds[0] is not None:
+        lo = max(lo, bounds[0])
+    if bounds[1] is not None:
+        hi = min(hi, bounds[1])
+    return (lo, hi)
+
+
+def _unbounded(r):
+    return r is None or (r[0] == -INF and r[1] == INF)
+
+
+def value_range(graph, name, node, ranges):
+    op = node["op"]
+    preds = producers(graph, name)
+    inputs = [ranges.get(p) for p in preds]
+    only = inputs[0] if len(inputs) == 1 and not node["params"] and not node.get("sources") else None
+    if op in FIXED:
+        return FIXED[op]
+    if op in POINTS:
+        return (POINTS[op], POINTS[op])
+    if op in FULLS:
+        numbers = _numbers(node)
+        return (float(numbers[-1]),) * 2 if numbers else None
+    if op == "arange":
+        ints = _numbers(node)
+        if len(ints) == 1:
+            return (0.0, float(ints[0]) - 1)
+        return (float(min(ints[0], ints[1])), float(max(ints[0], ints[1]))) if ints else None
+    if op in ("clamp", "clamp_min", "clamp_max", "hardtanh"):
+        if op == "hardtanh" and not node["scalars"]:
+            return SIGNED_UNIT
+        return _clamp(dict(node, op="clamp") if op == "hardtanh" else node, only)
+    if op in NORMS_WITHOUT_AFFINE and not node["params"] and node["out_shape"]:
+        bound = math.sqrt(node["out_shape"][-1])  # |x - mean| / std <= sqrt(N) over N elements
+        return (-bound, bound)
+    if op in SAME:
+        return only
+    if op in HULL:  # scalar dims widen the hull: loose, never wrong
+        tensors = [r for p, r in zip(preds, inputs) if graph.nodes[p]["out_dtype"] != "bool"]
+        if node["params"] or node.get("sources"):
+            tensors.append(None)
+        return _hull(tensors + [(float(v), float(v)) for v in _numbers(node)])
+    if op in ("sum", "nansum") and only is not None and node.get("reduced_extent"):
+        n = node["reduced_extent"]
+        return _mul(only, (0.0, float(n)))
+    if op in ("add", "sub", "rsub", "mul", "div"):
+        return _arith(graph, name, node, ranges)
+    if op in GEMMS and len(preds) == 2:
+        bounds = [graph.nodes[p].get("l2_bound") for p in preds]
+        if all(b is not None for b in bounds):
+            return (-bounds[0] * bounds[1], bounds[0] * bounds[1])
+        return None
+    return _unary(node, only)
+
+
+def _divides_by_own_norm(graph, name) -> bool:
+    """``x / x.norm(dim=-1, keepdim=True)`` (through clamp(min=eps) / + eps)."""
+    preds = producers(graph, name)
+    if len(preds) != 2:
+        return False
+    numerator, divisor = preds
+    for _ in range(4):
+        node = graph.nodes[divisor]
+        if node["op"] in L2_NORMS:
+            return numerator in producers(graph, divisor)
+        if node["op"] not in DIVISOR_PATH or not producers(graph, divisor):
+            return False
+        divisor = producers(graph, divisor)[0]
+    return False
+
+
+def l2_bound(graph, name, node):
+    op = node["op"]
+    preds = producers(graph, name)
+    if op == "normalize":
+        return 1.0
+    if op == "div" and _divides_by_own_norm(graph, name):
+        return 1.0
+    if not preds:
+        return None
+    first = graph.nodes[preds[0]].get("l2_bound")
+    if first is None or len(preds) != 1:
+        return None
+    if op in SAME:
+        return first
+    numbers = _numbers(node, (int, float))
+    if op in ("mul", "div") and len(numbers) == 1 and numbers[0] != 0:
+        return first * abs(numbers[0]) if op == "mul" else first / abs(numbers[0])
+    return None
+
+
+def annotate(graph):
+    ranges = {}
+    for name in nx.topological_sort(graph):
+        node = graph.nodes[name]
+        r = value_range(graph, name, node, ranges)
+        if r is not None and any(math.isnan(v) for v in r):
+            r = None
+        ranges[name] = r
+        node["value_range"] = None if _unbounded(r) else tuple(r)
+        node["l2_bound"] = l2_bound(graph, name, node)

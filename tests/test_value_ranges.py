@@ -1,0 +1,135 @@
+"""The value-range pass (analysis/ranges.py) and the rules that consult it (PA105, PA106)."""
+import textwrap
+
+import pytest
+from conftest import findings_of, sample, scanned_graph
+
+from precisionaudit.core.numerics import Target
+from precisionaudit.rules.engine import load_rules
+from precisionaudit.scanner import scan
+
+HEADER = """
+import math
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+def get_example_inputs():
+    return (torch.randn(2, 8, 64),)
+"""
+
+
+def model_file(tmp_path, forward, init="", name="m.py"):
+    """A one-module model file: ``self.proj = nn.Linear(64, 64)`` plus ``init``, and ``forward``."""
+    body = textwrap.indent(textwrap.dedent(forward).strip(), " " * 8)
+    extra = textwrap.indent(textwrap.dedent(init).strip(), " " * 8) if init else ""
+    source = HEADER + f"""
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(64, 64)
+{extra}
+
+    def forward(self, x):
+{body}
+
+def get_model():
+    return M()
+"""
+    path = tmp_path / name
+    path.write_text(source)
+    return str(path)
+
+
+def rule_ids(path, dtype="float16", mode="autocast"):
+    """Rules found on a model that must scan: a failed scan has no findings and proves nothing."""
+    results, found = scan([path], Target(dtype, mode, "cuda"), load_rules())
+    assert results[0].status == "ok", results[0].error
+    return {f.rule for f in found}
+
+
+def ranges_by_op(path, mode="pure"):
+    graph = scanned_graph(path, mode=mode)
+    return {a["op"]: a["value_range"] for _, a in graph.nodes(data=True)}
+
+
+def test_bounded_ops_and_elementwise_propagation(tmp_path):
+    path = model_file(tmp_path, """
+        h = self.proj(x)
+        s = torch.sigmoid(h) * 2 - 1
+        c = h.clamp(-3, 5).abs()
+        p = torch.arange(16).float()
+        return s.float(), c.float(), p
+    """)
+    ranges = ranges_by_op(path)
+    assert ranges["linear"] is None  # a weight's output: nothing bounds it
+    assert ranges["sigmoid"] == (0.0, 1.0)
+    assert ranges["sub"] == (-1.0, 1.0)  # sigmoid * 2 - 1
+    assert ranges["clamp"] == (-3.0, 5.0)
+    assert ranges["abs"] == (0.0, 5.0)
+    assert ranges["arange"] == (0.0, 15.0)
+
+
+def test_clamp_with_a_max_only_is_bounded_above_only(tmp_path):
+    path = model_file(tmp_path, "return torch.exp(self.proj(x).clamp(max=10)).float()")
+    assert ranges_by_op(path)["clamp"] == (float("-inf"), 10.0)
+
+
+@pytest.mark.parametrize("forward", [
+    "return torch.exp(self.proj(x).clamp(max=10)).float()",          # clamp before exp
+    "h = self.proj(x)\nreturn torch.exp(h - h.amax(-1, keepdim=True)).float()",  # stable softmax
+    "return torch.exp(-self.proj(x).abs()).float()",                   # exp of a non-positive value
+    "h = self.proj(x)\nreturn (0.5 * h * (1 + torch.tanh(math.sqrt(2 / math.pi) * "
+    "(h + 0.044715 * torch.pow(h, 3))))).float()",                     # gelu-tanh: x**3 saturates tanh
+    "return torch.log(self.proj(x).clamp(min=1e-3)).float()",          # log away from 0
+])
+def test_exp_pow_log_of_bounded_arguments_are_silent(tmp_path, forward):
+    assert "PA105" not in rule_ids(model_file(tmp_path, forward), mode="pure")
+
+
+def test_exp_of_a_scalar_temperature_parameter_is_silent(tmp_path):
+    path = model_file(tmp_path, "return (self.proj(x) * self.logit_scale.exp()).float()",
+                      init="self.logit_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)))")
+    assert "PA105" not in rule_ids(path, mode="pure")
+
+
+@pytest.mark.parametrize("forward", [
+    "return torch.exp(self.proj(x).clamp(max=12)).float()",   # exp(12) = 162755 > 65504
+    "return torch.exp(self.proj(x)).float()",
+    "h = self.proj(x)\nreturn (torch.pow(h, 3) + 1).float()",  # x**3 not feeding a tanh
+    "return torch.log(self.proj(x).softmax(-1)).float()",     # probabilities can be 0
+])
+def test_exp_pow_log_that_can_leave_the_range_still_fire(tmp_path, forward):
+    assert "PA105" in rule_ids(model_file(tmp_path, forward), mode="pure")
+
+
+COSINE = """
+b, t, d = x.shape
+q = F.normalize(self.proj(x), dim=-1)
+k = self.proj(x)
+k = k / k.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+scores = (q @ k.transpose(-2, -1)) * 10.0
+return scores.softmax(-1).float()
+"""
+
+
+def test_logits_of_normalised_q_and_k_are_bounded_and_silent(tmp_path):
+    path = model_file(tmp_path, COSINE)
+    assert ranges_by_op(path, mode="autocast")["matmul"] == (-1.0, 1.0)
+    assert "PA106" not in rule_ids(path)
+    raw = COSINE.replace("F.normalize(self.proj(x), dim=-1)", "self.proj(x)")
+    raw = raw.replace("k = k / k.norm(dim=-1, keepdim=True).clamp(min=1e-6)\n", "")
+    unnormalised = model_file(tmp_path, raw, name="raw.py")
+    assert "PA106" in rule_ids(unnormalised)
+
+
+def test_logits_overflow_is_an_fp16_hazard_only():
+    """The GEMM accumulates in fp32 and stores bf16, whose range is fp32's: no 65504 there."""
+    assert "PA106" in rule_ids(sample("pa106_logits_hazard.py"))
+    assert "PA106" not in rule_ids(sample("pa106_logits_hazard.py"), dtype="bfloat16")
+
+
+def test_pa105_message_names_the_dtype_threshold():
+    found = next(f for f in findings_of(sample("pa105_exp_hazard.py"), mode="pure")
+                 if f.rule == "PA105")
+    assert "11.09" in found.message and "float16" in found.message
