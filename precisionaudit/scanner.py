@@ -119,6 +119,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
     )
     from .core.signals import TimeLimitExceeded, time_limit
     from .rules.engine import run_rules
+    from .rules.sites import collapse_sites
 
     if path.endswith(".onnx"):
         target, entry = judged_target(path, target), "onnx"
@@ -129,7 +130,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
             if values.weights or values.measure:
                 attach_measurement(captured.graph, path, target, entry, inputs, values)
             graph = run_passes(captured.graph)
-            findings = run_rules(graph, rules, target, path, f"{path}:{entry}")
+            findings = collapse_sites(run_rules(graph, rules, target, path, f"{path}:{entry}"), graph)
     except CaptureError as exc:
         result.status, result.error, result.exception = "error", str(exc), exc
         return result, []

@@ -1,4 +1,8 @@
-"""PA202 hazard: GPT-2's vocabulary of 50257 in the embedding and the output projection."""
+"""PA202 hazard: GPT-2's vocabulary of 50257 in the output projection (a GEMM).
+
+The embedding of the same size is only looked up (a gather, no Tensor Core GEMM): it is not
+reported.
+"""
 import torch
 from torch import nn
 

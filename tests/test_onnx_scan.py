@@ -57,9 +57,10 @@ def test_weights_give_gemm_shapes(outdir, dynamo):
 
 
 @pytest.mark.parametrize("dynamo", EXPORTERS)
-def test_vocab_from_embedding_and_head_weights(outdir, dynamo):
+def test_vocab_from_the_head_gemm_not_the_embedding_gather(outdir, dynamo):
+    """The 50257-row embedding is read by a Gather (no GEMM); the head's MatMul/Gemm is."""
     found = [f for f in findings_of(export("pa202_vocab_hazard.py", outdir, dynamo)) if f.rule == "PA202"]
-    assert sorted(f.evidence["size"] for f in found) == [50257, 50257]
+    assert [f.evidence["size"] for f in found] == [50257]
 
 
 @pytest.mark.parametrize("dynamo", EXPORTERS)

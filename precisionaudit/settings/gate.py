@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ..core.findings import SEVERITY_RANK
 from ..core.values import NO_VALUES
+from ..rules.sites import cap_per_rule
 from .apply import scan_with_settings
 from .baseline import read_baseline, split_known
 from .resolve import FileSettings, SettingsResolver
@@ -69,4 +70,5 @@ def outcomes(files, resolver: SettingsResolver, rules, known_ids, entry, inputs,
         chosen = [r for r in rules if r.id in settings.rule_ids]
         (result,), found = scan_with_settings([path], settings.target, chosen, known_ids,
                                               settings.config, entry, inputs, timeout, values)
-        yield Outcome(result, *baselines.split(found, settings.baseline), settings)
+        new, known = baselines.split(found, settings.baseline)
+        yield Outcome(result, cap_per_rule(new), known, settings)

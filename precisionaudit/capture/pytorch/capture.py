@@ -34,6 +34,8 @@ TRANSPARENT = {
     "empty_like", "empty", "empty_strided", "new_empty", "new_empty_strided", "zero_", "fill_",
     "_local_scalar_dense", "sym_size", "sym_stride", "sym_numel", "is_same_size",
 }
+#: norms whose first scalar argument is the order p, not a dim
+NORM_ORDER_FIRST = {"linalg_vector_norm", "norm"}
 #: ops whose int arguments are the dimensions reduced or normalised.
 DIM_ARG_OPS = {"sum", "mean", "var", "std", "var_mean", "std_mean", "cumsum", "cumprod", "prod",
                "softmax", "log_softmax", "logsumexp", "norm", "linalg_vector_norm", "amax",
@@ -207,6 +209,9 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
             and op.inputs[0].dtype != op.outputs[0].dtype for op in ops)
         ints = [r.value for r in main.inputs if r.dtype is None and isinstance(r.value, int)
                 and not isinstance(r.value, bool)]
+        if aten_short(main.target) in NORM_ORDER_FIRST and main.inputs[1:2] \
+                and main.inputs[1].dtype is None:
+            ints = ints[1:] if isinstance(main.inputs[1].value, int) else ints  # p=2 is no dim
         node = OpNode(
             name=name, op=call.fn, target=main.target,
             atens=[aten_short(op.target) for op in compute],
@@ -295,13 +300,16 @@ def _unique(base: str, counts: dict) -> str:
 def module_facts(model: torch.nn.Module) -> dict:
     """Shape facts of the modules the structure-only rules read (no forward needed)."""
     facts = {}
+    # a tied matrix (embedding and output projection) is one weight under its first name
+    weight_name = {id(p): n for n, p in reversed(list(model.named_parameters(remove_duplicate=False)))}
     for name, m in model.named_modules():
         kind = type(m).__name__
         if isinstance(m, torch.nn.Linear):
-            facts[name] = {"type": kind, "in_features": m.in_features, "out_features": m.out_features}
+            facts[name] = {"type": kind, "in_features": m.in_features, "out_features": m.out_features,
+                           "weight": weight_name.get(id(m.weight))}
         elif isinstance(m, torch.nn.Embedding):
             facts[name] = {"type": kind, "num_embeddings": m.num_embeddings,
-                           "embedding_dim": m.embedding_dim}
+                           "embedding_dim": m.embedding_dim, "weight": weight_name.get(id(m.weight))}
         elif isinstance(m, torch.nn.modules.conv._ConvNd):
             facts[name] = {"type": kind, "in_channels": m.in_channels,
                            "out_channels": m.out_channels, "groups": m.groups}

@@ -49,17 +49,48 @@ def _node_of_module(graph, module):
     return next((n for n, a in graph.nodes(data=True) if a["module"] == module), None)
 
 
+GEMM_OPS = {"linear", "addmm", "mm", "matmul"}
+
+
+def _ran(graph, module) -> bool:
+    """A module with an op in the captured forward (every module, for a structure-only scan)."""
+    return graph.graph.get("structure_only", False) or _node_of_module(graph, module) is not None
+
+
 @check
 def unaligned_vocab(graph, target):
+    """Vocabulary-sized weights a GEMM multiplies by (not embedding lookups), once per weight:
+    a matrix tied between an embedding and the output projection is one finding."""
+    modules = graph.graph.get("modules", {})
+    tied = {}
+    for module, facts in modules.items():
+        tied.setdefault(facts.get("weight"), []).append(module)
+    uses = {}  # weight name -> (node, module, output features)
+    if graph.graph.get("structure_only", False):
+        for module, facts in modules.items():
+            if "out_features" in facts:
+                uses.setdefault(facts.get("weight") or module, (None, module, facts["out_features"]))
+    else:
+        for name, node in graph.nodes(data=True):
+            if node["op"] not in GEMM_OPS:
+                continue
+            for weight, shape in node["params"]:
+                if shape and len(shape) == 2:  # linear: (N, K); x @ W: (K, N)
+                    n = shape[0] if node["op"] == "linear" else shape[-1]
+                    uses.setdefault(weight, (name, node["module"], n))
     hits = []
-    for module, facts in graph.graph.get("modules", {}).items():
-        size = facts.get("num_embeddings", facts.get("out_features"))
+    for weight, (name, module, size) in uses.items():
+        owner = next((m for m in tied.get(weight, []) if "out_features" in modules[m]), module)
+        facts = modules.get(owner, {})
         if size is None or size < VOCAB_MIN or size % VOCAB_ALIGN == 0:
             continue
         up, waste = padded(size, VOCAB_ALIGN)
-        evidence = {"module": module, "size": size, "padded": up, "waste_pct": waste,
-                    "module_type": facts["type"]}
-        hits.append((_node_of_module(graph, module), evidence))
+        evidence = {"module": owner, "size": size, "padded": up, "waste_pct": waste,
+                    "module_type": facts.get("type", "matrix")}
+        others = [m for m in tied.get(weight, []) if m != owner] if weight else []
+        if others:
+            evidence["tied_with"] = others
+        hits.append((name if name is not None else _node_of_module(graph, owner), evidence))
     return hits
 
 
@@ -68,8 +99,8 @@ def unaligned_channels(graph, target):
     hits = []
     multiple = ALIGN[target.dtype]
     for module, facts in graph.graph.get("modules", {}).items():
-        if "in_channels" not in facts:
-            continue
+        if "in_channels" not in facts or facts.get("groups", 1) > 1 or not _ran(graph, module):
+            continue  # grouped/depthwise convs have no Tensor Core path to lose
         bad = [(k, facts[k]) for k in ("in_channels", "out_channels") if facts[k] % multiple]
         if not bad:
             continue
@@ -107,13 +138,33 @@ def fp32_gemm(graph, name, node, target):
     return None
 
 
+def query_head_dim(node):
+    """The head dim of q: the contracted dim of the logits GEMM (a[-1] == b[-2], the output
+    a[:-1] x b[-1]), or SDPA's q; never the mask's or the ALiBi bias's last dim (the key
+    length), whichever input comes first."""
+    shapes = [tuple(s) for s in node["in_shapes"] if s and len(s) >= 2]
+    out = tuple(node["out_shape"] or ())
+    if not out:
+        return None
+    if node["op"] == "scaled_dot_product_attention":
+        # q is shaped like the output but for its last dim, which k (and v) share; a mask
+        # shaped like the output ends in the key length, which no other input ends in
+        queries = [s for s in shapes if s[:-1] == out[:-1]]
+        if not queries:
+            return out[-1]
+        return max(queries, key=lambda q: sum(o[-1] == q[-1] for o in shapes if o is not q))[-1]
+    for a in shapes:
+        for b in shapes:
+            if a is not b and a[-1] == b[-2] and a[-2] == out[-2] and b[-1] == out[-1]:
+                return a[-1]
+    return None
+
+
 @check
 def head_dim(graph, name, node, target):
-    attention = node["op"] == "scaled_dot_product_attention" or node.get("feeds_softmax")
-    shape = node["in_shapes"][0] if attention and node["in_shapes"] else None
-    if not shape:  # not attention, or a shape (or rank) ONNX shape inference did not know
+    if node["op"] != "scaled_dot_product_attention" and not node.get("feeds_softmax"):
         return None
-    size = shape[-1]
+    size = query_head_dim(node)
     if size is None or size % 8 == 0 and size <= 256:
         return None
     return {"head_dim": size, "problem": "above 256" if size > 256 else "not a multiple of 8"}
