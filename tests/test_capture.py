@@ -3,6 +3,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 from conftest import ROOT, findings_of, sample
 
@@ -123,6 +124,48 @@ def test_meta_model_scans_without_allocating_weights():
 def test_large_model_is_built_on_fake_tensors():
     head, rss = _peak_rss_mib(model("huge_default.py"))
     assert head.startswith("fake") and rss < 1500
+
+
+def test_values_read_while_building_keep_the_fake_path():
+    """trunc_normal_ and a drop-path schedule read tensor values during construction;
+    built with initialisation skipped the model still scans on fake tensors (eagerly, its
+    two 16384x16384 fp32 weights would take 2 GiB)."""
+    head, rss = _peak_rss_mib(model("vit_like_init.py"))
+    assert head.startswith("fake") and rss < 1500
+
+
+def test_reading_initialised_weights_while_building_falls_back_to_eager():
+    captured = capture_file(model("reads_weight_values.py"), Target())
+    assert captured.frontend == "eager"
+    assert any("fake-tensor capture failed" in n for n in captured.notes)
+
+
+@pytest.mark.parametrize("mode, dtype", [("autocast", "float32"), ("pure", "float16")])
+def test_grouped_mm_moe_captures_on_fake_tensors(mode, dtype):
+    """torch's meta kernel for _grouped_mm demands bf16; the real kernels do not. Autocast
+    has no kernel for it, so under fp16 autocast it runs in the experts' fp32."""
+    captured = capture_file(model("moe_grouped_mm.py"), Target("float16", mode))
+    assert captured.frontend == "fake" and not captured.notes
+    gemms = [a for a in run_passes(captured.graph).nodes.values() if a["op"] == "_grouped_mm"]
+    tokens = 2 * 16
+    assert [a["out_shape"] for a in gemms] == [(tokens, 128), (tokens, 64)]
+    assert {(a["out_dtype"], a["accumulate_dtype"]) for a in gemms} == {(dtype, "float32")}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_grouped_mm_fake_matches_the_real_kernel(dtype):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from precisionaudit.capture.pytorch.fakes import register_fakes
+
+    register_fakes()
+    a = torch.randn(6, 16, dtype=dtype)
+    b = torch.randn(2, 8, 16, dtype=dtype).transpose(-2, -1)  # K-major, as the kernel wants
+    offs = torch.tensor([2, 6], dtype=torch.int32)
+    real = torch._grouped_mm(a, b, offs)
+    with FakeTensorMode() as mode:
+        fake = torch._grouped_mm(mode.from_tensor(a), mode.from_tensor(b), mode.from_tensor(offs))
+    assert (fake.shape, fake.dtype) == (real.shape, real.dtype)
 
 
 def test_json_report_is_strict_json(cli):

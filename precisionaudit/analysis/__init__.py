@@ -1,7 +1,9 @@
 """Analysis passes: each reads the IR and writes facts into node attributes, nothing else."""
 from . import attention, constants, dtypes, integers, kernels, measured, norms, ranges, reductions, rnn, softmax
 
-PASSES = (dtypes.annotate, kernels.annotate, constants.annotate, reductions.annotate, attention.annotate, norms.annotate, softmax.annotate, rnn.annotate, integers.annotate, ranges.annotate, measured.annotate)
+PASSES = (dtypes.annotate, kernels.annotate, constants.annotate, reductions.annotate,
+          attention.annotate, norms.annotate, softmax.annotate, rnn.annotate, integers.annotate,
+          ranges.annotate, measured.annotate)
 
 
 def run_passes(graph):

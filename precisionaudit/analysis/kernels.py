@@ -72,6 +72,9 @@ KERNELS = (
            "cuda/CUDABlas.cpp (cublasGemmEx/cublasLt with CUBLAS_COMPUTE_32F for Half and "
            "BFloat16; torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction only "
            "lets split-K reduce partial sums in fp16); native/cpu/BlasKernel.cpp (opmath_t)"),
+    Kernel(("_grouped_mm", "grouped_mm"), "float32", "float32",
+           "native/cuda/GroupedBlas.cpp (bf16bf16_grouped_mm: CUTLASS with float accumulators; "
+           "otherwise _grouped_mm_fallback, a loop of mm/bmm through CUDABlas.cpp)"),
     Kernel(("conv1d", "conv2d", "conv3d", "convolution", "conv_transpose1d", "conv_transpose2d",
             "conv_transpose3d", "_convolution", "cudnn_convolution"), "float32", "float32",
            "native/cudnn/ConvShared.cpp / cudnn/Descriptors.h (ConvolutionDescriptor: "

@@ -1,8 +1,9 @@
 """PyTorch frontend: run the user's forward under the target policy and build the IR.
 
-Capture order: a fake-tensor run (no weights allocated, any model size, meta models
-included); if the forward needs real values (data-dependent control flow), an eager run
-on real tensors; without example inputs, the module structure alone.
+Capture order: a fake-tensor run (the model built with initialisation skipped and its
+parameters on the meta device, then made fake: no weights allocated, any model size); if
+the forward needs real values (data-dependent control flow), an eager run on real tensors;
+without example inputs, the module structure alone.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from ...core.numerics import Target, dtype_name
 from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
 from .cuda_autocast import autocast_policy
-from .model_file import as_module, call_user, entry_points, on_meta, split_inputs
+from .fakes import register_fakes
+from .model_file import as_module, build_without_weights, call_user, entry_points, on_meta, split_inputs
 from .recorder import CAST_FNS, Recorder
 from .user_code import describe, user_code
 
@@ -54,6 +56,7 @@ def capture(make_model, make_inputs, target: Target, path: str = "<model>",
         model = _fake_model(make_model, path, entry)
         return Capture(structure_graph(model, target), "structure",
                        skipped=[f"{inputs}() not found: only module-structure checks ran"])
+    register_fakes()
     try:
         with _quiet_fake_tensor_log():
             return _run(make_model, make_inputs, target, path, entry, inputs, fake=True)
@@ -91,7 +94,7 @@ _FAKE_LIMITS = (fake_tensor.DataDependentOutputException, fake_tensor.DynamicOut
 def _fake_limitation(exc: BaseException) -> bool:
     """True when the error is fake tensors' (no values), not the model's."""
     while exc is not None:
-        if isinstance(exc, _FAKE_LIMITS) or "FakeTensor" in str(exc):
+        if isinstance(exc, _FAKE_LIMITS) or "FakeTensor" in str(exc) or "meta tensor" in str(exc):
             return True
         exc = exc.__cause__
     return False
@@ -104,8 +107,8 @@ def _as_capture_error(exc: BaseException, path: str) -> CaptureError:
 
 
 def _fake_model(make_model, path, entry):
+    model = build_without_weights(make_model, path, entry)
     with FakeTensorMode(allow_non_fake_inputs=True):
-        model = as_module(call_user(make_model, path, entry), path, entry)
         _materialise_meta(model)
     return model
 
@@ -114,26 +117,36 @@ def _materialise_meta(model):
     """Meta parameters and buffers become fake CPU tensors (call inside FakeTensorMode).
 
     ``Module.to_empty`` cannot swap meta parameters for fake ones, so replace them in place.
+    A tensor shared by several modules (an embedding tied to the output head) stays shared:
+    tensors are matched by their meta storage and view, since ``init_empty_weights`` wraps
+    each registered parameter in a new Parameter object over the same storage.
     """
+    made = {}  # storage and view → (the meta tensor, kept alive so keys stay unique; replacement)
     for module in model.modules():
-        for name, p in module._parameters.items():
-            if p is not None and p.device.type == "meta":
-                module._parameters[name] = torch.nn.Parameter(
-                    torch.empty(p.shape, dtype=p.dtype), requires_grad=p.requires_grad)
-        for name, b in module._buffers.items():
-            if b is not None and b.device.type == "meta":
-                module._buffers[name] = torch.zeros(b.shape, dtype=b.dtype)
+        for store in (module._parameters, module._buffers):
+            for name, t in store.items():
+                if t is None or t.device.type != "meta":
+                    continue
+                key = (t.untyped_storage()._cdata, t.storage_offset(), tuple(t.shape),
+                       tuple(t.stride()), t.dtype, store is module._parameters)
+                if key not in made:
+                    made[key] = (t, torch.nn.Parameter(torch.empty(t.shape, dtype=t.dtype),
+                                                       requires_grad=t.requires_grad)
+                                 if store is module._parameters else torch.zeros(t.shape, dtype=t.dtype))
+                store[name] = made[key][1]
 
 
 def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) -> Capture:
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
+    model = build_without_weights(make_model, path, entry) if fake else None
     with mode:
-        model = as_module(call_user(make_model, path, entry), path, entry)
         if fake:
             _materialise_meta(model)
-        elif on_meta(model):
-            raise CaptureError(f"{path}: the model is on the meta device and its forward "
-                               "needs real values (data-dependent control flow)")
+        else:
+            model = as_module(call_user(make_model, path, entry), path, entry)
+            if on_meta(model):
+                raise CaptureError(f"{path}: the model is on the meta device and its forward "
+                                   "needs real values (data-dependent control flow)")
         example = call_user(make_inputs, path, inputs_name)
         args, kwargs = split_inputs(example, path, inputs_name)
         if target.mode == "pure":

@@ -75,6 +75,22 @@ def as_module(model, path: str, entry: str):
     return model
 
 
+def build_without_weights(make_model, path: str, entry: str):
+    """Call the model factory with parameter storage and initialisation skipped.
+
+    accelerate's ``init_empty_weights`` moves each parameter to the meta device as it is
+    registered, so initialisers (``trunc_normal_``, transformers' ``_init_weights``) run on
+    meta tensors and no weight is allocated; other tensors made while building stay real, so
+    reading values during construction works (timm's drop-path schedule
+    ``torch.linspace(...).tolist()``, RegNet widths). Weight values are irrelevant to a scan.
+    """
+    from accelerate import init_empty_weights
+
+    with init_empty_weights(include_buffers=False):
+        model = as_module(call_user(make_model, path, entry), path, entry)
+    return model
+
+
 def split_inputs(example, path: str, name: str) -> tuple[tuple, dict]:
     """(args, kwargs) of what the example-inputs function returned."""
     import torch
