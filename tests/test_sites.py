@@ -207,3 +207,50 @@ def test_a_report_shows_at_most_ten_findings_of_one_rule_per_model(tmp_path, cli
     shown = [f for f in report["findings"] if f["rule"] == "PA201"]
     assert len(shown) == 10
     assert [f["evidence"].get("more") for f in shown].count(5) == 1
+
+
+TOKENS = """
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(64, 3 * HEAD)
+
+    def forward(self, x):
+        h = F.pad(x, (0, 1))[..., :64]  # 4 tokens of width 64; 4 is no input dim
+        q, k, v = self.qkv(h).chunk(3, dim=-1)
+        probs = (q @ k.transpose(-2, -1) / HEAD ** 0.5).softmax(-1)
+        out = probs @ v
+        score = out @ out.mean(1).unsqueeze(-1)  # a matrix-vector product: N = 1
+        return score.float()
+
+def get_model():
+    return M()
+
+def get_example_inputs():
+    return (torch.randn(2, 4, 63),)
+"""
+
+
+def test_token_counts_and_matrix_vector_products_are_not_gemm_alignment_sites(tmp_path):
+    """q @ k^T's N and probs @ v's K are the token count (4, from the input); the last GEMM
+    is a matrix-vector product. Only a head dim the model fixes is judged."""
+    assert findings(model_file(tmp_path, TOKENS.replace("HEAD", "64")), "PA201") == []
+    found = findings(model_file(tmp_path, TOKENS.replace("HEAD", "12"), name="m12.py"), "PA201")
+    assert {(f.evidence["dim"], f.evidence["size"]) for f in found} == {("K", 12), ("N", 12)}
+
+
+IMAGE_CONVS = """
+def get_model():
+    return nn.Sequential(nn.Conv2d(3, 64, 3), nn.Conv2d(64, 100, 3), nn.Conv2d(100, 104, 3),
+                         nn.Conv2d(104, 3, 3))
+
+def get_example_inputs():
+    return (torch.randn(1, 3, 16, 16),)
+"""
+
+
+def test_image_sized_conv_channels_are_info_other_counts_warnings(tmp_path):
+    found = findings(model_file(tmp_path, IMAGE_CONVS), "PA203")
+    assert sorted((f.module, f.evidence["channels"], f.severity) for f in found) == [
+        ("0", "in_channels", "info"), ("1", "out_channels", "warning"), ("2", "in_channels", "warning"),
+        ("3", "out_channels", "info")]

@@ -133,3 +133,18 @@ def test_pa105_message_names_the_dtype_threshold():
     found = next(f for f in findings_of(sample("pa105_exp_hazard.py"), mode="pure")
                  if f.rule == "PA105")
     assert "11.09" in found.message and "float16" in found.message
+
+
+def test_a_hand_written_l2_norm_is_reported_at_its_square_not_its_root(tmp_path):
+    """CLIP's _get_vector_norm: pow(x, 2) overflows for |x| > 256; pow(sum, 0.5) shrinks its
+    argument and a vector norm's result is at most sqrt(n) * max|x|: neither is a hazard."""
+    path = model_file(tmp_path, """
+        h = self.proj(x)
+        n = torch.pow(torch.sum(torch.pow(h, 2), dim=-1, keepdim=True), 0.5)
+        g = torch.linalg.vector_norm(h, ord=2, dim=-1, keepdim=True)
+        return (h / n + g).float()
+    """)
+    results, found = scan([path], Target("float16", "pure", "cuda"), load_rules())
+    assert results[0].status == "ok", results[0].error
+    assert sorted((f.rule, f.op) for f in found if f.rule in ("PA102", "PA103", "PA105")) == [
+        ("PA102", "sum"), ("PA105", "pow")]

@@ -42,6 +42,13 @@ def _scalar_parameter(node) -> bool:
     return len(node["params"]) == 1 and len(node["in_dtypes"]) == 1 and not tuple(node["params"][0][1])
 
 
+def _root_exponent(node) -> bool:
+    """pow with a constant exponent in (0, 1]: |x| ** p <= max(1, |x|)."""
+    exponents = [v for op, v in node["scalars"] if op == "pow" and isinstance(v, (int, float))
+                 and not isinstance(v, bool)]
+    return bool(exponents) and all(0 < e <= 1 for e in exponents)
+
+
 @check
 def transcendental_range(graph, name, node, target):
     """exp/pow/log/reciprocal whose argument can leave the stored dtype's range."""
@@ -57,6 +64,8 @@ def transcendental_range(graph, name, node, target):
         return None  # the argument is bounded and the result fits
     if op in ("exp", "expm1") and _scalar_parameter(node):
         return None
+    if op == "pow" and _root_exponent(node):
+        return None  # x ** 0.5 (a norm's sqrt) is smaller than x for x >= 1: it cannot overflow
     if op in ("exp", "expm1", "pow") and _saturates(graph, name):
         return None  # inf only drives a tanh/sigmoid to its limit (gelu-tanh's x**3)
     tiny = SMALLEST_NORMAL[dtype]

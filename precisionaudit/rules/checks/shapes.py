@@ -22,7 +22,12 @@ def gemm_dims(graph, node) -> list[tuple[str, int]]:
         if a and b and len(a) >= 2 and len(b) >= 2:
             runtime = graph.graph.get("input_dims", set())
             dims = [("K", a[-1]), ("N", b[-1])]
-            return [(n, d) for n, d in dims if d is not None and d not in runtime]
+            if not node["params"]:
+                # two activations: the left operand's rows are the tokens, so a K or N equal
+                # to them is the token count (q @ k^T, probs @ v), set by the input, not the model
+                runtime = runtime | {a[-2]}
+            # a matrix-vector product (N or K of 1) has no Tensor Core path to pad towards
+            return [(n, d) for n, d in dims if d is not None and d not in runtime and d > 1]
     return []
 
 
@@ -108,8 +113,9 @@ def unaligned_channels(graph, target):
         up, _ = padded(size, multiple)
         evidence = {"module": module, "channels": which, "size": size, "padded": up,
                     "module_type": facts["type"]}
-        if bad == [("in_channels", size)] and size <= param("input_layer_channels"):
-            evidence["case"] = "input-layer"  # an RGB/audio input layer: the data fixes it
+        if len(bad) == 1 and size <= param("input_layer_channels"):
+            # an RGB/audio input layer, an image/latent/few-class output: the data fixes it
+            evidence["case"] = "input-layer" if which == "in_channels" else "output-layer"
         hits.append((_node_of_module(graph, module), evidence))
     return hits
 
