@@ -10,6 +10,7 @@ CASES = [
     ("PA103", "pa103_var_hazard.py", "pa103_var_clean.py", "autocast"),
     ("PA103", "pa103_cumsum_hazard.py", "pa103_cumsum_clean.py", "pure"),
     ("PA104", "pa104_lstm_hazard.py", "pa104_lstm_clean.py", "autocast"),
+    ("PA104", "pa104_recurrence_hazard.py", "pa104_recurrence_clean.py", "autocast"),
     ("PA105", "pa105_exp_hazard.py", "pa105_exp_clean.py", "pure"),
     ("PA106", "pa106_logits_hazard.py", "pa106_logits_clean.py", "autocast"),
     ("PA106", "pa106_logits_hazard.py", "pa106_prescaled_clean.py", "autocast"),

@@ -1,6 +1,7 @@
 """Checks for the numerical rules (PA1xx)."""
 from __future__ import annotations
 
+from ...analysis.rnn import STEP_OPS
 from ...core.numerics import EXACT_INTEGER_LIMIT
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...core.numerics import SMALLEST_SUBNORMAL
@@ -110,6 +111,12 @@ def reduction_low_precision(graph, name, node, target):
 
 @check
 def rnn_state(graph, name, node, target):
+    """nn.LSTM/GRU/RNN (any length), and hand-written recurrences over min_steps or more."""
+    if node["op"] in STEP_OPS:
+        steps = node.get("rnn_steps")
+        if steps is None or steps < param("min_steps") or node.get("rnn_state_dtype") not in LOW:
+            return None
+        return {"steps": steps, "dtype": node["rnn_state_dtype"]}
     return {"steps": node.get("rnn_steps")}
 
 
