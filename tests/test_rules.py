@@ -20,6 +20,7 @@ CASES = [
     ("PA110", "pa110_positions_hazard.py", "pa110_positions_clean.py", "autocast"),
     ("PA111", "pa111_output_hazard.py", "pa111_output_clean.py", "autocast"),
     ("PA112", "pa112_upcast_hazard.py", "pa112_upcast_clean.py", "autocast"),
+    ("PA112", "pa112_rotary_hazard.py", "pa112_rotary_clean.py", "autocast"),
     ("PA201", "pa201_gemm_hazard.py", "pa201_gemm_clean.py", "autocast"),
     ("PA202", "pa202_vocab_hazard.py", "pa202_vocab_clean.py", "autocast"),
     ("PA203", "pa203_channels_hazard.py", "pa203_channels_clean.py", "autocast"),
@@ -198,3 +199,12 @@ def test_explain_shows_what_the_kernel_accumulates_in(cli):
     assert dict(zip(header, row))["computes"] == "fp16"
     assert dict(zip(header, row))["accumulates"] == "fp32"
     assert dict(zip(header, row))["out"] == "fp16"
+
+
+def test_an_undone_upcast_of_positions_is_a_warning_past_the_dtypes_exact_integers():
+    """4096 positions: past bf16's 256 and fp16's 2048 exact integers; a plain upcast stays info."""
+    for dtype in ("bfloat16", "float16"):
+        (f,) = [f for f in findings_of(sample("pa112_rotary_hazard.py"), dtype=dtype) if f.rule == "PA112"]
+        assert (f.severity, f.evidence["max_value"]) == ("warning", 4095)
+    (plain,) = [f for f in findings_of(sample("pa112_upcast_hazard.py")) if f.rule == "PA112"]
+    assert plain.severity == "info"

@@ -181,4 +181,9 @@ def ineffective_upcast(graph, name, node, target):
     if not undone:
         return None
     first = graph.nodes[undone[0]]
-    return {"undone_by": undone[0], "undone_op": first["op"], "undone_line": first["line"]}
+    evidence = {"undone_by": undone[0], "undone_op": first["op"], "undone_line": first["line"]}
+    bound, limit = node.get("int_max"), EXACT_INTEGER_LIMIT.get(target.dtype)
+    if bound is not None and limit is not None and bound > limit:
+        # the upcast was protecting integers (positions) the autocast dtype cannot hold exactly
+        evidence.update(case="integers", max_value=bound, exact_limit=limit)
+    return evidence
