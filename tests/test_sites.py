@@ -232,9 +232,12 @@ def get_example_inputs():
 
 
 def test_token_counts_and_matrix_vector_products_are_not_gemm_alignment_sites(tmp_path):
-    """q @ k^T's N and probs @ v's K are the token count (4, from the input); the last GEMM
-    is a matrix-vector product. Only a head dim the model fixes is judged."""
+    """q @ k^T's N and probs @ v's K are the key count (4, from the input), also when the
+    queries are subsampled; the last GEMM is a matrix-vector product. Only a head dim the
+    model fixes is judged."""
     assert findings(model_file(tmp_path, TOKENS.replace("HEAD", "64")), "PA201") == []
+    subsampled = TOKENS.replace("HEAD", "64").replace("probs = (q @", "probs = (q[:, :1] @")
+    assert findings(model_file(tmp_path, subsampled, name="sub.py"), "PA201") == []  # LeViT
     found = findings(model_file(tmp_path, TOKENS.replace("HEAD", "12"), name="m12.py"), "PA201")
     assert {(f.evidence["dim"], f.evidence["size"]) for f in found} == {("K", 12), ("N", 12)}
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ...ir.graph import producers
 from ..engine import param
 from . import check
 
@@ -10,7 +11,13 @@ ALIGN = {"float16": 8, "bfloat16": 8}
 VOCAB_MIN, VOCAB_ALIGN = 8192, 64
 
 
-def gemm_dims(graph, node) -> list[tuple[str, int]]:
+def _from_softmax(graph, name) -> bool:
+    """The GEMM's left operand is a softmax's probabilities (probs @ v)."""
+    preds = producers(graph, name) if name is not None else []
+    return bool(preds) and graph.nodes[preds[0]]["op"] in ("softmax", "_softmax")
+
+
+def gemm_dims(graph, node, name=None) -> list[tuple[str, int]]:
     """[(name, size)] of the GEMM dims the model fixes (weights, head dims), not the batch."""
     if node["op"] == "linear" or (node["params"] and node["op"] in ("addmm", "mm")):
         weights = [shape for _, shape in node["params"] if shape and len(shape) == 2]
@@ -23,9 +30,14 @@ def gemm_dims(graph, node) -> list[tuple[str, int]]:
             runtime = graph.graph.get("input_dims", set())
             dims = [("K", a[-1]), ("N", b[-1])]
             if not node["params"]:
-                # two activations: the left operand's rows are the tokens, so a K or N equal
-                # to them is the token count (q @ k^T, probs @ v), set by the input, not the model
+                # two activations: the key count (N of logits feeding a softmax, K of the
+                # probabilities times v) and any dim equal to the left operand's rows (the
+                # tokens) are set by the input, not the model
                 runtime = runtime | {a[-2]}
+                if node.get("feeds_softmax"):
+                    dims = dims[:1]
+                if _from_softmax(graph, name):
+                    dims = dims[1:]
             # a matrix-vector product (N or K of 1) has no Tensor Core path to pad towards
             return [(n, d) for n, d in dims if d is not None and d not in runtime and d > 1]
     return []
@@ -41,7 +53,7 @@ def unaligned_gemm(graph, name, node, target):
     if not node["low_precision"]:
         return None
     multiple = ALIGN[target.dtype]
-    for dim, size in gemm_dims(graph, node):
+    for dim, size in gemm_dims(graph, node, name):
         if dim.startswith("N (") and size >= VOCAB_MIN:
             continue  # vocabulary-sized: PA202 judges it against 64
         if size % multiple:
