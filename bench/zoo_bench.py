@@ -2,6 +2,13 @@
 
     python bench/zoo_bench.py                     # every zoo model, three targets
     python bench/zoo_bench.py --models gpt2 bert --targets float16:pure
+    python bench/zoo_bench.py --verdicts bench/zoo/verdicts.md   # + false-positive share
+
+A distinct site is (rule, source line): the library line the finding points at. With
+``--verdicts`` each distinct warning+ site is looked up in the hand-judged table of that
+file (rows ``| rule | source | verdict | ... |``, verdict ``true`` or ``false``; the source
+matches by suffix) and the false-positive share of distinct sites is printed per target,
+with the sites no row judges.
 
 Scans each model of ``bench/zoo/hf_zoo.py`` (built from transformers configs) in one process
 per target set and prints a Markdown table: model, target, frontend, ops, findings at warning
@@ -26,6 +33,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*")
     parser.add_argument("--targets", nargs="*", default=list(TARGETS))
+    parser.add_argument("--verdicts", help="hand-judged sites (Markdown table) for the FP share")
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.dirname(ZOO))
     import hf_zoo
@@ -39,6 +47,8 @@ def main(argv=None):
     print("| model | target | frontend | ops | warning+ by rule: findings (distinct sites) | total | wall s | peak RSS MiB |")
     print("|---|---|---|---:|---|---:|---:|---:|")
     totals = collections.Counter()
+    frontends = collections.Counter()
+    target_sites = collections.defaultdict(dict)  # target → (rule, source) → a message
     for target_text in args.targets:
         dtype, mode = target_text.split(":")
         for name in models:
@@ -53,6 +63,8 @@ def main(argv=None):
             sites = collections.defaultdict(set)
             for f in loud:
                 sites[f.rule].add((f.evidence.get("source") or f.line, f.op, f.message))
+                target_sites[target_text].setdefault((f.rule, site_of(f)), f"{name}: {f.message}")
+            frontends[result.frontend] += 1
             cells = ", ".join(f"{r} {n}" + (f" ({len(sites[r])})" if len(sites[r]) != n else "")
                               for r, n in sorted(by_rule.items())) or "-"
             if result.status != "ok":
@@ -61,8 +73,45 @@ def main(argv=None):
             print(f"| {name} | {dtype} {mode} | {result.frontend} | {result.nodes} | {cells} | "
                   f"{len(loud)} | {wall:.2f} | {rss:.0f} |", flush=True)
     print()
+    runs = sum(frontends.values())
+    print("captures: " + ", ".join(f"{k} {n}/{runs}" for k, n in frontends.most_common()))
     for target_text, n in totals.items():
-        print(f"total warning+ findings, {target_text}: {n}")
+        print(f"total warning+ findings, {target_text}: {n} "
+              f"({len(target_sites[target_text])} distinct sites)")
+    if args.verdicts:
+        report_verdicts(read_verdicts(args.verdicts), target_sites)
+
+
+def site_of(finding) -> str:
+    """The source line a finding points at, from site-packages on (library code) or the file."""
+    source = finding.evidence.get("source") or f"{finding.path}:{finding.line}"
+    marker = "site-packages" + os.sep
+    return source.split(marker, 1)[1] if marker in source else source
+
+
+def read_verdicts(path) -> dict:
+    """(rule, source) → "true"/"false" from the Markdown table rows of ``path``."""
+    verdicts = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+            if len(cells) >= 3 and cells[0].startswith("PA") and cells[2] in ("true", "false"):
+                verdicts[(cells[0], cells[1])] = cells[2]
+    return verdicts
+
+
+def report_verdicts(verdicts, target_sites):
+    for target_text, sites in target_sites.items():
+        judged = {}
+        for (rule, source), example in sites.items():
+            verdict = next((v for (r, s), v in verdicts.items() if r == rule and source.endswith(s)), None)
+            judged[(rule, source)] = verdict
+            if verdict is None:
+                print(f"  unjudged, {target_text}: {rule} {source} ({example})")
+        false = sum(v == "false" for v in judged.values())
+        share = false / len(judged) if judged else 0.0
+        print(f"false positives, {target_text}: {false} of {len(judged)} distinct sites "
+              f"({share:.0%}); unjudged {sum(v is None for v in judged.values())}")
 
 
 if __name__ == "__main__":
