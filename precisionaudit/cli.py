@@ -1,6 +1,7 @@
 """Command line: wires the stages together, owns exit codes and error lines, nothing else."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 import traceback
@@ -20,18 +21,19 @@ from .core.target import (  # not .policy: keep torch out until a model is scann
 )
 from .core.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineErrors, guarded
 
-class _Seconds(click.FloatRange):
-    """A positive number of seconds; FloatRange lets nan through (every comparison is False)."""
+class FiniteRange(click.FloatRange):
+    """click's FloatRange lets nan through (every comparison with it is False) and inf where
+    no max is set: a --headroom or --timeout of nan would silently turn its check off."""
 
     def convert(self, value, param, ctx):
-        seconds = super().convert(value, param, ctx)
-        if seconds != seconds:
-            self.fail(f"{value!r} is not a number of seconds.", param, ctx)
-        return seconds
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 TIMEOUT_OPTION = click.option(
-    "--timeout", type=_Seconds(min=0, min_open=True, max=1e6), metavar="SECONDS",
+    "--timeout", type=FiniteRange(min=0, min_open=True, max=1e6), metavar="SECONDS",
     help="Give up on a model whose loading and analysis (its own code included) take longer.")
 SEED = click.IntRange(0, 2**32 - 1)
 
@@ -64,7 +66,7 @@ def value_options(fn):
                      "turns on the measured value-range rules (PA3xx)."),
         click.option("--batches", type=click.IntRange(min=1), metavar="N",
                      help="Use at most N calibration batches."),
-        click.option("--headroom", type=click.FloatRange(min=1.0), default=DEFAULT_HEADROOM,
+        click.option("--headroom", type=FiniteRange(min=1.0), default=DEFAULT_HEADROOM,
                      show_default=True, help="PA301 warns when max |x| times this reaches the "
                      "dtype's largest value."),
     ]):

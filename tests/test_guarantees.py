@@ -285,7 +285,9 @@ def test_a_plan_with_many_double_stars_does_not_hang_check(tmp_path):
     (["scan"], "Missing argument"),
     (["scan", HAZARD, "--format", "xml"], "Invalid value for '--format'"),
     (["scan", HAZARD, "--timeout", "-1"], "--timeout"),
-    (["explain", HAZARD, "--timeout", "nan"], "'nan' is not a number of seconds"),
+    (["explain", HAZARD, "--timeout", "nan"], "--timeout': 'nan' is not a finite number"),
+    (["scan", HAZARD, "--data", "example", "--headroom", "nan"], "--headroom': 'nan' is not a finite number"),
+    (["scan", HAZARD, "--data", "example", "--headroom", "inf"], "--headroom': 'inf' is not a finite number"),
 ])
 def test_usage_errors_are_one_line(args, expected):
     one_error_line(run(*args), expected)

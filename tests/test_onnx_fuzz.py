@@ -121,6 +121,36 @@ def test_reduction_axes_of_the_wrong_attribute_type_are_not_a_crash(tmp_path, ax
     assert report["models"][0]["status"] in ("ok", "error"), result.stderr
 
 
+@pytest.mark.parametrize("name,field", [(b"/attn/Softmax", "node #5 name"), (b"LayerNormalization", "node #1 op_type"),
+                                        (b"scores", "node #4 input/output name")])
+@pytest.mark.parametrize("command", ["scan", "check"])
+def test_a_name_that_is_not_utf8_is_one_line(tmp_path, name, field, command):
+    """protobuf hands such a string over as bytes; str code on it was an internal error
+    (mutants 326, 500, 548)."""
+    data = rich_graph().SerializeToString().replace(name, name[:-2] + b"\xff" + name[-1:])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    verdict, line = judge(str(path), command, str(tmp_path))
+    assert verdict == "error" and f"the {field} is not UTF-8 text" in line, line
+
+
+def test_onnxruntimes_fallback_banner_does_not_corrupt_the_json_report(tmp_path, monkeypatch):
+    """onnxruntime prints "EP Error ... Falling back" with print() when a session fails to
+    load in a way it retries (mutant 326 did): check --format json's stdout must stay JSON."""
+    import onnxruntime
+
+    real = onnxruntime.InferenceSession
+
+    def banner_first(*args, **kwargs):
+        print("*************** EP Error ***************")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", banner_first)
+    result = CliRunner().invoke(main, ["check", exp_softmax_by_hand(tmp_path), "--format", "json"])
+    assert result.exit_code in (0, 1), result.stderr
+    assert json.loads(result.stdout)["variants"] and "EP Error" in result.stderr
+
+
 def test_a_negative_input_dim_is_a_dynamic_dim(tmp_path):
     """Some exporters write -1 for a dynamic dim: check asks for its size (mutant 341)."""
     model = onnx.load(exp_softmax_by_hand(tmp_path))

@@ -9,9 +9,11 @@ renamed over it, so the target is never half written.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 
 from ...core.errors import UsageError
@@ -42,11 +44,15 @@ def session(model, optimize: bool = True):
     if not optimize:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if model.ByteSize() < PROTO_LIMIT:
-        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    directory = tempfile.mkdtemp(prefix="precisionaudit-")
-    atexit.register(shutil.rmtree, directory, True)  # the session may map the weights
-    path = _save(model, os.path.join(directory, "model.onnx"))
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        source = model.SerializeToString()
+    else:
+        directory = tempfile.mkdtemp(prefix="precisionaudit-")
+        atexit.register(shutil.rmtree, directory, True)  # the session may map the weights
+        source = _save(model, os.path.join(directory, "model.onnx"))
+    # onnxruntime prints its "EP Error ... Falling back" banner to stdout: a JSON report there
+    # would not parse (the error itself reaches the user as our one line)
+    with contextlib.redirect_stdout(sys.stderr):
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
 
 def with_outputs(model, names):

@@ -1,5 +1,5 @@
-"""What every command refuses in an ONNX file before reading its graph: tensors whose data
-does not match their declared dims or type, and cycles.
+"""What every command refuses in an ONNX file before reading its graph: names that are not
+UTF-8 text, tensors whose data does not match their declared dims or type, and cycles.
 
 ONNX files are data, often from unknown sources; a file that onnx can parse may still be
 malformed. Checked once in ``load_onnx`` (scan, explain, plan, convert and check all load
@@ -14,7 +14,10 @@ from ...core.errors import CaptureError
 
 
 def check_structure(model, path: str) -> None:
-    """Raise a CaptureError for a malformed tensor or a cyclic graph."""
+    """Raise a CaptureError for a name that is not text, a malformed tensor or a cyclic graph."""
+    for where, value in _texts(model):
+        if isinstance(value, bytes):  # protobuf hands a string that is not UTF-8 over as bytes
+            raise CaptureError(f"{path}: not a valid ONNX model: the {where} is not UTF-8 text ({value[:40]!r})")
     for init in model.graph.initializer:
         _check_tensor(init, f"initializer {init.name!r}", path)
     for node in model.graph.node:
@@ -26,6 +29,25 @@ def check_structure(model, path: str) -> None:
     if cycle:
         raise CaptureError(f"{path}: not a valid ONNX model: the graph has a cycle "
                            f"({' -> '.join(cycle)}); a graph's nodes must not depend on themselves")
+
+
+def _texts(model):
+    """(where, value) of every string of the model that later code treats as text."""
+    graph = model.graph
+    yield from (("graph name", graph.name), ("producer name", model.producer_name))
+    yield from ((f"model metadata {p.key!r}", t) for p in model.metadata_props for t in (p.key, p.value))
+    yield from (("opset domain", o.domain) for o in model.opset_import)
+    for i, node in enumerate(graph.node):
+        where = f"node #{i}"
+        yield from ((f"{where} {field}", getattr(node, field)) for field in ("name", "op_type", "domain"))
+        yield from ((f"{where} input/output name", name) for name in (*node.input, *node.output))
+        yield from ((f"{where} attribute name", a.name) for a in node.attribute)
+        yield from ((f"{where} metadata", t) for p in node.metadata_props for t in (p.key, p.value))
+    for info in (*graph.input, *graph.output, *graph.value_info):
+        yield "value name", info.name
+        if info.type.HasField("tensor_type"):
+            yield from ((f"dim name of {info.name!r}", d.dim_param) for d in info.type.tensor_type.shape.dim)
+    yield from (("initializer name", init.name) for init in graph.initializer)
 
 
 def _check_tensor(tensor, what: str, path: str) -> None:
