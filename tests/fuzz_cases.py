@@ -22,7 +22,7 @@ import string
 import tempfile
 
 import yaml
-from fuzzing import judge
+from fuzzing import judge, report_format
 from hypothesis import strategies as st
 
 from precisionaudit.plan.file import SCHEMA as PLAN_SCHEMA
@@ -98,7 +98,7 @@ SHAPES = ["x=", "=3", "x=0x16", "x=-1x16", "x=1000000000x4", "x=2x16x", "x=2,16"
 WORDS = ["make", "", "M", "__import__", "os.system", "PA999", ",", "é", "x" * 300]
 #: option: (values that make sense, odd values); the odd ones are drawn as often as the others
 OPTIONS = {
-    "--format": (["text", "json", "sarif", "github"], ["xml", ""]),
+    "--format": (["text", "json", "sarif", "github", "html"], ["xml", ""]),
     "-o": (["{out.yaml}", "{out.onnx}", "{out.json}", "{out.txt}", "-"], OUT_PATHS),
     "--output-file": (["{out.json}", "{out.txt}"], OUT_PATHS),
     "--write-baseline": (["{out.json}"], OUT_PATHS),
@@ -114,25 +114,30 @@ OPTIONS = {
     "--timeout": (["30", "0.5"], NUMBERS), "--atol": (["0.01", "0"], NUMBERS), "--rtol": (["0.1"], NUMBERS),
     "--cosine": (["0.99", "1"], NUMBERS), "--seed": (["0", "7"], NUMBERS),
     "--input-shape": (["x=2x16", "x=32x16"], SHAPES),
+    "--weights": (["{sub}"], [*PATHS, "{m.py}"]), "--data": (["example"], ["get_model", "nope", *PATHS]),
+    "--batches": (["1", "2"], ["0", "-1", str(2**80), "x"]), "--headroom": (["2", "1"], NUMBERS),
+    "--html": (["{out.html}"], OUT_PATHS),
 }
+VALUES = ["--weights", "--data", "--batches", "--headroom"]
 FLAGS = ["--exit-zero", "--statistics", "--show-settings", "--isolated", "--skip-non-models", "--grad",
          "--prune", "--keep-io-types", "--debug", "--no-such-flag", "--help"]
 COMMANDS = {  # command: (its positional paths, the options it takes)
     "scan": (["{m.py}", "{g.onnx}", "{.}"], ["--format", "-o", "--output-file", "--write-baseline", "--baseline",
                                             "--config", "--fail-on", "--color", "--select", "--extend-select",
                                             "--ignore", "--dtype", "--mode", "--device", "--entry", "--inputs",
-                                            "--timeout"]),
+                                            "--timeout", *VALUES]),
     "plan": (["{m.py}", "{g.onnx}"], ["-o", "--min-severity", "--config", "--input-shape", "--seed", "--dtype",
-                                     "--mode", "--device", "--entry", "--inputs", "--timeout"]),
+                                     "--mode", "--device", "--entry", "--inputs", "--timeout", *VALUES]),
     "check": (["{m.py}", "{g.onnx}"], ["--plan", "--dtype", "--mode", "--device", "--atol", "--rtol", "--cosine",
                                       "--seed", "--format", "--entry", "--inputs", "--input-shape", "--config",
-                                      "--timeout"]),
+                                      "--timeout", "--html", *VALUES]),
     "convert": (["{g.onnx}"], ["--plan", "-o", "--dtype"]),
-    "explain": (["{m.py}", "{g.onnx}"], ["--dtype", "--mode", "--device", "--entry", "--inputs", "--timeout"]),
+    "explain": (["{m.py}", "{g.onnx}"], ["--dtype", "--mode", "--device", "--entry", "--inputs", "--timeout",
+                                        *VALUES]),
     "rules": (["PA101", "PA1"], ["--format"]),
     "nope": ([], []),
 }
-OUTPUT_OPTIONS = {"-o", "--output", "--output-file", "--write-baseline"}
+OUTPUT_OPTIONS = {"-o", "--output", "--output-file", "--write-baseline", "--html"}
 
 
 def _options(command):
@@ -162,11 +167,13 @@ def _place(value: str, folder: str) -> str:
 def _output_kind(command: str, option: str, argv: list[str]) -> str | None:
     if option == "--write-baseline":
         return "json"
+    if option == "--html":
+        return None
     if command == "plan":
         return "plan"
     if command == "convert":
         return "onnx"
-    return "json" if any(f in argv for f in ("json", "sarif")) and "--format" in argv else None
+    return "json" if report_format(argv) else None
 
 
 def run_cli(case, limit_s: float = 60.0) -> tuple[str, str, str]:

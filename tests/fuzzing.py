@@ -60,11 +60,10 @@ def _parses(path: str, kind: str | None) -> bool:
     return True
 
 
-def _report_format(argv) -> str | None:
-    for i, arg in enumerate(argv[:-1]):
-        if arg == "--format" and argv[i + 1] in ("json", "sarif"):
-            return argv[i + 1]
-    return None
+def report_format(argv) -> str | None:
+    """``json`` or ``sarif`` when that is the report's format (click takes the last --format)."""
+    formats = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--format"]
+    return formats[-1] if formats and formats[-1] in ("json", "sarif") else None
 
 
 def judge(argv: list[str], workdir: str, outputs: dict | None = None, limit_s: float = 60.0) -> tuple[str, str]:
@@ -125,11 +124,11 @@ def _verdict(result, argv, workdir, before, outputs) -> tuple[str, str]:
     broken = [p for p in written if p in after and not _parses(p, outputs[p])]
     if broken:
         return "half-written", ", ".join(sorted(broken))
-    if _report_format(argv) and result.stdout.strip() and "--help" not in argv and "-h" not in argv:
+    if report_format(argv) and result.stdout.strip() and "--help" not in argv and "-h" not in argv:
         try:
             json.loads(result.stdout)
         except ValueError:
-            return "half-written", f"{_report_format(argv)} report on stdout does not parse"
+            return "half-written", f"{report_format(argv)} report on stdout does not parse"
     if result.exit_code in (0, 1):
         return "ok", ""
     if result.exit_code != 2:
