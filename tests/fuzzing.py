@@ -47,7 +47,7 @@ def _parses(path: str, kind: str | None) -> bool:
         if kind == "onnx":
             import onnx
 
-            onnx.checker.check_model(onnx.load(path))
+            onnx.checker.check_model(onnx.load(path, format="protobuf"))  # whatever its name says
         elif kind == "json":
             with open(path, encoding="utf-8") as fh:
                 json.load(fh)

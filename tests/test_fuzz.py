@@ -4,9 +4,11 @@ and model files, each judged by tests/fuzzing.py. Whatever the case, the command
 no user file changed, no output half-written. The examples are derandomized (the same
 cases every run, so CI is reproducible); bench/fuzz.py runs more of them, and other seeds.
 Every verdict goes to fuzzing.TALLY, whose summary line ends the test run."""
+import os
+
 import pytest
 from fuzz_cases import BUDGET, CLI, DOCUMENTS, MODELS, run_cli, run_document, run_model
-from fuzzing import OK, TALLY
+from fuzzing import OK, TALLY, judge
 from hypothesis import HealthCheck, given, settings
 
 LIMIT_S = 60.0
@@ -116,7 +118,6 @@ def test_the_judge_sees_each_kind_of_defect(tmp_path, monkeypatch, verdict):
     """The fuzz suite's zeros mean something: each defect, put into the tool on purpose, is
     the verdict it should be (and the same command without it is not)."""
     from fuzz_cases import MODEL
-    from fuzzing import judge
 
     (tmp_path / "m.py").write_text(MODEL)
     names = {"m": str(tmp_path / "m.py"), "out": str(tmp_path / "out.yaml")}
@@ -126,3 +127,26 @@ def test_the_judge_sees_each_kind_of_defect(tmp_path, monkeypatch, verdict):
     assert judge(argv, str(tmp_path), outputs, limit_s=60)[0] in OK
     breaks(monkeypatch)
     assert judge(argv, str(tmp_path), outputs, limit_s=2 if verdict == "hang" else 60)[0] == verdict
+
+
+def _file_options():
+    from fuzz_cases import COMMANDS, OPTIONS, OUTPUT_OPTIONS
+
+    return [(command, option) for command, (_, options) in sorted(COMMANDS.items()) for option in options
+            if "{pipe}" in OPTIONS[option][1] and option not in OUTPUT_OPTIONS]
+
+
+@pytest.mark.parametrize("command,option", _file_options())
+def test_every_file_an_option_reads_may_be_a_fifo_a_device_or_a_folder(command, option):
+    """What hypothesis draws only now and then, for every option that reads a file: a FIFO
+    (open() waits for a writer: scan --baseline FIFO hung), /dev/zero, a folder, nothing."""
+    from fuzz_cases import Scratch
+
+    with Scratch() as folder:
+        model = os.path.join(folder, "g.onnx" if command == "convert" else "m.py")
+        outputs = {os.path.join(folder, "out.onnx"): "onnx"} if command == "convert" else {}
+        for odd in ("pipe", "/dev/zero", "sub", "missing"):
+            argv = [command, model, option, os.path.join(folder, odd), *(["-o", *outputs] if outputs else [])]
+            verdict, detail = judge(argv, folder, outputs, limit_s=30)
+            TALLY.add("cli", verdict, " ".join(argv), detail)
+            assert verdict in OK, (argv, verdict, detail)

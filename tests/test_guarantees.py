@@ -254,6 +254,16 @@ def test_timeout_stops_an_endless_check(tmp_path):
     one_error_line(run("check", path, "--timeout", "3"), "timed out after 3 s")
 
 
+def test_a_fifo_as_baseline_is_refused_without_blocking(tmp_path):
+    """open() of a FIFO waits for a writer: scan --baseline FIFO hung (found by hand after
+    the fuzz suite; tests/fuzz_cases.py now draws it)."""
+    fifo = tmp_path / "base.json"
+    os.mkfifo(fifo)
+    one_error_line(run("scan", HAZARD, "--baseline", fifo), "not a regular file; a baseline is read")
+    (tmp_path / "precisionaudit.toml").write_text('baseline = "base.json"\n')
+    one_error_line(run("scan", HAZARD, "--config", tmp_path / "precisionaudit.toml"), "not a regular file")
+
+
 def test_scanning_a_fifo_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "m.py"
     os.mkfifo(fifo)

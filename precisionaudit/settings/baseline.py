@@ -11,7 +11,7 @@ import json
 
 from .. import __version__
 from ..core.atomic import write_text_atomic
-from ..core.documents import reading
+from ..core.documents import reading, require_regular_file
 from ..core.errors import UsageError
 from ..core.findings import Finding, stable_path
 from ..core.schema import schema_error
@@ -46,6 +46,7 @@ def write_baseline(path: str, findings: list[Finding], target, root: str | None 
 def read_baseline(path: str) -> set[str]:
     """The fingerprints a baseline file records."""
     try:
+        require_regular_file(path, "baseline")
         with open(path, encoding="utf-8") as fh, reading(path, "baseline"):
             document = json.load(fh)
     except FileNotFoundError as exc:
