@@ -125,7 +125,7 @@ def unaligned_channels(graph, target):
         up, _ = padded(size, multiple)
         evidence = {"module": module, "channels": which, "size": size, "padded": up,
                     "module_type": facts["type"]}
-        if len(bad) == 1 and size <= param("input_layer_channels"):
+        if all(n <= param("input_layer_channels") for _, n in bad):
             # an RGB/audio input layer, an image/latent/few-class output: the data fixes it
             evidence["case"] = "input-layer" if which == "in_channels" else "output-layer"
         hits.append((_node_of_module(graph, module), evidence))
