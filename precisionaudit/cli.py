@@ -8,6 +8,7 @@ import traceback
 
 import click
 
+from .core.documents import require_regular_file
 from .core.errors import UsageError
 from .core.findings import SEVERITY_RANK
 from .core.outputs import checked_output
@@ -452,8 +453,8 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     dtype, mode = settings.target.dtype, settings.target.mode
     if flags["device"] is None and settings.config.device == "cpu":
         device = "cpu"  # the settings' policy device; "cuda" is what auto does already
-    if plan_path is not None and not os.path.isfile(plan_path):
-        raise UsageError(f"{plan_path}: no such plan file")
+    if plan_path is not None:
+        require_regular_file(plan_path, "plan", missing="no such plan file")
     if not os.path.isfile(path):
         raise UsageError(f"{path}: {'not a regular file' if os.path.exists(path) else 'no such file'}")
     values = _values(weights, data, batches, headroom)

@@ -264,6 +264,15 @@ def test_a_fifo_as_baseline_is_refused_without_blocking(tmp_path):
     one_error_line(run("scan", HAZARD, "--config", tmp_path / "precisionaudit.toml"), "not a regular file")
 
 
+@pytest.mark.parametrize("command,option", [("scan", "--config"), ("check", "--config"), ("check", "--plan")])
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_settings_file_or_plan_that_is_a_fifo_or_device_says_so(tmp_path, command, option, kind):
+    target = "/dev/zero" if kind == "device" else tmp_path / "doc"
+    if kind == "fifo":
+        os.mkfifo(target)
+    one_error_line(run(command, HAZARD, option, target), "not a regular file")
+
+
 def test_scanning_a_fifo_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "m.py"
     os.mkfifo(fifo)

@@ -23,13 +23,15 @@ def reading(path: str, what: str, error=UsageError):
         raise error(f"{path}: the {what} is nested too deeply to read") from exc
 
 
-def require_regular_file(path: str, what: str, error=UsageError) -> None:
+def require_regular_file(path: str, what: str, error=UsageError, missing: str | None = None) -> None:
     """``error`` unless ``path`` is a regular file (or a symlink to one): open() would block
-    on a FIFO and read forever from a device. A missing file raises FileNotFoundError, for
-    the caller to word."""
+    on a FIFO and read forever from a device. A missing file is ``error`` with ``missing``
+    as its reason, or (without it) FileNotFoundError, for the caller to word."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
+        if missing is not None:
+            raise error(f"{path}: {missing}") from None
         raise
     except OSError as exc:
         raise error(f"{path}: cannot read {what}: {exc.strerror}") from exc

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from ..core.documents import reading
+from ..core.documents import reading, require_regular_file
 from ..core.errors import UsageError
 from ..core.schema import schema_error
 from ..core.target import DEVICES, DTYPES, MODES
@@ -158,8 +158,7 @@ def load_plan(plan, source: str | None = None) -> OverridePlan:
         return parse_plan(plan, source or "<plan>")
     if isinstance(plan, (str, os.PathLike)):
         path = os.fspath(plan)
-        if not os.path.isfile(path):
-            raise PlanError(f"{path}: no such plan file")
+        require_regular_file(path, "plan", PlanError, missing="no such plan file")
         with open(path, encoding="utf-8") as fh, reading(path, "plan", PlanError):
             return parse_text(fh.read(), path)
     raise PlanError(f"a plan must be a path, a dict or an OverridePlan, not {type(plan).__name__}")

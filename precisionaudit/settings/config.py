@@ -13,7 +13,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 
-from ..core.documents import reading
+from ..core.documents import reading, require_regular_file
 from ..core.errors import UsageError
 from ..core.findings import SEVERITIES, code_covers
 from ..core.schema import schema_error
@@ -103,8 +103,7 @@ def load_config(config_file: str | None = None, isolated: bool = False,
     if isolated:
         return Config()
     if config_file:
-        if not os.path.isfile(config_file):
-            raise UsageError(f"{config_file}: no such config file")
+        require_regular_file(config_file, "config", missing="no such config file")
         data = _read(config_file)
         if os.path.basename(config_file) == PYPROJECT:
             if not isinstance(data.get("tool"), dict) or "precisionaudit" not in data["tool"]:
