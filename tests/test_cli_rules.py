@@ -27,15 +27,17 @@ def test_severity_cases_shown_where_a_check_adjusts_it(cli):
     assert "info when fewer than 64 elements are reduced" in cli("rules", "PA103").stdout
 
 
-def test_rules_never_imports_torch():
-    """`rules` reads the YAML packs only: importing torch (3-15 s) would make it slow."""
+def test_rules_never_imports_torch_or_numpy():
+    """`rules` reads the YAML packs only: importing torch (3-15 s) or numpy (0.1-0.3 s) would
+    make it slow."""
     import subprocess
     import sys
 
     code = ("import sys\nfrom precisionaudit.cli import main\n"
             "for args in (['rules'], ['rules', 'PA1'], ['rules', 'PA106'], ['rules', '--format', 'json']):\n"
             "    try:\n        main(args)\n    except SystemExit as e:\n        assert not e.code, e.code\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'\n")
+            "assert 'torch' not in sys.modules, 'torch was imported'\n"
+            "assert 'numpy' not in sys.modules, 'numpy was imported'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 

@@ -5,11 +5,6 @@ import math
 import shlex
 from dataclasses import dataclass
 
-import numpy as np
-
-from .numerics import LARGEST_FINITE, SMALLEST_NORMAL, SMALLEST_SUBNORMAL
-
-FP32_MAX = np.float32(LARGEST_FINITE["float32"])
 
 #: default headroom: a measured |x| above 65504 / 2 is one doubling away from inf in fp16
 DEFAULT_HEADROOM = 2.0
@@ -54,11 +49,15 @@ def value_stats(values: np.ndarray, dtype: str) -> dict:
     """max |x|, a high percentile, min non-zero |x| and the shares of values below ``dtype``'s
     smallest normal (precision lost) and below half its smallest subnormal (they round to 0).
     Both frontends' range passes summarise each result with it (numpy: no torch needed)."""
+    import numpy as np  # here, not above: the CLI imports this module and `rules` needs no numpy
+
+    from .numerics import LARGEST_FINITE, SMALLEST_NORMAL, SMALLEST_SUBNORMAL
+
     a = np.abs(np.asarray(values, dtype=np.float32).reshape(-1))
     n = a.size
     # inf/NaN and +-finfo(float32).max are fills (masks written as finfo(dtype).min or -inf
     # follow the dtype: fp16's min under fp16), not values that grew: left out of the range
-    a = a[a < FP32_MAX]
+    a = a[a < np.float32(LARGEST_FINITE["float32"])]
     if not a.size:
         return {"max_abs": 0.0, "p999": 0.0, "min_nonzero": None, "below_normal": 0.0,
                 "flushed": 0.0, "numel": n}
