@@ -144,7 +144,7 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
     import time
 
     from .core.findings import rule_counts
-    from .report import FORMATTERS, json_report
+    from .report import FORMATTERS, json_report, sarif
     from .report import text as text_report
     from .report.console import Output, Progress, color_enabled
     from .report.settings_report import render_settings
@@ -223,6 +223,8 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
         elif fmt == "json":
             used = [settings.as_json(group) for settings, group in resolver.groups(files)]
             out.write(json_report.render(results, findings, target, settings=used))
+        elif fmt == "sarif":
+            out.write(sarif.render(results, findings, target, rules=rules))
         else:
             out.write(FORMATTERS[fmt](results, findings, target))
     out.close()

@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from precisionaudit.core.target import Target
+from precisionaudit.rules.docs import rule_url
 from precisionaudit.rules.engine import load_rules, rule_ids, run_rules
 from precisionaudit.scanner import scan
 
@@ -51,6 +52,21 @@ def test_rules_documents_the_packs_rules(cli, project):
     page = cli("rules", "EX101").stdout
     assert page.startswith("EX101 sigmoid-low-precision") and "## Why is this bad?" in page
     assert "EX101" in cli("rules").stdout.split()
+
+
+def test_a_packs_rule_links_to_no_page_of_the_bundled_docs(cli, project):
+    assert "Docs:" not in cli("rules", "EX101").stdout  # docs/rules/EX101.md does not exist
+    assert f"Docs: {rule_url('PA101')}" in cli("rules", "PA101").stdout
+
+
+def test_sarif_describes_a_packs_rule_without_a_page(cli, project):
+    run = json.loads(cli("scan", "ex101_sigmoid_hazard.py", "--format", "sarif").stdout)["runs"][0]
+    rules = run["tool"]["driver"]["rules"]
+    [result] = [r for r in run["results"] if r["ruleId"] == "EX101"]
+    assert rules[result["ruleIndex"]]["id"] == "EX101"
+    assert rules[result["ruleIndex"]]["help"]["text"].startswith("EX101 sigmoid-low-precision")
+    assert "helpUri" not in rules[result["ruleIndex"]]
+    assert {r["id"]: r for r in rules}["PA101"]["helpUri"] == rule_url("PA101")
 
 
 def test_a_missing_pack_directory_is_one_line(cli, tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import math
 from ..core.errors import UsageError
 from ..core.findings import SEVERITIES, SEVERITY_RANK, sort_key, summary
 from ..core.numerics import FP16_MAX, LARGEST_FINITE, SMALLEST_NORMAL
-from ..rules.docs import rule_url
+from ..rules.docs import page_url
 from .text import location
 from .words import plural
 
@@ -97,6 +97,12 @@ def render_scan(results, findings, target) -> str:
     return _page("precisionaudit scan", body, figures)
 
 
+def _rule_link(rule_id: str) -> str:
+    """The rule id, linked to its page where it has one (a rule pack's rule has none)."""
+    url = page_url(rule_id)
+    return f'<a href="{_e(url)}">{_e(rule_id)}</a>' if url else _e(rule_id)
+
+
 def _findings_table(findings) -> str:
     if not findings:
         return '<p id="no-findings">No findings.</p>'
@@ -106,7 +112,7 @@ def _findings_table(findings) -> str:
         rows.append(
             f'<tr data-severity="{_e(f.severity)}" data-rule="{_e(f.rule)}" data-node="{_e(f.node)}">'
             f'<td class="sev-{_e(f.severity)}">{_e(f.severity)}</td>'
-            f'<td><a href="{_e(rule_url(f.rule))}">{_e(f.rule)}</a> {_e(f.name)}</td>'
+            f'<td>{_rule_link(f.rule)} {_e(f.name)}</td>'
             f"<td>{_e(location(f))}</td><td>{_e(f.module or '<root>')}</td><td>{_e(f.op)}</td>"
             f"<td>{_e(f.node)}</td><td>{_e(f.message)}</td></tr>")
     rows.append("</tbody></table>")

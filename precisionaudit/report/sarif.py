@@ -23,14 +23,14 @@ def _artifact(path: str) -> dict:
 
 
 def _rule(rule) -> dict:
-    from ..rules.docs import render_markdown, render_rule, rule_url
+    from ..rules.docs import page_url, render_markdown, render_rule
 
     level = rule.severity_for("float16")
     return {"id": rule.id, "name": rule.name,
             "shortDescription": {"text": rule.summary},
             "fullDescription": {"text": (rule.doc.get("what") or rule.summary).strip()},
             "help": {"text": render_rule(rule), "markdown": render_markdown(rule)},
-            "helpUri": rule_url(rule.id),
+            **({"helpUri": page_url(rule.id)} if page_url(rule.id) else {}),
             "defaultConfiguration": {"level": LEVELS[level]},
             "properties": {"tags": [TAGS.get(rule.id[:3], "precision")]}}
 
@@ -77,5 +77,6 @@ def report(results, findings, target, rules=None) -> dict:
     return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
-def render(results, findings, target) -> str:
-    return dumps(report(results, findings, target))
+def render(results, findings, target, rules=None) -> str:
+    """The SARIF log; ``rules`` (default: the bundled ones) are what the scan ran, packs' included."""
+    return dumps(report(results, findings, target, rules))

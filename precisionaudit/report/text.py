@@ -7,7 +7,7 @@ baseline hid, the elapsed time, and the next step when an override plan can fix 
 import click
 
 from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITIES, SEVERITY_RANK, sort_key, summary
-from ..rules.docs import rule_url
+from ..rules.docs import page_url
 from .words import plural
 
 SEVERITY_COLORS = {"error": "red", "warning": "yellow", "info": "cyan"}
@@ -17,10 +17,10 @@ def _paint(text: str, color: bool, **style) -> str:
     return click.style(text, **style) if color else text
 
 
-def _link(text: str, url: str, color: bool) -> str:
+def _link(text: str, url: str | None, color: bool) -> str:
     """An OSC 8 hyperlink (terminals that know it make ``text`` clickable, others show
-    ``text``); only where colour is on: a terminal."""
-    return f"\x1b]8;;{url}\x1b\\{text}\x1b]8;;\x1b\\" if color else text
+    ``text``); only where colour is on: a terminal, and there is a page (a rule pack's has none)."""
+    return f"\x1b]8;;{url}\x1b\\{text}\x1b]8;;\x1b\\" if color and url else text
 
 
 def _fix_text(fix: dict) -> str:
@@ -64,7 +64,7 @@ def render_model(result, findings, target, hidden: int = 0, color: bool = False)
         lines.append(f"  note: {note}")
     for f in mine:
         severity = _paint(f.severity, color, fg=SEVERITY_COLORS[f.severity], bold=True)
-        lines.append(f"  {_paint(location(f), color, bold=True)}: {_link(_paint(f.rule, color, fg='red'), rule_url(f.rule), color)} "
+        lines.append(f"  {_paint(location(f), color, bold=True)}: {_link(_paint(f.rule, color, fg='red'), page_url(f.rule), color)} "
                      f"[{severity}] {f.name}")
         node = f" ({f.node})" if f.node and f.node != f.op else ""  # masked_fill_1, not masked_fill
         place = (f.module or "<root>") + (f" · {f.op}{node}" if f.op else "") + ": "

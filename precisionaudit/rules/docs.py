@@ -12,6 +12,13 @@ def rule_url(rule_id: str) -> str:
     return f"{DOCS_URL}/rules/{rule_id}.md"
 
 
+def page_url(rule_id: str) -> str | None:
+    """The published page of a bundled rule; a rule pack's rules have none there."""
+    from .engine import bundled_ids
+
+    return rule_url(rule_id) if rule_id in bundled_ids() else None
+
+
 def _severity(rule) -> str:
     """'warning; info when fewer than 64 elements are reduced': worded from the rule's data."""
     base = ", ".join(v if k == "default" else f"{v} ({k})" for k, v in rule.severity.items())
@@ -36,7 +43,8 @@ def render_rule(rule) -> str:
                        ("Example", "bad"), ("Use instead", "good")):
         if doc.get(key):
             parts += ["", f"## {title}", doc[key].rstrip()]
-    parts += ["", f"Docs: {rule_url(rule.id)}"]
+    if page_url(rule.id):
+        parts += ["", f"Docs: {page_url(rule.id)}"]
     return "\n".join(parts) + "\n"
 
 

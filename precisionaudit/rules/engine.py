@@ -8,6 +8,7 @@ and those a settings file names in ``rule-packs``.
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
 import pathlib
 import string
@@ -167,6 +168,12 @@ def rule_ids(directory: str | None = None, packs=()) -> list[str]:
     """The catalog's ids without importing torch (config validation runs before any model)."""
     return sorted(data["id"] for _, data in _all_documents(directory, packs)
                   if isinstance(data, dict) and "id" in data)
+
+
+@functools.cache
+def bundled_ids() -> frozenset:
+    """The ids of the rules that ship with precisionaudit: those with a page in docs/rules."""
+    return frozenset(rule_ids())
 
 
 def _matches(rule: Rule, node: dict) -> bool:
