@@ -145,6 +145,9 @@ def compare_all(ref_outputs, got, tol) -> list[dict]:
 
 
 STATUS_ORDER = ("nonfinite", "exceeds_tolerance", "ok")
+#: how many intermediate values a check keeps from the reference run to find the first
+#: divergence, per kind (modules, ops): 32 M values, 128 MiB in fp32 (torch and ONNX alike)
+BUDGET_ELEMENTS = 1 << 25
 
 
 def variant_status(entries) -> str:

@@ -27,13 +27,13 @@ from ...core.errors import UsageError
 from ...core.text import first_few
 from ...plan.file import load_plan
 from ..metrics import (
+    BUDGET_ELEMENTS,
     check_reference,
     compare_all,
     divergence,
     report_number,
     variant_status,
 )
-from ..pytorch.divergence import BUDGET_ELEMENTS
 from ..tolerance import tolerance_for
 from .emulate import NOTE, emulate
 from .inputs import make_inputs, resolve_shapes

@@ -22,9 +22,8 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ...apply.pytorch import CAST_FNS, QUERIES
 from ...capture.pytorch.recorder import canonical_fn_name, user_frame
-from ..metrics import divergence
+from ..metrics import BUDGET_ELEMENTS, divergence
 
-BUDGET_ELEMENTS = 1 << 25  # per kind (modules, ops): 32 M values, 128 MiB in fp32
 _SKIP_OPS = CAST_FNS | QUERIES | {"copy_", "detach", "requires_grad_", "register_hook"}
 #: uninitialised memory: what it holds differs from run to run and means nothing
 _UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"})

@@ -26,6 +26,7 @@ from ...core.target import Target
 from ...core.values import NO_VALUES, ValueOptions
 from ...plan.file import load_plan
 from ..metrics import (
+    BUDGET_ELEMENTS,
     check_reference,
     compare_all,
     named_outputs,
@@ -34,7 +35,7 @@ from ..metrics import (
 )
 from ..tolerance import tolerance_for
 from . import execution
-from .divergence import BUDGET_ELEMENTS, Probe
+from .divergence import Probe
 from .flops import GemmFlops
 from .grads import (
     ActivationGrads,
