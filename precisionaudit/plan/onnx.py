@@ -109,21 +109,11 @@ def assemble(units, graph, target) -> OverridePlan:
 def out_of_range_chain(start, graph) -> list:
     """Nodes downstream of ``start`` that an out-of-range result reaches before a node
     brings it back in range (that node included), in graph order."""
-    readers = consumers(graph)
     writers = producers(graph)
-    reached, frontier = {}, list(start.output)
-    while frontier:
-        tensor = frontier.pop()
-        for node in readers.get(tensor, ()):
-            if node.name in reached or node.name == start.name:
-                continue
-            if node.op_type == "Cast" and attribute(node, "to") not in FLOAT_CASTS:
-                continue  # to an integer type: exact, nothing left to protect
-            reached[node.name] = node
-            if not _brings_back(node, writers):
-                frontier.extend(o for o in node.output if o)
-    position = {n.name: i for i, n in enumerate(graph.node)}
-    return sorted(reached.values(), key=lambda n: position[n.name])
+    # a Cast to an integer type is exact: nothing left to protect there
+    return _downstream(start, graph,
+                       lambda node: node.op_type != "Cast" or attribute(node, "to") in FLOAT_CASTS,
+                       lambda node: not _brings_back(node, writers))
 
 
 def measured_chain(start, graph, hot_path: set, ends: set) -> list:
@@ -131,17 +121,22 @@ def measured_chain(start, graph, hot_path: set, ends: set) -> list:
     (``hot_path``, up to the nodes where the values are back in range, ``ends``) with the
     reshapes and transposes between them, which the IR does not list but a conversion
     would otherwise run in float16."""
+    return _downstream(start, graph, lambda node: node.name in hot_path or node.op_type in TRANSPARENT,
+                       lambda node: node.name not in ends)
+
+
+def _downstream(start, graph, enters, goes_on) -> list:
+    """The nodes a value of ``start`` reaches, in graph order: through readers that
+    ``enters`` admits, onward from those where it ``goes_on``."""
     readers = consumers(graph)
     reached, frontier = {}, list(start.output)
     while frontier:
         tensor = frontier.pop()
         for node in readers.get(tensor, ()):
-            if node.name in reached or node.name == start.name:
-                continue
-            if node.name not in hot_path and node.op_type not in TRANSPARENT:
+            if node.name in reached or node.name == start.name or not enters(node):
                 continue
             reached[node.name] = node
-            if node.name not in ends:
+            if goes_on(node):
                 frontier.extend(o for o in node.output if o)
     position = {n.name: i for i, n in enumerate(graph.node)}
     return sorted(reached.values(), key=lambda n: position[n.name])

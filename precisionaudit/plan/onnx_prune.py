@@ -73,9 +73,7 @@ def header_lines(pruned: Pruned, ref: Reference, seed: int) -> list[str]:
     lines = [f"pruned on generated inputs (seed {seed}, {runs} onnxruntime runs): keeps "
              f"{len(pruned.units)} of {len(pruned.units) + len(pruned.dropped)} flagged hazards; "
              f"the plan's float16 run {verdict} the check's tolerance"]
-    if pruned.dropped:
-        lines.append("dropped (within tolerance without them on these inputs): "
-                     + ", ".join(f"{u.seed} ({'/'.join(sorted(u.rules))})" for u in pruned.dropped))
+    lines += _dropped(pruned, "on these inputs")
     if pruned.unplanned:
         lines.append("error starts at nodes no finding covers: " + ", ".join(pruned.unplanned))
     return lines
@@ -123,7 +121,12 @@ def _pruned_on_data(units, model, path, target, values):
     lines = [f"pruned on --data {values.data} ({batches} batch{'es' * (batches != 1)}, {runs} onnxruntime "
              f"runs): keeps {len(pruned.units)} of {len(units)} flagged hazards, those some batch "
              f"needs; each batch's float16 run with them {verdict} the check's tolerance"]
-    if pruned.dropped:
-        lines.append("dropped (within tolerance without them on every batch): "
-                     + ", ".join(f"{u.seed} ({'/'.join(sorted(u.rules))})" for u in pruned.dropped))
-    return pruned, lines
+    return pruned, lines + _dropped(pruned, "on every batch")
+
+
+def _dropped(pruned: Pruned, where: str) -> list[str]:
+    """The header line naming the hazards the pruning dropped, if any."""
+    if not pruned.dropped:
+        return []
+    return [f"dropped (within tolerance without them {where}): "
+            + ", ".join(f"{u.seed} ({'/'.join(sorted(u.rules))})" for u in pruned.dropped)]
