@@ -143,11 +143,6 @@ def unrepresentable_constant(graph, name, node, target):
 
 
 @check
-def banned(graph, name, node, target):
-    return {} if node["banned"] else None
-
-
-@check
 def integer_precision(graph, name, node, target):
     dtype = node["out_dtype"]
     bound = node.get("int_max")
