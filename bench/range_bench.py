@@ -14,6 +14,14 @@ in a fresh process so that peak RSS is its own (``ru_maxrss`` from ``os.wait4``)
 
 Prints a Markdown table. Targets: the range pass at most 2x the 8 plain forwards, and the
 range process's peak RSS at most the model's size + 1 GiB. Exit status 1 if one is missed.
+
+``--offload`` (``--keep DIR`` to keep the shards): bench/models/gpt_offload_calibration.py,
+64 of those blocks (3.3 B parameters, 13 GB of fp32 safetensors shards written block by
+block, more than half of a 24 GiB machine), profiled by ``precisionaudit scan --weights DIR
+--data calibration_batches`` in a child process: accelerate dispatches it with disk offload
+(capture/pytorch/offload.py). Prints the checkpoint's size against the machine's memory,
+the scan's wall time and peak RSS; exit status 1 if the scan fails or its peak RSS is not
+below the checkpoint's size.
 """
 from __future__ import annotations
 
@@ -79,15 +87,102 @@ def run_child(kind: str, weights: str) -> dict:
     return {**json.loads(text.strip().splitlines()[-1]), "rss_gib": usage.ru_maxrss / 2**20}
 
 
+OFFLOAD_MODEL = os.path.join(HERE, "models", "gpt_offload_calibration.py")
+
+
+def write_shards(directory: str) -> int:
+    """The offload model's random weights as a sharded safetensors directory with its index,
+    written one block at a time (never the whole model in memory). Returns the bytes written."""
+    import torch
+    from safetensors.torch import save_file
+
+    from precisionaudit.capture.pytorch.model_file import import_model_file
+
+    model = import_model_file(OFFLOAD_MODEL).get_model()  # on meta: names and shapes only
+    groups: dict[str, list] = {}
+    for name, p in model.named_parameters():  # tied weights once
+        key = ".".join(name.split(".")[:2]) if name.startswith("blocks.") else "rest"
+        groups.setdefault(key, []).append((name, p.shape))
+    generator = torch.Generator().manual_seed(0)
+    weight_map, total = {}, 0
+    for i, (key, params) in enumerate(groups.items()):
+        shard = f"model-{i:05d}.safetensors"
+        tensors = {}
+        for name, shape in params:
+            if len(shape) >= 2:
+                tensors[name] = torch.randn(shape, generator=generator) * 0.02
+            else:
+                tensors[name] = torch.ones(shape) if name.endswith("weight") else torch.zeros(shape)
+            weight_map[name] = shard
+        save_file(tensors, os.path.join(directory, shard))
+        total += sum(t.numel() * 4 for t in tensors.values())
+        del tensors
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as fh:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, fh)
+    return total
+
+
+def offload_run(directory: str) -> dict:
+    """``precisionaudit scan --weights DIR --data calibration_batches`` in a child process:
+    its wall time, peak RSS and exit status (1: findings; 2 would be an error)."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "precisionaudit", "scan", OFFLOAD_MODEL,
+                                 "--weights", directory, "--data", "calibration_batches",
+                                 "--select", "PA301,PA302,PA303", "--format", "json"],
+                                stdout=stdout, stderr=stderr)
+        _, status, usage = os.wait4(proc.pid, 0)
+        stdout.seek(0)
+        stderr.seek(0)
+        out, err = stdout.read().decode(), stderr.read().decode()
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):
+        raise SystemExit(f"range_bench: the offloaded scan failed ({code}): {err.strip()[-500:]}")
+    report = json.loads(out)
+    return {"wall_s": time.perf_counter() - started, "rss_gib": usage.ru_maxrss / 2**20,
+            "status": report["models"][0]["status"], "findings": len(report["findings"])}
+
+
+def offload_bench(directory: str | None) -> int:
+    import psutil
+
+    directory = directory or tempfile.mkdtemp(prefix="range_bench-offload-")
+    os.makedirs(directory, exist_ok=True)
+    if not os.path.exists(os.path.join(directory, "model.safetensors.index.json")):
+        started = time.perf_counter()
+        written = write_shards(directory)
+        print(f"wrote {written / 2**30:.1f} GiB of shards to {directory} in "
+              f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+    size = sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory)
+               if f.endswith(".safetensors"))
+    machine = psutil.virtual_memory().total
+    available = psutil.virtual_memory().available
+    run = offload_run(directory)
+    print("| checkpoint (GiB) | machine memory (GiB) | available at start (GiB) | scan wall (s) | "
+          "peak RSS (GiB) | status |")
+    print("|---:|---:|---:|---:|---:|---|")
+    print(f"| {size / 2**30:.1f} | {machine / 2**30:.1f} | {available / 2**30:.1f} | {run['wall_s']:.0f} | "
+          f"{run['rss_gib']:.2f} | {run['status']} |")
+    ok = size > machine / 2 and run["status"] == "ok" and run["rss_gib"] * 2**30 < size
+    print(f"\ncheckpoint larger than half the machine's memory: {size > machine / 2}; "
+          f"profiled with disk offload, peak RSS {run['rss_gib']:.2f} GiB below the checkpoint's "
+          f"{size / 2**30:.1f} GiB: {run['rss_gib'] * 2**30 < size}")
+    return 0 if ok else 1
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--keep", metavar="DIR", help="where to write (and reuse) the weights")
+    parser.add_argument("--offload", action="store_true",
+                        help="instead: profile a checkpoint larger than half the machine's memory")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(*args.child)))
         return 0
+    if args.offload:
+        return offload_bench(args.keep)
     directory = args.keep or tempfile.mkdtemp(prefix="range_bench-")
     weights = os.path.join(directory, "gpt_1b.safetensors")
     if not os.path.exists(weights):

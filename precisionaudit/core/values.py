@@ -53,14 +53,19 @@ def value_stats(values: np.ndarray, dtype: str) -> dict:
 
     from .numerics import LARGEST_FINITE, SMALLEST_NORMAL, SMALLEST_SUBNORMAL
 
-    a = np.abs(np.asarray(values, dtype=np.float32).reshape(-1))
+    signed = np.asarray(values, dtype=np.float32).reshape(-1)
+    a = np.abs(signed)
     n = a.size
+    # the signed extremes, fills included (a -inf mask is a value the next op sees): the
+    # measured interval that stands in for an unknown static value range
+    known = signed[~np.isnan(signed)]
+    interval = {"lo": float(known.min()), "hi": float(known.max())} if known.size else {"lo": None, "hi": None}
     # inf/NaN and +-finfo(float32).max are fills (masks written as finfo(dtype).min or -inf
     # follow the dtype: fp16's min under fp16), not values that grew: left out of the range
     a = a[a < np.float32(LARGEST_FINITE["float32"])]
     if not a.size:
         return {"max_abs": 0.0, "p999": 0.0, "min_nonzero": None, "below_normal": 0.0,
-                "flushed": 0.0, "numel": n}
+                "flushed": 0.0, "numel": n, **interval}
     nonzero = a[a > 0]
     sample = a[:: max(1, a.size // SAMPLE)]
     k = max(1, math.ceil(PERCENTILE * sample.size))
@@ -69,7 +74,7 @@ def value_stats(values: np.ndarray, dtype: str) -> dict:
             "min_nonzero": float(nonzero.min()) if nonzero.size else None,
             "below_normal": float((nonzero < SMALLEST_NORMAL[dtype]).sum()) / n,
             "flushed": float((nonzero < SMALLEST_SUBNORMAL[dtype] / 2).sum()) / n,
-            "numel": n}
+            "numel": n, **interval}
 
 
 def merge(old: dict | None, new: dict, batch: int) -> dict:
@@ -80,6 +85,9 @@ def merge(old: dict | None, new: dict, batch: int) -> dict:
     if new["max_abs"] > old["max_abs"]:
         out["max_abs"], out["batch"] = new["max_abs"], batch
     out["p999"] = max(old["p999"], new["p999"])
+    for key, pick in (("lo", min), ("hi", max)):
+        both = [v for v in (old.get(key), new.get(key)) if v is not None]
+        out[key] = pick(both) if both else None
     mins = [m for m in (old["min_nonzero"], new["min_nonzero"]) if m is not None]
     out["min_nonzero"] = min(mins) if mins else None
     if new["min_nonzero"] is not None and new["min_nonzero"] == out["min_nonzero"] != old["min_nonzero"]:

@@ -13,4 +13,4 @@ def check(fn):
     return fn
 
 
-from . import bounded, precision, ranges, shapes  # noqa: E402,F401  (registers the checks)
+from . import bounded, measured, precision, shapes  # noqa: E402,F401  (registers the checks)
