@@ -93,9 +93,7 @@ def check_fits(model: torch.nn.Module, shapes: dict, path: str) -> None:
     mis-shaped keys are one error (tied weights stored once count as present)."""
     expected = model.state_dict(keep_vars=True)
     shapes = dict(shapes)
-    for alias, source in _tied_aliases(model).items():
-        if alias not in shapes and source in shapes:
-            shapes[alias] = shapes[source]
+    _fill_ties(shapes, _tied_aliases(model))
     missing = [k for k in expected if k not in shapes]
     unexpected = [k for k in shapes if k not in expected]
     wrong = [f"{k} {tuple(shapes[k])} vs {tuple(expected[k].shape)}" for k in expected
@@ -112,9 +110,7 @@ def load_weights(model: torch.nn.Module, state: dict, path: str) -> torch.nn.Mod
     check_fits(model, {k: tuple(v.shape) for k, v in state.items()}, path)
     state = dict(state)
     ties = _tied_aliases(model)
-    for alias, source in ties.items():  # safetensors stores tied weights once
-        if alias not in state and source in state:
-            state[alias] = state[source]
+    _fill_ties(state, ties)
     model.load_state_dict(state, strict=True, assign=True)
     for alias, source in ties.items():  # assign=True unties them: share the first one again
         owner, _, attr = alias.rpartition(".")
@@ -139,6 +135,16 @@ def load_model(module, path: str, entry: str, weights: str | None, seed: int = 0
         raise UsageError(f"{path}: the model is on the meta device: give its weights with --weights")
     model._apply(lambda t: t.float() if t.dtype in LOW_PRECISION else t)
     return model.eval()
+
+
+def _fill_ties(stored: dict, ties: dict) -> None:
+    """safetensors stores tied weights once, under either name (``save_model`` may keep the
+    alias, e.g. ``head.weight``, and drop the first name): fill in the other one."""
+    for alias, source in ties.items():
+        if alias not in stored and source in stored:
+            stored[alias] = stored[source]
+        elif source not in stored and alias in stored:
+            stored[source] = stored[alias]
 
 
 def _tied_aliases(model) -> dict[str, str]:
