@@ -3,7 +3,7 @@ from . import attention, constants, dtypes, integers, kernels, measured, norms, 
 
 PASSES = (dtypes.annotate, kernels.annotate, constants.annotate, reductions.annotate,
           attention.annotate, norms.annotate, softmax.annotate, rnn.annotate, integers.annotate,
-          ranges.annotate, measured.annotate)
+          measured.annotate, ranges.annotate)  # measured ranges stand in for unknown static ones
 
 
 def run_passes(graph):

@@ -8,6 +8,16 @@ ONNX: the range pass keys its statistics by node name, which is the IR's node na
 from ..core.values import call_key
 
 
+def measured_interval(node):
+    """(lo, hi) the fp32 reference produced at ``node`` over the calibration batches (fills
+    such as -inf masks included), or None when nothing was measured there. The value-range
+    pass uses it where no static bound is known."""
+    m = node.get("measured")
+    if not m or m.get("lo") is None or m.get("hi") is None:
+        return None
+    return (m["lo"], m["hi"])
+
+
 def annotate(graph):
     first_bad = set(graph.graph.get("first_nonfinite", {}).values())
     by_name = graph.graph.get("measured_nodes")

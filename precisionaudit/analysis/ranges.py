@@ -6,7 +6,10 @@ ops with a bounded output (softmax/sigmoid in [0, 1], tanh/sin/cos/erf in [-1, 1
 normalize, clamp, relu6, hardtanh, norms without affine weights), constants (full, zeros,
 ones, arange from its scalar arguments) and relations (``x - x.amax(dim)`` is <= 0). They
 propagate through elementwise arithmetic, casts, views, concatenations, min/max and mean.
-A weight, a model input or a GEMM output is unknown: values are never guessed.
+A weight, a model input or a GEMM output is unknown: values are never guessed. With
+calibration data (--data) the range pass's measured interval of a node (analysis/measured.py)
+stands in for an unknown one, and the static rules propagate from it
+(``value_range_source``: "static" or "measured").
 
 It also writes ``l2_bound``: an upper bound on the L2 norm of the rows of an output
 (F.normalize, x / x.norm(dim=-1, keepdim=True), then scaled by constants), so that a GEMM of
@@ -19,6 +22,7 @@ import math
 import networkx as nx
 
 from ..ir.graph import producers
+from .measured import measured_interval
 
 INF = math.inf
 UNIT = (0.0, 1.0)
@@ -265,6 +269,10 @@ def annotate(graph):
         r = value_range(graph, name, node, ranges)
         if r is not None and any(math.isnan(v) for v in r):
             r = None
+        source = "static"
+        if _unbounded(r) and measured_interval(node) is not None:
+            r, source = measured_interval(node), "measured"  # --data: what the batches reached
         ranges[name] = r
         node["value_range"] = None if _unbounded(r) else tuple(r)
+        node["value_range_source"] = None if node["value_range"] is None else source
         node["l2_bound"] = l2_bound(graph, name, node)

@@ -1,0 +1,59 @@
+"""Measured ranges (--data) stand in for the static value-range pass's 'unknown': the
+interval the batches reached becomes the node's value_range, and the static rules judge it."""
+import json
+
+from click.testing import CliRunner
+from conftest import sample
+
+from precisionaudit.analysis import run_passes
+from precisionaudit.cli import main
+from precisionaudit.core.target import Target
+from precisionaudit.core.values import ValueOptions
+from precisionaudit.scanner import attach_measurement, capture_model
+
+PA105 = sample("pa105_exp_hazard.py")
+PURE = Target("float16", "pure", "cuda")
+
+
+def _graph(values=None):
+    captured = capture_model(PA105, PURE, "get_model", "get_example_inputs")
+    if values is not None:
+        attach_measurement(captured.graph, PA105, PURE, "get_model", "get_example_inputs", values)
+    return run_passes(captured.graph)
+
+
+def _node(graph, op):
+    return next(attrs for _, attrs in graph.nodes(data=True) if attrs["op"] == op)
+
+
+def test_a_gemm_output_is_unknown_without_data_and_measured_with_it():
+    assert _node(_graph(), "linear")["value_range"] is None
+    linear = _node(_graph(ValueOptions(data="example")), "linear")
+    lo, hi = linear["value_range"]
+    assert linear["value_range_source"] == "measured"
+    assert (lo, hi) == (linear["measured"]["lo"], linear["measured"]["hi"])
+    assert lo < 0 < hi and max(-lo, hi) == linear["measured"]["max_abs"]
+
+
+def test_the_static_pass_propagates_from_the_measured_range():
+    """exp's range is computed from the measured argument (not measured itself)."""
+    import math
+
+    graph = _graph(ValueOptions(data="example"))
+    lo, hi = _node(graph, "linear")["value_range"]
+    exp = _node(graph, "exp")
+    assert exp["value_range_source"] == "static"
+    assert exp["value_range"] == (math.exp(lo), math.exp(hi))
+
+
+def _pa105(*extra):
+    result = CliRunner().invoke(main, ["scan", PA105, "--mode", "pure", "--format", "json",
+                                       "--select", "PA105", *extra])
+    return json.loads(result.stdout)["findings"]
+
+
+def test_pa105_judges_the_measured_argument():
+    """Static: exp of a GEMM output may overflow. On the data its argument stays far below
+    11.09, so exp fits fp16 and PA105 is silent."""
+    assert [f["rule"] for f in _pa105()] == ["PA105"]
+    assert _pa105("--data", "example") == []
