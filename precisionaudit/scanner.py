@@ -155,6 +155,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
 
 def attach_measurement(graph, path, target, entry, inputs, values):
     """Real weights' statistics and, with --data, the range pass's per-op ranges."""
+    graph.graph["value_flags"] = values.flags()  # the plan a report suggests is made from the same values
     if path.endswith(".onnx"):
         from .capture.onnx.calibration import measure_onnx
 

@@ -156,3 +156,10 @@ def test_the_low_precision_run_is_only_for_suspect_batches(monkeypatch):
     hot = calibration.measure_file(path, target, "get_model", "get_example_inputs",
                                    ValueOptions(data="calibration_batches"))
     assert ran == [0, 1, 2, 3] and set(hot.first_nonfinite) == {0, 1, 2, 3}
+
+
+def test_the_scan_hint_plans_on_the_same_weights_and_data(weights):
+    """A plan made without --data would not hold PA301's fix: the hint carries the flags."""
+    result = CliRunner().invoke(main, ["scan", *map(str, _args("t5_ff", weights)), "--select", "PA301"])
+    hint = next(line for line in result.stdout.splitlines() if line.startswith("hint:"))
+    assert f"--weights {weights['t5_ff']} --data example -o amp_plan.yaml" in hint

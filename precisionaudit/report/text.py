@@ -86,13 +86,14 @@ def plannable(findings) -> list:
             and (f.fix or {}).get("action") in PLANNED_ACTIONS]
 
 
-def plan_command(path: str, target: dict) -> str:
+def plan_command(path: str, target: dict, value_flags: str = "") -> str:
     """The ``precisionaudit plan`` line for a model judged under ``target`` (its flags only
-    where they differ from the defaults)."""
+    where they differ from the defaults; ``value_flags``: its --weights/--data, if any)."""
     defaults = {"dtype": "float16"} if path.endswith(".onnx") else {
         "dtype": "float16", "mode": "autocast", "device": "cuda"}
     flags = "".join(f" --{k} {target[k]}" for k, default in defaults.items() if target[k] != default)
-    return f"precisionaudit plan {path}{flags} -o {'plan' if path.endswith('.onnx') else 'amp_plan'}.yaml"
+    return (f"precisionaudit plan {path}{flags}{value_flags} "
+            f"-o {'plan' if path.endswith('.onnx') else 'amp_plan'}.yaml")
 
 
 def render_summary(results, findings, target, elapsed: float | None = None, hidden: int = 0,
@@ -110,12 +111,13 @@ def render_summary(results, findings, target, elapsed: float | None = None, hidd
         line += f"; {plural(hidden, 'finding')} hidden by the baseline" + (f" {baseline}" if baseline else "")
     lines = [_paint(line, color, bold=True)]
     judged = {r.path: r.target or target.as_dict() for r in results}
+    value_flags = {r.path: r.graph.graph.get("value_flags", "") if r.graph is not None else "" for r in results}
     by_path: dict[str, int] = {}
     for f in plannable(findings):
         by_path[f.path] = by_path.get(f.path, 0) + 1
     for path, count in by_path.items():
         lines.append(f"{_paint('hint', color, fg='green', bold=True)}: an override plan fixes "
-                     f"{plural(count, 'finding')} of {path}: {plan_command(path, judged[path])}")
+                     f"{plural(count, 'finding')} of {path}: {plan_command(path, judged[path], value_flags[path])}")
     return "\n".join(lines) + "\n"
 
 
