@@ -291,3 +291,18 @@ def test_a_checkpoint_larger_than_half_the_free_memory_is_offloaded(tmp_path, tr
     assert offloaded.calls[key]["max_abs"] == pytest.approx(in_memory.calls[key]["max_abs"], rel=1e-6)
     assert offloaded.calls[key]["max_abs"] > 65504 and offloaded.first_nonfinite
     assert offloaded.weights["block.ff.wo.weight"] == in_memory.weights["block.ff.wo.weight"]
+
+
+def test_an_offloaded_model_keeps_its_tied_weights_tied(tmp_path):
+    """init_empty_weights unties head.weight = embed.weight; the offload path ties them
+    again, so a checkpoint that stores them once fits (the 13 GB bench checkpoint did not)."""
+    pytest.importorskip("accelerate")
+    from precisionaudit.capture.pytorch.offload import load_offloaded
+
+    path = os.path.join(ROOT, "tests", "models", "tied_lm.py")
+    module = import_model_file(path)
+    state = {"embed.weight": torch.randn(32, 16)}
+    save_file(state, tmp_path / "w.safetensors")
+    model = load_offloaded(module, path, "get_model", str(tmp_path / "w.safetensors"), budget=1 << 30)
+    ids = torch.randint(0, 32, (2, 5))
+    assert torch.allclose(model(ids), state["embed.weight"][ids] @ state["embed.weight"].T, atol=1e-5)

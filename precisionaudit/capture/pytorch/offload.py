@@ -72,6 +72,21 @@ def checkpoint_stats(weights: str, stats) -> dict:
     return {name: stats(t) for name, t in _tensors(weights) if t.is_floating_point() and t.numel()}
 
 
+def _retie(model) -> None:
+    """``init_empty_weights`` wraps each registered parameter in a new Parameter over the same
+    meta storage, which unties weights tied by assignment (``head.weight = tok.weight``):
+    parameters over one storage and view become one Parameter again."""
+    first = {}
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is None or p.device.type != "meta":
+                continue
+            key = (p.untyped_storage()._cdata, p.storage_offset(), tuple(p.shape), tuple(p.stride()), p.dtype)
+            kept = first.setdefault(key, (p, p))[1]  # the tensor stays referenced: keys stay unique
+            if kept is not p:
+                module._parameters[name] = kept
+
+
 def load_offloaded(module, path: str, entry: str, weights: str, budget: int | None = None):
     """The model of ``module`` dispatched by accelerate: GPUs, then ``budget`` bytes of CPU
     memory (default: OFFLOAD_SHARE of what is free), then disk."""
@@ -84,6 +99,7 @@ def load_offloaded(module, path: str, entry: str, weights: str, budget: int | No
     make_model = entry_point(module, path, entry, required=True)
     with init_empty_weights():
         model = as_module(call_user(make_model, path, entry), path, entry)
+    _retie(model)
     check_fits(model, checkpoint_shapes(weights), weights)
     folder = tempfile.mkdtemp(prefix="precisionaudit-offload-")
     atexit.register(shutil.rmtree, folder, True)
