@@ -186,3 +186,15 @@ def test_ops_in_a_disabled_autocast_region_say_so():
     why = {a["op"]: a["why"] for _, a in g.nodes(data=True)}
     assert (why["arange"], why["sin"], why["linear"]) == (
         "autocast disabled here", "autocast disabled here", "autocast: lower_precision_fp list")
+
+
+def test_the_eager_fallback_runs_cudas_kernels_where_cpu_has_none():
+    """CPU has no fp16 LSTM kernel: the eager fallback raised 'not implemented for Half' and
+    the scan failed. It now runs CUDA's low-precision kernels emulated in fp32 arithmetic
+    (and still records the -1e9 scalar the mask writes, rather than raising CUDA's error)."""
+    captured = capture_file(model("data_dependent_lstm.py"), Target())
+    assert captured.frontend == "eager"
+    assert any("kernels emulated" in n for n in captured.notes), captured.notes
+    lstm = [a for _, a in captured.graph.nodes(data=True) if "lstm" in a["op"] or "rnn" in a["op"]]
+    assert lstm and {a["compute_dtype"] for a in lstm} == {"float16"}
+    assert {f.rule for f in findings_of(model("data_dependent_lstm.py"))} >= {"PA104"}

@@ -10,7 +10,7 @@ import precisionaudit
 from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
 from precisionaudit.check.metrics import compare, divergence, named_outputs
 from precisionaudit.check.pytorch.divergence import user_line
-from precisionaudit.check.pytorch.emulation import EmulatedKernels
+from precisionaudit.capture.pytorch.emulation import EmulatedKernels
 from precisionaudit.check.pytorch.flops import GemmFlops
 from precisionaudit.check.pytorch.grads import GradHistogram
 from precisionaudit.check.tolerance import tolerance_for

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
-from precisionaudit.check.pytorch.emulation import EmulatedKernels
+from precisionaudit.capture.pytorch.emulation import EmulatedKernels
 
 LOW = [torch.float16, torch.bfloat16]
 

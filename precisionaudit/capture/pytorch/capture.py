@@ -22,6 +22,7 @@ from ...core.numerics import Target, dtype_name
 from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
 from .cuda_autocast import autocast_policy
+from .emulation import EmulatedKernels
 from .fakes import register_fakes
 from .model_file import as_module, build_without_weights, call_user, entry_points, on_meta, split_inputs
 from .recorder import CAST_FNS, Recorder
@@ -70,7 +71,8 @@ def capture(make_model, make_inputs, target: Target, path: str = "<model>",
         result = _run(make_model, make_inputs, target, path, entry, inputs, fake=False)
     except Exception as exc:  # noqa: BLE001
         raise _as_capture_error(exc, path) from exc
-    result.notes.append(f"fake-tensor capture failed ({describe(fake_error)}); ran eagerly")
+    result.notes.append(f"fake-tensor capture failed ({describe(fake_error)}); ran eagerly"
+                        + (" (CUDA's low-precision kernels emulated in fp32 arithmetic)" if target.device == "cuda" else ""))
     return result
 
 
@@ -154,8 +156,12 @@ def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) 
             args, kwargs = _cast_floats((args, kwargs), target.torch_dtype)
         recorder = Recorder(model, {**dict(model.named_buffers()), **dict(model.named_parameters())})
         recorder.mark_inputs((args, kwargs))
-        with torch.no_grad(), autocast_policy(target, "cpu-emulated" if target.device == "cuda" else "cpu",
-                                              recorder.mark_banned), recorder, user_code(path, "forward"):
+        # an eager run for a CUDA target computes the low-precision kernels as CUDA does, in fp32
+        # arithmetic (CPU's fp16 convolutions and GEMMs are ~50x slower); below the recorder and
+        # the policy, so that both see the dtypes CUDA's kernels take and give
+        kernels = EmulatedKernels(refuse_scalars=False) if not fake and target.device == "cuda" else contextlib.nullcontext()
+        with torch.no_grad(), kernels, autocast_policy(target, "cpu-emulated" if target.device == "cuda" else "cpu",
+                                                       recorder.mark_banned), recorder, user_code(path, "forward"):
             out = model(*args, **kwargs)
     graph = build_graph(recorder, target, (args, kwargs), out, model)
     return Capture(graph, "fake" if fake else "eager")

@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 
 from ...capture.pytorch.cuda_autocast import autocast_policy
 from ...core.errors import UsageError
-from .emulation import EmulatedKernels
+from ...capture.pytorch.emulation import EmulatedKernels
 
 DEVICE_CHOICES = ("auto", "cuda", "cpu", "cpu-emulated")
 EMULATION_NOTE = ("CUDA's low-precision kernels emulated on CPU: GEMMs, convolutions, log_softmax "

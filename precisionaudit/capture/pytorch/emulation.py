@@ -1,7 +1,8 @@
 """Low-precision kernels computed as the GPU computes them, in fp32 arithmetic on CPU.
 
-A low-precision variant checked without a GPU runs on CPU tensors in fp16/bf16. Two kinds
-of CPU kernels are wrong for that, and this dispatch mode replaces them:
+A low-precision variant checked without a GPU (``check --device cpu-emulated``) and the
+scan's eager fallback run on CPU tensors in fp16/bf16. Two kinds of CPU kernels are wrong
+for that, and this dispatch mode replaces them:
 
 - kernels CUDA computes in fp32 from fp16/bf16 values where CPU's differ (``FP32_COMPUTE``):
   tensor-core GEMMs and convolutions (fp16/bf16 inputs, fp32 accumulation, output rounded
@@ -32,7 +33,7 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ...capture.pytorch.dtypes import LOW_PRECISION as LOW
+from .dtypes import LOW_PRECISION as LOW
 
 #: aten ops (overload packets) that CUDA computes in fp32 from fp16/bf16 inputs and whose
 #: CPU kernel differs (slower, or accumulating in the low dtype): the kernel-numerics the
@@ -54,16 +55,18 @@ class EmulatedKernels(TorchDispatchMode):
     """Run a low-precision variant's ops with CUDA's numerics on CPU (see the module doc).
 
     ``emulated``: the ops of ``NO_CPU_KERNEL`` (or refused by CPU) that were computed in
-    fp32 and rounded, for the report's notes.
+    fp32 and rounded, for the report's notes. ``refuse_scalars``: raise CUDA's error for a
+    scalar the low dtype cannot hold (the check's verdict) rather than let CPU write inf.
     """
 
-    def __init__(self, emulated: set | None = None):
+    def __init__(self, emulated: set | None = None, refuse_scalars: bool = True):
         super().__init__()
         self.emulated = emulated if emulated is not None else set()
+        self.refuse_scalars = refuse_scalars  # the scan records such a scalar as a finding instead
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is torch.ops.aten.scalar_tensor.default:
+        if func is torch.ops.aten.scalar_tensor.default and self.refuse_scalars:
             refuse_unrepresentable_scalar(args[0], kwargs.get("dtype"))
         low = _one_low_dtype(args, kwargs)
         if low is None:
