@@ -98,13 +98,14 @@ class Session:
     """One model file loaded and its fp32 reference run once; low-precision variants (the
     baseline, a plan) are then run and compared against it one at a time, as ``check`` and
     ``plan --prune`` need. ``plans``: the plans to run, known up front (pure mode converts
-    their models before the reference runs); others are converted from a pristine copy.
+    their models before the reference runs); ``None`` when they are not known (``plan
+    --prune``): they are then made from a pristine copy kept before the reference.
     ``values``: real weights (--weights) and the batches to run (--data, else the example
     inputs); ``next_batch`` moves on to the next one, the variants' models kept."""
 
     def __init__(self, path: str, target: Target, device: str = "auto", tolerance=None, seed: int = 0,
                  grad: bool = False, entry: str = "get_model", inputs: str = "get_example_inputs",
-                 *, progress=None, plans=(), values: ValueOptions = NO_VALUES):
+                 *, progress=None, plans=None, values: ValueOptions = NO_VALUES):
         self.path, self.entry, self.seed, self.grad = path, entry, seed, grad
         self.progress = progress or (lambda message: None)
         self.runtime = runtime = execution.resolve(device)
@@ -121,10 +122,10 @@ class Session:
         # the model (rotary cos/sin caches as plain attributes) that model.half() never
         # converts and that autocast would build in the low dtype
         self._models = {id(None): _variant_model(model, target, None)}
-        for plan in plans:
+        for plan in plans or ():
             self._models[id(plan)] = _variant_model(model, target, plan)
         self._pristine = None
-        if not plans:  # plan --prune: variants to come are made from a copy kept before the reference
+        if plans is None:  # plan --prune: variants to come are made from a copy kept before the reference
             self._pristine = copy.deepcopy(model) if target.mode == "pure" else _variant_model(model, target, None)
 
         self.index = -1
@@ -170,7 +171,7 @@ class Session:
         target, runtime = self.target, self.runtime
         model = self._models.get(id(plan)) if self._keep_models else self._models.pop(id(plan), None)
         if model is None:
-            model = _variant_model(self._pristine or self.model, target, plan)
+            model = _variant_model(self.model if self._pristine is None else self._pristine, target, plan)
         handle = apply_plan(model, plan, warn=False, compilable=False) if plan is not None else None
         self.progress(f"{name} ({target.dtype}, {target.mode}), batch {self.batch}, "
                       f"run {self.counts['forward'] + 1}")
