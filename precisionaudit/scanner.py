@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 
 from .core.errors import CaptureError, UsageError
+from .core.exits import internal_error_line
 from .core.findings import fingerprint_all, sort_key
 from .core.values import NO_VALUES
 
@@ -141,8 +142,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
         return result, []
     except Exception as exc:  # noqa: BLE001 - a bug of ours must not hide the other models
         result.status, result.exception = "error", exc
-        result.error = (f"{path}: internal error, please report: {type(exc).__name__}: {exc} "
-                        "(rerun with --debug for the traceback)")
+        result.error = f"{path}: {internal_error_line(exc, debug=False)}"
         return result, []
     result.frontend, result.nodes = captured.frontend, graph.number_of_nodes()
     result.skipped, result.notes, result.graph = captured.skipped, captured.notes, graph
