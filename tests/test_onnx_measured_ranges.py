@@ -2,6 +2,7 @@
 trained weights, calibration batches in .npz files keyed by input name. Flagged with
 --data, silent without; the plan converts them so that check --data passes."""
 import json
+import os
 import warnings
 
 import numpy as np
@@ -107,7 +108,9 @@ def _one_line_exit_2(cli, args, expected):
 def test_bad_onnx_data_is_one_line(cli, exported, tmp_path):
     path, _ = exported["t5_ff"]
     np.savez(tmp_path / "wrong.npz", input_ids=np.zeros((2, 8), np.int64))
+    os.mkfifo(tmp_path / "fifo.npz")  # open() would wait for a writer
     for command in ("scan", "check"):
+        _one_line_exit_2(cli, [command, path, "--data", tmp_path / "fifo.npz"], "not a regular file")
         _one_line_exit_2(cli, [command, path, "--data", tmp_path / "wrong.npz"], "are not the model's inputs")
         _one_line_exit_2(cli, [command, path, "--data", tmp_path / "d.pt"], "ONNX models take an .npz file")
     np.savez(tmp_path / "shape.npz", x=np.zeros((2, 8, 3), np.float32))

@@ -152,6 +152,8 @@ BAD_WEIGHTS = {
     "a pickle weights_only refuses": (
         lambda p, t: _pickle_with_code(p), "w.pt", "torch.load(weights_only=True) refuses"),
     "no such weights": (lambda p, t: None, "missing.safetensors", "no such weights file"),
+    # open() of a FIFO waits for a writer: it must be refused, not read
+    "a FIFO": (lambda p, t: os.mkfifo(p), "w.safetensors", "not a regular file; a checkpoint is read"),
 }
 
 
@@ -175,6 +177,7 @@ BAD_DATA = {
     "a pickle weights_only refuses": (_pickle_with_code, "d.pt", "weights_only=True) cannot read"),
     "unknown function": (None, "no_such_fn", "no function no_such_fn()"),
     "unknown format": (lambda p: open(p, "w").write("x"), "d.csv", "unknown data format"),
+    "a FIFO": (os.mkfifo, "d.pt", "not a regular file; a calibration file is read"),
 }
 
 

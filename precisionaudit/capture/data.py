@@ -18,6 +18,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 
+from ..core.documents import require_regular_file
 from ..core.errors import UsageError
 
 _BATCH_KEY = re.compile(r"^(\d+)\.(.+)$")
@@ -58,6 +59,8 @@ def pytorch_batches(source: str, model_module, path: str, example, limit: int | 
         if not isinstance(raw, Iterable):
             raise UsageError(f"--data {source}: {source}() returned {type(raw).__name__}, "
                              "not a batch or an iterable of batches")
+    elif os.path.exists(source):
+        require_regular_file(source, "calibration file")  # a FIFO, a device, a directory: one line, no read
     else:
         raise UsageError(f"--data {source}: no such file (and not a function name or 'example')")
 
@@ -158,7 +161,8 @@ def onnx_batches(source: str, input_names: list[str], limit: int | None = None) 
         files = sorted(os.path.join(source, f) for f in os.listdir(source) if f.endswith(".npz"))
         if not files:
             raise UsageError(f"--data {source}: no .npz files in the folder")
-    elif source.endswith(".npz") and os.path.isfile(source):
+    elif source.endswith(".npz") and os.path.exists(source):
+        require_regular_file(source, "calibration file")
         files = [source]
     else:
         raise UsageError(f"--data {source}: ONNX models take an .npz file or a folder of them")

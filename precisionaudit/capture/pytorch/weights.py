@@ -15,6 +15,7 @@ import pickle
 
 import torch
 
+from ...core.documents import require_regular_file
 from ...core.errors import UsageError
 from .dtypes import LOW_PRECISION
 from .model_file import as_module, call_user, entry_point, on_meta
@@ -27,8 +28,7 @@ def read_state_dict(path: str) -> dict[str, torch.Tensor]:
     """name → tensor of the checkpoint at ``path`` (memory-mapped where the format allows)."""
     if os.path.isdir(path):
         return _read_shards(path)
-    if not os.path.isfile(path):
-        raise UsageError(f"{path}: no such weights file or directory")
+    require_regular_file(path, "checkpoint", missing="no such weights file or directory")
     if path.endswith(".safetensors"):
         return _read_safetensors(path)
     if path.endswith(TORCH_SUFFIXES):
