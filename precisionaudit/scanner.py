@@ -1,6 +1,7 @@
 """Scan manager: find model files, capture each, run the passes and the rules."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from dataclasses import dataclass, field
@@ -100,6 +101,14 @@ def judged_target(path: str, target):
     return dataclasses.replace(target, mode="pure") if path.endswith(".onnx") else target
 
 
+def _torch_defaults_kept(path: str):
+    if path.endswith(".onnx"):
+        return contextlib.nullcontext()  # no torch: ONNX scans stay torch-free
+    from .capture.pytorch.user_code import torch_defaults_kept
+
+    return torch_defaults_kept()
+
+
 def capture_model(path: str, target, entry: str, inputs: str):
     if path.endswith(".onnx"):
         from .capture.onnx.model import capture_onnx
@@ -126,7 +135,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
         target, entry = judged_target(path, target), "onnx"
     result = ModelResult(path=path, entry=entry, target=target.as_dict())
     try:
-        with time_limit(timeout):
+        with time_limit(timeout), _torch_defaults_kept(path):
             captured = capture_model(path, target, entry, inputs)
             if values.weights or values.measure:
                 attach_measurement(captured.graph, path, target, entry, inputs, values)

@@ -41,6 +41,22 @@ def user_code(path: str, what: str):
             raise CaptureError(f"{path}: {what} raised {describe(exc)}") from exc
 
 
+@contextlib.contextmanager
+def torch_defaults_kept():
+    """Put back torch's process-wide defaults a model file may change (``set_default_dtype``
+    at import, ``set_default_device``, ``set_grad_enabled``), so that one model of a scan
+    cannot change how the next one is judged."""
+    import torch
+
+    dtype, device, grad = torch.get_default_dtype(), torch.get_default_device(), torch.is_grad_enabled()
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_default_device(device)
+        torch.set_grad_enabled(grad)
+
+
 def describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
