@@ -225,6 +225,45 @@ def test_an_internal_error_is_that_models_error_and_says_report(monkeypatch, tmp
     assert "Traceback" in debug.stderr
 
 
+SETS_DEFAULTS = """
+    from torch import nn
+    torch.set_default_dtype(torch.float64)
+    torch.set_grad_enabled(False)
+
+    def get_model():
+        return nn.Linear(8, 8)
+
+    def get_example_inputs():
+        return (torch.randn(2, 8),)
+"""
+
+
+def test_a_model_that_changes_torch_defaults_does_not_change_the_next_ones_scan(tmp_path):
+    import torch
+
+    from precisionaudit.core.numerics import Target
+    from precisionaudit.rules.engine import load_rules
+    from precisionaudit.scanner import scan
+
+    first = write_model(tmp_path, SETS_DEFAULTS, "a_sets_defaults.py")
+    results, _ = scan([str(first), CLEAN], Target("float16", "autocast", "cuda"), load_rules())
+    first_ops = [n for _, n in results[0].graph.nodes(data=True) if n["op"] == "linear"]
+    assert first_ops[0]["in_dtypes"][0] == "float64"  # its own scan ran under its defaults
+    later = [n for _, n in results[1].graph.nodes(data=True) if n["op"] == "linear"]
+    assert later and all(n["in_dtypes"][0] == "float32" and n["out_dtype"] == "float16" for n in later)
+    assert torch.get_default_dtype() == torch.float32 and torch.is_grad_enabled()
+
+
+def test_a_bare_torch_module_as_model_is_located_at_its_file_not_at_our_caller(tmp_path):
+    """The stack above nn.Linear's forward is torch, then precisionaudit, then click: no
+    frame of it is the model's (a finding once pointed at click/core.py)."""
+    path = write_model(tmp_path, "from torch import nn\n\ndef get_model():\n    return nn.Linear(8, 8)\n\n"
+                       "def get_example_inputs():\n    return (torch.randn(2, 8),)\n")
+    report = json.loads(run("scan", path, "--mode", "pure", "--format", "json").stdout)
+    assert report["findings"] and {(f["path"], f["line"]) for f in report["findings"]} == {(str(path), None)}
+    assert "click" not in json.dumps(report["findings"])
+
+
 # --------------------------------------------------------------------------- 4. hangs
 LOOP = """
 class M(torch.nn.Module):

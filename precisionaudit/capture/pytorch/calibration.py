@@ -23,7 +23,7 @@ from .capture import is_significant
 from .cuda_autocast import autocast_policy
 from .model_file import call_user, entry_point, import_model_file, split_inputs
 from .offload import checkpoint_stats, load_offloaded, needs_offload
-from .recorder import Recorder
+from .recorder import Recorder, calls_the_model
 from .user_code import describe, user_code
 from .weights import load_model
 
@@ -141,6 +141,7 @@ def measure_model(model, module, path: str, target, inputs_name: str, values: Va
     return result
 
 
+@calls_the_model
 def _reference_pass(model, args, kwargs, target, headroom, result, batch) -> bool:
     """The fp32 forward's statistics, merged into ``result``; whether the batch is suspect:
     a value within ``headroom`` of the low dtype's max (or non-finite), or a value that
@@ -163,6 +164,7 @@ def _reference_pass(model, args, kwargs, target, headroom, result, batch) -> boo
     return bool(suspect) or recorder.pole_flushes
 
 
+@calls_the_model
 def _low_pass(model, args, kwargs, target, result, batch):
     """The policy's own run: where does the first inf/NaN appear?"""
     from ...check.pytorch.execution import Runtime, numerics

@@ -25,7 +25,7 @@ from .cuda_autocast import autocast_policy
 from .emulation import EmulatedKernels
 from .fakes import register_fakes
 from .model_file import as_module, build_without_weights, call_user, entry_points, on_meta, split_inputs
-from .recorder import CAST_FNS, Recorder
+from .recorder import CAST_FNS, Recorder, calls_the_model
 from .user_code import describe, user_code
 
 #: aten ops that only re-view, alias or copy a tensor: not nodes, edges pass through them.
@@ -138,6 +138,7 @@ def _materialise_meta(model):
                 store[name] = made[key][1]
 
 
+@calls_the_model
 def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) -> Capture:
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
     model = build_without_weights(make_model, path, entry) if fake else None

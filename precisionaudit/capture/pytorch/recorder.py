@@ -70,11 +70,24 @@ def _autocast_on() -> bool:
     return torch.is_autocast_enabled("cpu")
 
 
+#: code of this package's functions that call a model's forward: a walk up the stack that
+#: reaches one has left the model without meeting its code (the model is a bare torch module)
+_MODEL_CALLERS: set = set()
+
+
+def calls_the_model(fn):
+    """Mark ``fn`` as one that runs a model's forward (see ``user_frame``)."""
+    _MODEL_CALLERS.add(fn.__code__)
+    return fn
+
+
 def user_frame() -> tuple[str | None, int | None, int | None]:
     """(file, line, column) of the innermost frame of the user's code on the stack; the
-    column (1-based, as editors count) is where the call's expression starts."""
+    column (1-based, as editors count) is where the call's expression starts. None when the
+    call was made by torch itself on behalf of the caller (an ``nn.Linear`` as the model),
+    never the frame of whatever called precisionaudit (click, pytest)."""
     frame = sys._getframe(1)
-    while frame is not None:
+    while frame is not None and frame.f_code not in _MODEL_CALLERS:
         path = frame.f_code.co_filename
         if not path.startswith(_SKIP_DIRS) and not path.startswith("<"):
             return path, frame.f_lineno, _column(frame.f_code, frame.f_lasti, frame.f_lineno)

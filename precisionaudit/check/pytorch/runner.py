@@ -19,6 +19,7 @@ from ... import __version__
 from ...apply.pytorch import LOW, apply_plan, to_low_precision
 from ...capture.data import pytorch_batches
 from ...capture.pytorch import model_file
+from ...capture.pytorch.recorder import calls_the_model
 from ...capture.pytorch.user_code import describe, user_code
 from ...capture.pytorch.weights import load_model
 from ...core.errors import UsageError
@@ -284,6 +285,7 @@ def _variant_inputs(args, kwargs, target, device):
 
 
 # --------------------------------------------------------------------------- one execution
+@calls_the_model
 def _execute(name, model, args, kwargs, seed, tol, counts, *, reference, policy, numerics, grad,
              loss_fn=None, scale=1.0, histogram=None) -> Run:
     run = Run(name, probe=Probe(model, tol, reference), flops=GemmFlops())
