@@ -53,8 +53,9 @@ def torch_defaults_kept():
         yield
     finally:
         torch.set_default_dtype(dtype)
-        torch.set_default_device(device)
         torch.set_grad_enabled(grad)
+        if torch.get_default_device() != device:  # setting it pushes a global function mode
+            torch.set_default_device(None if device.type == "cpu" else device)
 
 
 def describe(exc: BaseException) -> str:
