@@ -2,6 +2,10 @@
 import pytest
 from conftest import findings_of, sample, scanned_graph
 
+from precisionaudit.core.numerics import Target
+from precisionaudit.rules.engine import load_rules
+from precisionaudit.scanner import scan
+
 # (rule, hazard sample, clean twin, mode the hazard needs)
 CASES = [
     ("PA101", "pa101_softmax_hazard.py", "pa101_softmax_clean.py", "pure"),
@@ -15,6 +19,7 @@ CASES = [
     ("PA106", "pa106_logits_hazard.py", "pa106_logits_clean.py", "autocast"),
     ("PA106", "pa106_logits_hazard.py", "pa106_prescaled_clean.py", "autocast"),
     ("PA107", "pa107_mask_hazard.py", "pa107_mask_clean.py", "autocast"),
+    ("PA107", "pa107_setitem_hazard.py", "pa107_setitem_clean.py", "autocast"),
     ("PA108", "pa108_loss_hazard.py", "pa108_loss_clean.py", "pure"),
     ("PA109", "pa109_bce_hazard.py", "pa109_bce_clean.py", "autocast"),
     ("PA110", "pa110_positions_hazard.py", "pa110_positions_clean.py", "autocast"),
@@ -208,3 +213,63 @@ def test_an_undone_upcast_of_positions_is_a_warning_past_the_dtypes_exact_intege
         assert (f.severity, f.evidence["max_value"]) == ("warning", 4095)
     (plain,) = [f for f in findings_of(sample("pa112_upcast_hazard.py")) if f.rule == "PA112"]
     assert plain.severity == "info"
+
+
+def test_index_assignment_of_a_constant_is_an_error_on_its_line():
+    """torch makes ``t[i] = 2**30`` a tensor of t's dtype before any kernel runs: the scan keeps
+    the number as written and judges it in the destination's dtype."""
+    found = {f.line: f for f in findings_of(sample("pa107_setitem_hazard.py")) if f.rule == "PA107"}
+    expected = {"scores[:, 0] = 1e9": (1e9, "inf"), "scores[0, 1] = 2**30": (2**30, "inf"),
+                "scores[~keep] = -1e9": (-1e9, "-inf")}
+    for text, (value, becomes) in expected.items():
+        f = found.pop(line_of("pa107_setitem_hazard.py", text))
+        assert (f.severity, f.op, f.evidence["value"], f.evidence["status"]) == ("error", "setitem", value, "overflow")
+        assert f.message.endswith(f"becomes {becomes} there")
+        # a plan cannot change the dtype of the tensor written into: the fix is a code change
+        assert (f.fix["action"], "torch.finfo(t.dtype).max" in f.fix["use"]) == ("replace", True)
+    assert found == {}
+
+
+SETITEM_EAGER = """
+import torch
+from torch import nn
+
+class Sentinel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+        scores = self.proj(x)
+        wide = scores.float()
+        wide[:, 0] = 1e9
+        if x.sum() > 0:  # data-dependent: the fake run fails, the scan runs eagerly
+            scores[:, 1] = 1e9
+        else:
+            scores[:, 2] = 1e9
+        scores[:, 3] = torch.tensor(-1e9)
+        return scores.float() + wide
+
+def get_model():
+    return Sentinel()
+
+def get_example_inputs():
+    return (torch.randn(4, 16),)
+"""
+
+
+def test_index_assignment_on_real_tensors_and_into_float32(tmp_path):
+    """The eager fallback sees the same writes; a constant written into a float32 tensor fits,
+    and a constant 0-d tensor (torch.tensor(-1e9)) is judged as the number it holds."""
+    path = tmp_path / "sentinel.py"
+    path.write_text(SETITEM_EAGER)
+    for mode in ("autocast", "pure"):
+        results, findings = scan([str(path)], Target("float16", mode, "cuda"), load_rules())
+        assert results[0].frontend == "eager"
+        found = sorted((f.line, f.evidence["value"]) for f in findings if f.rule == "PA107")
+        assert [v for _, v in found] == [1e9, -1e9], mode  # not the float32 `wide` (line 13)
+        assert {line for line, _ in found} < {15, 17, 18}
+
+
+def test_index_assignment_fits_bfloat16():
+    assert "PA107" not in {f.rule for f in findings_of(sample("pa107_setitem_hazard.py"), dtype="bfloat16")}

@@ -241,6 +241,9 @@ def _finding(rule, graph, name, evidence, target, path, model) -> Finding:
     fix = {k: _format_value(v, values) for k, v in rule.fix.items()}
     if "fix_ops" in evidence:  # the check knows the whole chain that must move to fp32
         fix["ops"] = evidence.pop("fix_ops")
+    # a site the rule's usual fix cannot mend (a plan cannot change the dtype of a tensor
+    # written in place): the check names the code change instead
+    fix.update(evidence.pop("fix_instead", {}))
     if evidence.get("fix_whole"):  # modules that are nothing but a planned op: kept whole
         fix["whole_modules"] = evidence.pop("fix_whole")
     evidence.pop("fix_whole", None)

@@ -212,7 +212,8 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
     counts: dict[str, int] = {}
     for call in rec.calls:
         ops = [rec.ops[i] for i in call.ops]
-        if not significant[call.index]:
+        written = written_constant(call, rec)
+        if not significant[call.index] and written is None:
             for op in ops:
                 node_of[op.index] = _resolve(op, node_of)
             continue
@@ -240,8 +241,9 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
             compute_dtype=dtype_name(compute_dtype),
             out_dtype=dtype_name(last.dtype) if last else None,
             out_shape=last.shape if last else None,
-            scalars=[[aten_short(op.target), r.value] for op in compute for r in op.inputs
-                     if (r.value is not None or r.dtype is None) and not isinstance(r.value, bool)],
+            scalars=[["setitem", written]] if written is not None else
+            [[aten_short(op.target), r.value] for op in compute for r in op.inputs
+             if (r.value is not None or r.dtype is None) and not isinstance(r.value, bool)],
             params=[[r.producer[1], r.shape] for r in entering
                     if isinstance(r.producer, tuple) and r.producer[0] == "param"],
             module=call.module, module_type=call.module_type, file=call.file, line=call.line,
@@ -294,6 +296,30 @@ def _compute_dtype(op):
     for dtype in dtypes[1:]:
         promoted = torch.promote_types(promoted, dtype)
     return promoted
+
+
+#: the aten ops ``t[index] = value`` writes with: a number into a view, a mask, an index
+WRITES = {"copy_", "fill_", "index_put_", "index_put", "masked_fill_"}
+
+
+def written_constant(call, rec) -> float | int | None:
+    """The constant ``t[index] = value`` writes into t: the Python number as written (2**30,
+    not the inf of t's dtype that torch made of it), or the value of a constant 0-d tensor
+    (``torch.tensor(1e9)``). None for other calls and for values computed from the data."""
+    if call.fn != "setitem":
+        return None
+    if call.assigned is not None:
+        return call.assigned
+    for op in (rec.ops[i] for i in call.ops):
+        if aten_short(op.target) in WRITES and op.inputs:
+            source = op.inputs[-1]
+            made_by = source.producer if isinstance(source.producer, int) else None
+            constant = source.producer is None or (
+                made_by is not None and aten_short(rec.ops[made_by].target).startswith("lift_fresh"))
+            if source.shape == () and constant and isinstance(source.value, (int, float)) \
+                    and not isinstance(source.value, bool):
+                return source.value
+    return None
 
 
 def is_significant(call, rec) -> bool:

@@ -63,6 +63,9 @@ class Call:
     autocast: bool = False  # autocast was on where the call was made (not in an enabled=False region)
     ops: list[int] = field(default_factory=list)
     column: int | None = None
+    # the Python number ``t[i] = value`` wrote: below Python, torch has already made it a
+    # tensor of t's dtype (2**30 is inf in fp16 before any aten op sees it)
+    assigned: float | int | None = None
 
 
 def _autocast_on() -> bool:
@@ -145,12 +148,21 @@ class _CallTracker(TorchFunctionMode):
         rec = self.recorder
         # read autocast's state here: below, inside an autocast kernel, its key is excluded
         rec.pending = (canonical_fn_name(func), *user_frame(), _autocast_on())
+        rec.pending_assigned = _assigned_number(rec.pending[0], args)
         rec.current_call = None
         try:
             return func(*args, **(kwargs or {}))
         finally:
-            rec.pending = None
+            rec.pending = rec.pending_assigned = None
             rec.current_call = None
+
+
+def _assigned_number(fn: str, args) -> float | int | None:
+    """The Python number of ``t[index] = number`` (Tensor.__setitem__(t, index, number))."""
+    if fn == "setitem" and len(args) == 3 and isinstance(args[2], (int, float)) \
+            and not isinstance(args[2], bool):
+        return args[2]
+    return None
 
 
 class _OpTap(TorchDispatchMode):
@@ -176,6 +188,7 @@ class Recorder:
         self.module_names = {id(m): n for n, m in model.named_modules(remove_duplicate=False)}
         self.module_stack: list[tuple[str, str]] = [("", type(model).__name__)]
         self.pending = None
+        self.pending_assigned = None
         self.current_call: Call | None = None
         self.banned_pending = False
         for name, t in (param_names or {}).items():
@@ -221,7 +234,8 @@ class Recorder:
             fn, file, line, column, autocast = self.pending or (
                 func.__name__.split(".")[0].lstrip("_"), *user_frame(), _autocast_on())
             module, module_type = self.module_stack[-1]
-            call = Call(len(self.calls), fn, module, module_type, file, line, autocast, column=column)
+            call = Call(len(self.calls), fn, module, module_type, file, line, autocast, column=column,
+                        assigned=self.pending_assigned if self.pending is not None else None)
             self.calls.append(call)
             if self.pending is not None:
                 self.current_call = call

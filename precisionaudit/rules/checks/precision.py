@@ -137,9 +137,13 @@ def unrepresentable_constant(graph, name, node, target):
     if not bad:
         return None
     worst = next((c for c in bad if c["status"] == "overflow"), bad[0])
-    return {"value": worst["value"], "value_text": f"{worst['value']:g}", "stored": worst["stored"], "status": worst["status"],
-            **({"case": "underflow"} if worst["status"] == "underflow" else {}),
-            "becomes": "inf" if worst["status"] == "overflow" else "0"}
+    evidence = {"value": worst["value"], "value_text": f"{worst['value']:g}", "stored": worst["stored"],
+                "status": worst["status"], **({"case": "underflow"} if worst["status"] == "underflow" else {}),
+                "becomes": ("-inf" if worst["value"] < 0 else "inf") if worst["status"] == "overflow" else "0"}
+    if node["op"] == "setitem":  # t[i] = value keeps t's dtype: no region of fp32 changes it
+        evidence["fix_instead"] = {"action": "replace",
+                                   "use": f"a value {worst['dtype']} holds (torch.finfo(t.dtype).max or .min)"}
+    return evidence
 
 
 @check
