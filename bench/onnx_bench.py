@@ -88,7 +88,6 @@ class Counter:
 def final_error(model16, model, feeds, tol):
     """(status, max |error| / max |reference|) of a float16 model, run emulated."""
     import numpy as np
-    import torch
 
     from precisionaudit.capture.onnx.io import session
     from precisionaudit.check.metrics import compare_all, variant_status
@@ -97,8 +96,8 @@ def final_error(model16, model, feeds, tol):
     ref = session(model).run(None, feeds)
     got = session(emulate(model16)[0]).run(None, feeds)
     names = [o.name for o in model.graph.output]
-    entries = compare_all([(n, torch.from_numpy(np.asarray(r))) for n, r in zip(names, ref)],
-                          {n: torch.from_numpy(np.asarray(g)) for n, g in zip(names, got)}, tol)
+    entries = compare_all([(n, np.asarray(r)) for n, r in zip(names, ref)],
+                          {n: np.asarray(g) for n, g in zip(names, got)}, tol)
     worst = max((e["max_abs"] or 0) / (float(np.abs(r).max()) or 1) for e, r in zip(entries, ref)
                 if "max_abs" in e)
     status = variant_status(entries)
@@ -158,13 +157,12 @@ def ours_pruned(path, tol, feeds, flops):
 
 def acmp(model, original, feeds, tol, emulated, flops):
     import numpy as np
-    import torch
     from onnxconverter_common.auto_mixed_precision import auto_convert_mixed_precision
 
     from precisionaudit.check.metrics import compare, variant_status
 
     def validate(ref, got):
-        entries = [compare(str(i), torch.from_numpy(np.asarray(r)), torch.from_numpy(np.asarray(g)), tol)
+        entries = [compare(str(i), np.asarray(r), np.asarray(g), tol)
                    for i, (r, g) in enumerate(zip(ref, got))]
         return variant_status(entries) == "ok"
 

@@ -3,12 +3,14 @@ GEMM FLOP counting, and the round-to-dtype emulation of fp16 kernels CPU lacks."
 import math
 import os
 
+import numpy as np
 import pytest
 import torch
 
 import precisionaudit
 from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
-from precisionaudit.check.metrics import compare, divergence, named_outputs
+from precisionaudit.check.metrics import compare, divergence
+from precisionaudit.check.pytorch.execution import named_outputs
 from precisionaudit.check.pytorch.divergence import user_line
 from precisionaudit.capture.pytorch.emulation import EmulatedKernels
 from precisionaudit.check.pytorch.flops import GemmFlops
@@ -18,30 +20,38 @@ from precisionaudit.check.tolerance import tolerance_for
 FP16 = tolerance_for("float16")
 
 
-def test_metrics_of_one_wrong_element():
-    m = compare("0", torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([1.0, 2.0, 3.0, 4.5]), FP16)
+@pytest.fixture(params=["torch", "numpy"])
+def array(request):
+    """The same metrics on torch tensors (PyTorch check) and numpy arrays (ONNX check)."""
+    if request.param == "torch":
+        return torch.tensor
+    return lambda values: np.asarray(values, dtype=np.float32)
+
+
+def test_metrics_of_one_wrong_element(array):
+    m = compare("0", array([1.0, 2.0, 3.0, 4.0]), array([1.0, 2.0, 3.0, 4.5]), FP16)
     assert (m["max_abs"], m["max_rel"], m["mean_rel"]) == (0.5, 0.125, 0.05)
     assert m["cosine"] == pytest.approx(32 / math.sqrt(30 * 34.25), rel=1e-5)
     assert m["snr_db"] == pytest.approx(10 * math.log10(30 / 0.25), rel=1e-5)
     assert m["status"] == "exceeds_tolerance"  # 0.5 > 0.01 + 0.01 * 4
 
 
-def test_the_bound_scales_with_the_output_not_the_element():
-    m = compare("0", torch.tensor([100.0, 0.001]), torch.tensor([100.0, 0.051]), FP16)
+def test_the_bound_scales_with_the_output_not_the_element(array):
+    m = compare("0", array([100.0, 0.001]), array([100.0, 0.051]), FP16)
     assert m["status"] == "ok"  # 0.05 <= 0.01 + 0.01 * 100, though 50x off elementwise
 
 
-def test_non_finite_values_are_counted_and_decide_the_status():
-    m = compare("0", torch.ones(4), torch.tensor([1.0, float("inf"), float("nan"), 1.0]), FP16)
+def test_non_finite_values_are_counted_and_decide_the_status(array):
+    m = compare("0", array([1.0] * 4), array([1.0, float("inf"), float("nan"), 1.0]), FP16)
     assert (m["nonfinite"], m["status"], m["max_abs"]) == (2, "nonfinite", 0.0)
 
 
-def test_an_inf_the_reference_holds_too_is_no_divergence():
-    ref = torch.tensor([[1.0, float("-inf")], [2.0, 3.0]])  # a -inf attention mask
-    assert divergence([ref], [ref.clone()], FP16) == (0.0, 0, None)
-    rel, bad, kind = divergence([ref], [torch.tensor([[1.0, float("-inf")], [float("inf"), 3.0]])], FP16)
+def test_an_inf_the_reference_holds_too_is_no_divergence(array):
+    ref = array([[1.0, float("-inf")], [2.0, 3.0]])  # a -inf attention mask
+    assert divergence([ref], [array([[1.0, float("-inf")], [2.0, 3.0]])], FP16) == (0.0, 0, None)
+    rel, bad, kind = divergence([ref], [array([[1.0, float("-inf")], [float("inf"), 3.0]])], FP16)
     assert (bad, kind) == (1, "nonfinite")
-    rel, bad, kind = divergence([ref], [torch.tensor([[1.0, float("-inf")], [2.0, 3.3]])], FP16)
+    rel, bad, kind = divergence([ref], [array([[1.0, float("-inf")], [2.0, 3.3]])], FP16)
     assert (rel, bad, kind) == (pytest.approx(0.1, rel=1e-5), 0, "exceeds_tolerance")  # 0.3 / 3
     assert divergence([ref], [ref[0]], FP16) is None
 
@@ -61,12 +71,22 @@ def _line_of(text: str) -> int:
         return next(i for i, row in enumerate(fh, 1) if text in row and "_line_of" not in row)
 
 
-def test_top1_agreement_is_the_share_of_rows_with_the_same_argmax():
-    m = compare("0", torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[0.0, 1.0], [0.0, 1.0]]), FP16)
+def test_top1_agreement_is_the_share_of_rows_with_the_same_argmax(array):
+    m = compare("0", array([[1.0, 0.0], [0.0, 1.0]]), array([[0.0, 1.0], [0.0, 1.0]]), FP16)
     assert m["top1_agreement"] == 0.5
 
 
-def test_metrics_in_chunks_of_rows_equal_those_of_the_whole_tensor(monkeypatch):
+def test_integer_outputs_are_incomparable_but_said_equal_or_not():
+    for ref, same, other in ((torch.tensor([1, 2]), torch.tensor([1, 2]), torch.tensor([1, 3])),
+                             (np.array([1, 2]), np.array([1, 2]), np.array([1, 3]))):
+        m = compare("ids", ref, same, FP16)
+        assert (m["status"], m["equal"]) == ("incomparable", True)
+        assert "int64 tensor" in m["reason"]
+        assert compare("ids", ref, other, FP16)["equal"] is False
+
+
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+def test_metrics_in_chunks_of_rows_equal_those_of_the_whole_tensor(monkeypatch, kind):
     """compare works through big outputs (GPT-2's logits) a few rows at a time; the metrics
     are those of the whole float64 tensors, non-finite elements left out of the errors."""
     from precisionaudit.check import metrics
@@ -76,9 +96,10 @@ def test_metrics_in_chunks_of_rows_equal_those_of_the_whole_tensor(monkeypatch):
     got = (ref + torch.randn(6, 5, 11) * 0.05).half()
     got[1, 2, 3], got[4, 0, 0] = float("inf"), float("nan")
     tol = tolerance_for("float16")
-    whole = compare("x", ref, got, tol)
+    given = (ref, got) if kind == "torch" else (ref.numpy(), got.numpy())
+    whole = compare("x", *given, tol)
     monkeypatch.setattr(metrics, "CHUNK_ELEMENTS", 25)  # 2 rows of 11 a chunk: 15 chunks
-    chunked = compare("x", ref, got, tol)
+    chunked = compare("x", *given, tol)
     r, a = ref.double(), got.double()
     finite = torch.isfinite(a)
     diff = (a[finite] - r[finite]).abs()

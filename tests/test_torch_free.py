@@ -1,4 +1,5 @@
-"""ONNX-only commands and the core vocabulary run where torch cannot be imported.
+"""ONNX-only commands (scan, plan, convert, check) and the core vocabulary run where torch
+cannot be imported.
 
 torch is a 1-2 s import and an install the onnx extra does not need. Each command runs in
 a fresh interpreter whose ``sys.meta_path`` refuses ``torch``: a command that reaches for
@@ -12,8 +13,9 @@ import sys
 import pytest
 
 pytest.importorskip("onnxconverter_common")
+import numpy as np  # noqa: E402
 import onnx  # noqa: E402
-from onnx_graphs import masked_attention  # noqa: E402
+from onnx_graphs import exp_softmax_by_hand, masked_attention  # noqa: E402
 
 import precisionaudit.core  # noqa: E402
 
@@ -84,6 +86,58 @@ def test_converting_an_onnx_model_runs_without_torch(model, tmp_path):
     assert result.returncode == 0, result.stderr
     converted = onnx.load(str(output))
     assert converted.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+
+
+@pytest.fixture(scope="module")
+def gate(tmp_path_factory):
+    """x @ w / 0.1 → Exp → sum → Div: Exp overflows float16 for standard normal x (the
+    generated inputs), not for x a hundred times smaller."""
+    return exp_softmax_by_hand(tmp_path_factory.mktemp("torch_free_check"))
+
+
+def test_checking_an_onnx_model_runs_without_torch(gate):
+    result = run_cli("check", "--isolated", "--format", "json", gate)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["device"] == "onnxruntime-cpu" and report["passed"] is False
+    reference, baseline = report["variants"]
+    assert reference["status"] == "ok" and baseline["status"] == "nonfinite"
+    assert baseline["first_divergence"]["node"] == "/gate/Exp"
+    assert baseline["outputs"][0]["nonfinite"] > 0
+
+
+def test_checking_an_onnx_model_with_its_plan_and_an_html_page_runs_without_torch(gate, tmp_path):
+    pytest.importorskip("plotly")
+    plan, page = tmp_path / "plan.yaml", tmp_path / "check.html"
+    assert run_cli("plan", "--isolated", gate, "-o", plan).returncode == 0
+    result = run_cli("check", "--isolated", gate, "--plan", plan, "--html", page)
+    assert result.returncode == 0, result.stderr
+    assert "passed" in result.stdout.splitlines()[-1]
+    html = page.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "gate · exp" in html and "planned" in html
+
+
+def test_checking_an_onnx_model_on_calibration_batches_runs_without_torch(gate, tmp_path):
+    """The report is the first failing batch's: batch 0 (small values) passes, batch 1 fails."""
+    rng = np.random.default_rng(0)
+    small, large = (rng.standard_normal((32, 16)).astype(np.float32) * s for s in (0.01, 1.0))
+    data = tmp_path / "batches.npz"
+    np.savez(data, **{"0.x": small, "1.x": large})
+    result = run_cli("check", "--isolated", "--format", "json", gate, "--data", data)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["batch"] == 1 and report["variants"][1]["status"] == "nonfinite"
+    assert report["inputs"]["x"]["values"] == "--data"
+
+
+def test_explaining_and_prune_planning_an_onnx_model_run_without_torch(gate, tmp_path):
+    result = run_cli("explain", gate)
+    assert result.returncode == 0, result.stderr
+    assert "/gate/Exp" in result.stdout
+    plan = tmp_path / "pruned.yaml"
+    result = run_cli("plan", "--isolated", "--prune", gate, "-o", plan)  # runs onnxruntime: the check stage
+    assert result.returncode == 0, result.stderr
+    assert "/gate/Exp" in plan.read_text()
 
 
 def test_core_imports_without_torch():

@@ -1,48 +1,52 @@
 """Compare a variant's outputs with the fp32 reference's, output by output.
 
-Outputs are the tensor leaves of whatever the forward returns (tuples, dicts, Hugging
-Face ``ModelOutput``s), named by their path ("0", "logits", "1.hidden"). Anything that is
-not a floating-point tensor cannot be judged numerically: it is reported as incomparable
-with the reason, never a crash. All arithmetic is in float64.
+Outputs are named arrays: torch tensors for a PyTorch model (the tensor leaves of whatever
+its forward returns, named by their path: check.pytorch.execution.named_outputs), numpy
+arrays for an ONNX model, which is checked without importing torch. The one
+implementation serves both through the array API (``array_api_compat``): each array is
+worked on by its own library, on its own device. Anything that is not a floating-point
+array cannot be judged numerically: it is reported as incomparable with the reason, never
+a crash. All arithmetic is in float64.
 """
 from __future__ import annotations
 
 import math
 
-import torch
-from torch.utils import _pytree as pytree
+import numpy as np
+from array_api_compat import array_namespace, device, is_array_api_obj, to_device
 
 from ..core.errors import UsageError
 
 
-def _key_name(key) -> str:
-    for attr in ("idx", "key", "name"):
-        if hasattr(key, attr):
-            return str(getattr(key, attr))
-    return str(key)
-
-
-def named_outputs(out) -> list[tuple[str, object]]:
-    """[(name, leaf)] of a forward's result; a bare tensor is output "0"."""
-    leaves, _ = pytree.tree_flatten_with_path(out)
-    if len(leaves) == 1 and not leaves[0][0]:
-        return [("0", leaves[0][1])]
-    return [(".".join(_key_name(k) for k in path) or "0", leaf) for path, leaf in leaves]
+def is_float_array(leaf) -> bool:
+    """A torch tensor or numpy array of a floating-point dtype (float16, bfloat16, ...)."""
+    return is_array_api_obj(leaf) and array_namespace(leaf).isdtype(leaf.dtype, "real floating")
 
 
 def comparable(leaf) -> str | None:
     """Why a reference output cannot be compared numerically, or None if it can."""
-    if not isinstance(leaf, torch.Tensor):
+    if not is_array_api_obj(leaf):
         return f"not a tensor ({type(leaf).__name__})"
-    if not leaf.is_floating_point():
+    if not is_float_array(leaf):
         return f"a {str(leaf.dtype).replace('torch.', '')} tensor: only floating-point outputs are compared"
-    if leaf.numel() == 0:
+    if not math.prod(leaf.shape):
         return "an empty tensor"
     return None
 
 
-def nonfinite_count(t: torch.Tensor) -> int:
-    return int((~torch.isfinite(t)).sum()) if t.is_floating_point() else 0
+def nonfinite_count(t) -> int:
+    if not is_float_array(t):
+        return 0
+    xp = array_namespace(t)
+    return int(xp.sum(~xp.isfinite(t)))
+
+
+def _equal(ref, got) -> bool:
+    """Same shape and the same values (what an incomparable output can still be judged by)."""
+    if not is_array_api_obj(got) or tuple(ref.shape) != tuple(got.shape):
+        return False
+    xp = array_namespace(ref)
+    return bool(xp.all(ref == to_device(got, device(ref))))
 
 
 def report_number(x):
@@ -57,19 +61,19 @@ def compare(name: str, ref, got, tol) -> dict:
     why = comparable(ref)
     if why is not None:
         entry = {"name": name, "status": "incomparable", "reason": why}
-        if isinstance(ref, torch.Tensor) and isinstance(got, torch.Tensor):
-            entry["equal"] = bool(ref.shape == got.shape and torch.equal(ref.cpu(), got.cpu()))
+        if is_array_api_obj(ref) and is_array_api_obj(got):
+            entry["equal"] = _equal(ref, got)
         return entry
-    if not isinstance(got, torch.Tensor):
+    if not is_array_api_obj(got):
         return {"name": name, "status": "exceeds_tolerance",
                 "reason": f"this variant returned {type(got).__name__}, the reference a tensor"}
     if got.shape != ref.shape:
         return {"name": name, "status": "exceeds_tolerance",
                 "reason": f"shape {tuple(got.shape)} differs from the reference's {tuple(ref.shape)}"}
-    if not got.is_floating_point():
+    if not is_float_array(got):
         return {"name": name, "status": "exceeds_tolerance",
                 "reason": f"this variant returned {got.dtype}, the reference a floating-point tensor"}
-    sums = _chunked_sums(ref.detach(), got.detach().to(ref.device), tol.atol)
+    sums = _chunked_sums(ref, to_device(got, device(ref)), tol.atol)
     bad, max_abs, max_rel = sums["bad"], sums["max_abs"], sums["max_rel"]
     ref_max, ref_l1, diff_l1 = sums["ref_max"], sums["ref_l1"], sums["diff_l1"]
     mean_rel = diff_l1 / ref_l1 if ref_l1 else (0.0 if max_abs == 0 else math.inf)
@@ -81,7 +85,7 @@ def compare(name: str, ref, got, tol) -> dict:
     entry = {"name": name, "shape": list(ref.shape), "max_abs": num(max_abs), "max_rel": num(max_rel),
              "mean_rel": num(mean_rel), "cosine": num(cosine), "snr_db": num(snr_db),
              "nonfinite": bad, "bound": num(tol.bound(ref_max))}
-    if ref.dim() >= 2 and ref.shape[-1] >= 2:
+    if ref.ndim >= 2 and ref.shape[-1] >= 2:
         entry["top1_agreement"] = report_number(sums["agree"] / sums["rows"])
     if bad:
         entry["status"] = "nonfinite"
@@ -95,45 +99,47 @@ def compare(name: str, ref, got, tol) -> dict:
 CHUNK_ELEMENTS = 1 << 20  # float64 working set per step: 8 MiB a tensor, not 8 bytes x numel
 
 
+@np.errstate(invalid="ignore", over="ignore")
 def _chunked_sums(ref, got, atol) -> dict:
     """The sums and maxima ``compare`` needs, in float64, over whole rows (last dim) of
     ``CHUNK_ELEMENTS`` at a time: a GPT-2 logits tensor (26 M values) never has a float64
     copy. Error terms are over the elements where ``got`` is finite."""
-    last = ref.shape[-1] if ref.dim() >= 2 and ref.shape[-1] else 1
-    ref2, got2 = ref.reshape(-1, last), got.reshape(-1, last)
+    xp = array_namespace(ref, got)
+    last = ref.shape[-1] if ref.ndim >= 2 and ref.shape[-1] else 1
+    ref2, got2 = xp.reshape(ref, (-1, last)), xp.reshape(got, (-1, last))
     step = max(1, CHUNK_ELEMENTS // last)
     out = dict.fromkeys(("bad", "max_abs", "max_rel", "ref_max", "ref_l1", "diff_l1", "dot", "signal",
                          "got_sq", "noise", "agree"), 0.0)
     out["bad"], out["agree"], out["rows"] = 0, 0, ref2.shape[0]
     for start in range(0, ref2.shape[0], step):
-        r = ref2[start:start + step].to(torch.float64)
-        a = got2[start:start + step].to(torch.float64)
-        finite = torch.isfinite(a)
-        out["bad"] += int((~finite).sum())
-        out["ref_max"] = max(out["ref_max"], float(r.abs().max()))
+        r = xp.astype(ref2[start:start + step], xp.float64)
+        a = xp.astype(got2[start:start + step], xp.float64)
+        finite = xp.isfinite(a)
+        out["bad"] += int(xp.sum(~finite))
+        out["ref_max"] = max(out["ref_max"], float(xp.max(xp.abs(r))))
         if last >= 2:
-            out["agree"] += int(((a.argmax(dim=-1) == r.argmax(dim=-1)) & finite.all(dim=-1)).sum())
+            same_top1 = xp.argmax(a, axis=-1) == xp.argmax(r, axis=-1)
+            out["agree"] += int(xp.sum(same_top1 & xp.all(finite, axis=-1)))
         rf, af = r[finite], a[finite]
-        if not rf.numel():
+        if not rf.shape[0]:
             continue
-        diff = (af - rf).abs()
-        out["max_abs"] = max(out["max_abs"], float(diff.max()))
-        ref_abs = rf.abs()
+        diff = xp.abs(af - rf)
+        out["max_abs"] = max(out["max_abs"], float(xp.max(diff)))
+        ref_abs = xp.abs(rf)
         significant = ref_abs > atol
-        if significant.any():
-            out["max_rel"] = max(out["max_rel"], float((diff[significant] / ref_abs[significant]).max()))
-        out["ref_l1"] += float(ref_abs.sum())
-        out["diff_l1"] += float(diff.sum())
-        out["dot"] += float((rf * af).sum())
-        out["signal"] += float((rf * rf).sum())
-        out["got_sq"] += float((af * af).sum())
-        out["noise"] += float((diff * diff).sum())
+        if xp.any(significant):
+            out["max_rel"] = max(out["max_rel"], float(xp.max(diff[significant] / ref_abs[significant])))
+        out["ref_l1"] += float(xp.sum(ref_abs))
+        out["diff_l1"] += float(xp.sum(diff))
+        out["dot"] += float(xp.sum(rf * af))
+        out["signal"] += float(xp.sum(rf * rf))
+        out["got_sq"] += float(xp.sum(af * af))
+        out["noise"] += float(xp.sum(diff * diff))
     return out
 
 
-def compare_all(ref_outputs, got, tol) -> list[dict]:
-    """Every reference output against the variant's output of the same name."""
-    mine = dict(named_outputs(got))
+def compare_all(ref_outputs, mine: dict, tol) -> list[dict]:
+    """Every reference output (name, array) against the variant's output of the same name."""
     entries = []
     for name, ref in ref_outputs:
         if name not in mine:
@@ -160,51 +166,52 @@ def check_reference(path, outputs):
     """A UsageError unless the fp32 reference's ``outputs`` are finite floating-point tensors:
     a broken reference makes every comparison meaningless."""
     for name, leaf in outputs:
-        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point():
+        if is_float_array(leaf):
             bad = nonfinite_count(leaf)
             if bad:
                 raise UsageError(
                     f"{path}: the fp32 reference itself is broken: output {name} has {bad} "
                     f"non-finite value{'s' * (bad != 1)} without any low precision "
                     "(fix the model or its example inputs first)")
-    if not any(isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and leaf.numel()
-               for _, leaf in outputs):
-        kinds = ", ".join(f"{n}: {type(v).__name__ if not isinstance(v, torch.Tensor) else v.dtype}"
+    if not any(is_float_array(leaf) and math.prod(leaf.shape) for _, leaf in outputs):
+        kinds = ", ".join(f"{n}: {v.dtype if is_array_api_obj(v) else type(v).__name__}"
                           for n, v in outputs) or "nothing"
         raise UsageError(f"{path}: no output is a floating-point tensor ({kinds}): "
                          "the check has nothing to compare")
 
 
+@np.errstate(invalid="ignore", over="ignore")  # inf - inf is a NaN to count, not to warn of
 def divergence(refs: list, outs: list, tol) -> tuple[float, int, str | None] | None:
     """(relative error, values non-finite in the variant but finite in the reference,
     'nonfinite' | 'exceeds_tolerance' | None) of a variant's intermediate result (its
     tensors ``outs``) against the reference's ``refs``; None when they do not pair up.
 
-    The one measure for a PyTorch op or module and an ONNX node. Only what differs from the
+    The one measure for a PyTorch op or module (torch tensors, detached) and an ONNX node
+    (numpy arrays). Only what differs from the
     reference counts: an inf or NaN the reference has at the same place (a ``full(-inf)``
     mask) is no new non-finite value, and errors are measured where both are finite."""
     if len(refs) != len(outs):
         return None
     max_abs = ref_max = 0.0
     bad = 0
-    with torch.no_grad():
-        for r, o in zip(refs, outs):
-            if r.shape != o.shape:
-                return None
-            o = o.detach().to(r.device, r.dtype)
-            worst = float((o - r).abs().max()) if r.numel() else 0.0
-            if math.isfinite(worst):  # both finite everywhere (nearly always): two passes, not ten
-                max_abs = max(max_abs, worst)
-                ref_max = max(ref_max, float(r.abs().max()) if r.numel() else 0.0)
-                continue
-            ref_finite, out_finite = torch.isfinite(r), torch.isfinite(o)
-            same = (o == r) | (torch.isnan(o) & torch.isnan(r))
-            bad += int((~out_finite & ~same).sum())
-            both = ref_finite & out_finite
-            if both.any():
-                max_abs = max(max_abs, float((o[both] - r[both]).abs().max()))
-            if ref_finite.any():
-                ref_max = max(ref_max, float(r[ref_finite].abs().max()))
+    for r, o in zip(refs, outs):
+        if tuple(r.shape) != tuple(o.shape):
+            return None
+        xp = array_namespace(r)
+        o = xp.astype(to_device(o, device(r)), r.dtype, copy=False)
+        empty = not math.prod(r.shape)
+        worst = 0.0 if empty else float(xp.max(xp.abs(o - r)))
+        if math.isfinite(worst):  # both finite everywhere (nearly always): two passes, not ten
+            max_abs = max(max_abs, worst)
+            ref_max = max(ref_max, 0.0 if empty else float(xp.max(xp.abs(r))))
+            continue
+        ref_finite, out_finite = xp.isfinite(r), xp.isfinite(o)
+        same = (o == r) | (xp.isnan(o) & xp.isnan(r))
+        bad += int(xp.sum(~out_finite & ~same))
+        both = ref_finite & out_finite
+        if xp.any(both):
+            max_abs = max(max_abs, float(xp.max(xp.abs(o[both] - r[both]))))
+        if xp.any(ref_finite):
+            ref_max = max(ref_max, float(xp.max(xp.abs(r[ref_finite]))))
     kind = "nonfinite" if bad else ("exceeds_tolerance" if max_abs > tol.bound(ref_max) else None)
     return (max_abs / ref_max if ref_max else max_abs), bad, kind
-

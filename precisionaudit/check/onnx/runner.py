@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-import torch
 
 from ... import __version__
 from ...apply.onnx import BF16_UNSUPPORTED, convert, resolve_plan
@@ -53,7 +52,7 @@ class Reference:
     inputs: dict  # how each input was generated
     watched: list  # (node, output index, tensor) compared node by node
     values: dict  # (node, output index) → the reference's result
-    outputs: list  # [(output name, torch tensor)]
+    outputs: list  # [(output name, numpy array)]
     flops: dict  # GEMM node → FLOPs
     wall_s: float
     counts: dict = field(default_factory=lambda: {"forward": 0, "backward": 0})
@@ -82,7 +81,7 @@ def run_reference(path: str, input_shapes: dict | None = None, seed: int = 0, mo
     if error is not None:
         raise UsageError(f"{path}: the fp32 reference run failed ({error}): the model or the "
                          "generated inputs are broken before any low precision (--input-shape?)")
-    outputs = [(o.name, torch.from_numpy(np.asarray(values[o.name]))) for o in model.graph.output]
+    outputs = [(o.name, np.asarray(values[o.name])) for o in model.graph.output]
     check_reference(path, outputs)
     notes = [unwatched] if unwatched else []
     if uncounted:
@@ -172,7 +171,7 @@ def run_variant(ref: Reference, name: str, plan, tol):
     if error is not None:
         entry["error"] = error
         return entry, conversion, {}
-    got = {o.name: torch.from_numpy(np.asarray(values[o.name])) for o in ref.model.graph.output}
+    got = {o.name: np.asarray(values[o.name]) for o in ref.model.graph.output}
     entry["outputs"] = compare_all(ref.outputs, got, tol)
     entry["status"] = variant_status(entry["outputs"])
     rows, first, kinds = _divergence(ref.model, ref.watched, ref.values,
@@ -275,8 +274,8 @@ def _divergence(model, watched, reference, got, tol):
     return list(last.values()), first["nonfinite"] or first["exceeds_tolerance"], kinds
 
 
-def _float64(values) -> torch.Tensor:
-    return torch.from_numpy(np.asarray(values, dtype=np.float64))
+def _float64(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- GEMM FLOPs

@@ -146,7 +146,7 @@ class Probe:
                 getattr(self, kind)[key] = kept
             return None
         refs = getattr(self.reference, kind).get(key)
-        return divergence(refs, _floats(out), self.tol) if refs is not None else None
+        return divergence(refs, [t.detach() for t in _floats(out)], self.tol) if refs is not None else None
 
     def _on_module(self, key, out):
         measured = self._measure("modules", key, out)

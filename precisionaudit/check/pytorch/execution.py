@@ -88,3 +88,21 @@ def to_device(tree, device, float_dtype=None):
             t = t.to(float_dtype)
         return t
     return pytree.tree_map_only(torch.Tensor, move, tree)
+
+
+def _key_name(key) -> str:
+    for attr in ("idx", "key", "name"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+def named_outputs(out) -> list[tuple[str, object]]:
+    """[(name, leaf)] of a forward's result, tensors detached (what check.metrics compares):
+    the leaves of tuples, dicts, Hugging Face ``ModelOutput``s named by their path ("0",
+    "logits", "1.hidden"); a bare tensor is output "0"."""
+    leaves, _ = pytree.tree_flatten_with_path(out)
+    leaves = [(path, leaf.detach() if isinstance(leaf, torch.Tensor) else leaf) for path, leaf in leaves]
+    if len(leaves) == 1 and not leaves[0][0]:
+        return [("0", leaves[0][1])]
+    return [(".".join(_key_name(k) for k in path) or "0", leaf) for path, leaf in leaves]

@@ -30,7 +30,6 @@ from ..metrics import (
     BUDGET_ELEMENTS,
     check_reference,
     compare_all,
-    named_outputs,
     report_number,
     variant_status,
 )
@@ -151,7 +150,7 @@ class Session:
         if ref.error is not None:
             raise UsageError(f"{path}: the fp32 reference run failed ({ref.error}): the model or its "
                              "example inputs are broken before any low precision")
-        self.ref_outputs = named_outputs(ref.outputs)
+        self.ref_outputs = execution.named_outputs(ref.outputs)
         check_reference(path, self.ref_outputs)
         self.loss_fn = ref.extra.get("loss_fn")
         self.scale = 1.0
@@ -325,7 +324,7 @@ def _variant_entry(run: Run, ref_outputs, ref: Run, tol, target) -> dict:
                               for row in run.probe.rows[:GROWTH_ROWS]],
              "wall_s": report_number(run.wall_s)}
     if run.error is None:
-        entry["outputs"] = compare_all(ref_outputs, run.outputs, tol)
+        entry["outputs"] = compare_all(ref_outputs, dict(execution.named_outputs(run.outputs)), tol)
         entry["status"] = variant_status(entry["outputs"])
     if run.grads is not None and ref.grads is not None:
         entry["gradients"] = compare_grads(ref.grads, run.grads)
