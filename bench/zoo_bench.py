@@ -26,6 +26,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZOO = os.path.join(HERE, "zoo", "hf_zoo.py")
+VERDICTS = os.path.join(HERE, "zoo", "verdicts.md")
+sys.path.append(os.path.dirname(HERE))  # this checkout's package, unless PYTHONPATH names another
 TARGETS = ("float16:autocast", "bfloat16:autocast", "float16:pure")
 
 
@@ -35,15 +37,10 @@ def main(argv=None):
     parser.add_argument("--targets", nargs="*", default=list(TARGETS))
     parser.add_argument("--verdicts", help="hand-judged sites (Markdown table) for the FP share")
     args = parser.parse_args(argv)
-    sys.path.insert(0, os.path.dirname(ZOO))
-    import hf_zoo
-
-    from precisionaudit.core.numerics import Target
     from precisionaudit.rules.engine import load_rules
-    from precisionaudit.scanner import scan
 
     rules = load_rules()
-    models = args.models or list(hf_zoo.ZOO)
+    models = args.models or list(zoo().ZOO)
     print("| model | target | frontend | ops | warning+ by rule: findings (distinct sites) | total | wall s | peak RSS MiB |")
     print("|---|---|---|---:|---|---:|---:|---:|")
     totals = collections.Counter()
@@ -53,12 +50,10 @@ def main(argv=None):
         dtype, mode = target_text.split(":")
         for name in models:
             start = time.perf_counter()
-            results, findings = scan([ZOO], Target(dtype, mode, "cuda"), rules,
-                                     entry=f"get_{name}", inputs=f"inputs_{name}")
+            result, findings = scan_model(name, target_text, rules)
             wall = time.perf_counter() - start
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            result = results[0]
-            loud = [f for f in findings if f.severity in ("error", "warning")]
+            loud = loud_findings(findings)
             by_rule = collections.Counter(f.rule for f in loud)
             sites = collections.defaultdict(set)
             for f in loud:
@@ -82,6 +77,31 @@ def main(argv=None):
         report_verdicts(read_verdicts(args.verdicts), target_sites)
 
 
+def zoo():
+    """The ``hf_zoo`` module (bench/zoo/hf_zoo.py): ``ZOO`` maps a model name to its builders."""
+    if os.path.dirname(ZOO) not in sys.path:
+        sys.path.insert(0, os.path.dirname(ZOO))
+    import hf_zoo
+
+    return hf_zoo
+
+
+def scan_model(name: str, target_text: str, rules):
+    """(scan result, findings) of zoo model ``name`` under ``target_text`` ("float16:pure")."""
+    from precisionaudit.core.numerics import Target
+    from precisionaudit.scanner import scan
+
+    dtype, mode = target_text.split(":")
+    results, findings = scan([ZOO], Target(dtype, mode, "cuda"), rules,
+                             entry=f"get_{name}", inputs=f"inputs_{name}")
+    return results[0], findings
+
+
+def loud_findings(findings) -> list:
+    """The findings at warning or above: the ones the false-positive share is about."""
+    return [f for f in findings if f.severity in ("error", "warning")]
+
+
 def site_of(finding) -> str:
     """The source line a finding points at, from site-packages on (library code) or the file."""
     source = finding.evidence.get("source") or f"{finding.path}:{finding.line}"
@@ -100,11 +120,16 @@ def read_verdicts(path) -> dict:
     return verdicts
 
 
+def verdict_of(verdicts: dict, rule: str, source: str) -> str | None:
+    """The hand verdict ("true"/"false") of a site, its source matched by suffix; None: unjudged."""
+    return next((v for (r, s), v in verdicts.items() if r == rule and source.endswith(s)), None)
+
+
 def report_verdicts(verdicts, target_sites):
     for target_text, sites in target_sites.items():
         judged = {}
         for (rule, source), example in sites.items():
-            verdict = next((v for (r, s), v in verdicts.items() if r == rule and source.endswith(s)), None)
+            verdict = verdict_of(verdicts, rule, source)
             judged[(rule, source)] = verdict
             if verdict is None:
                 print(f"  unjudged, {target_text}: {rule} {source} ({example})")
