@@ -271,5 +271,42 @@ def test_index_assignment_on_real_tensors_and_into_float32(tmp_path):
         assert {line for line, _ in found} < {15, 17, 18}
 
 
+IN_PLACE_WRITES = """
+import torch
+from torch import nn
+
+class Writes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.proj(x)
+        big = torch.empty_like(h)
+        big.fill_(1e9)
+        h.index_fill_(1, torch.tensor([0]), -1e9)
+        h.masked_fill_(h > 3, -1e9)
+        fits = torch.empty_like(h).fill_(torch.finfo(h.dtype).max)
+        return (h + big + fits + torch.zeros_like(h)).float()
+
+def get_model():
+    return Writes()
+
+def get_example_inputs():
+    return (torch.randn(4, 16),)
+"""
+
+
+def test_in_place_writes_of_a_constant_are_errors_a_plan_cannot_fix(tmp_path):
+    """fill_ is transparent when torch makes zeros with it; the user's own fill_ is a node.
+    An in-place write keeps the tensor's dtype, so an fp32 region is no fix."""
+    path = tmp_path / "writes.py"
+    path.write_text(IN_PLACE_WRITES)
+    found = sorted((f.line, f.op, f.evidence["value"], f.fix["action"])
+                   for f in findings_of(str(path)) if f.rule == "PA107")
+    assert found == [(13, "fill_", 1e9, "replace"), (14, "index_fill_", -1e9, "replace"),
+                     (15, "masked_fill_", -1e9, "replace")]
+
+
 def test_index_assignment_fits_bfloat16():
     assert "PA107" not in {f.rule for f in findings_of(sample("pa107_setitem_hazard.py"), dtype="bfloat16")}

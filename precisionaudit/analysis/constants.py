@@ -3,7 +3,7 @@ from ..core.numerics import SMALLEST_NORMAL, rounds_to
 
 #: aten ops whose scalar arguments are values mixed into the tensor (not sizes or dims).
 VALUE_OPS = {"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full",
-             "add", "sub", "rsub", "mul", "div", "clamp", "clamp_min", "clamp_max", "where",
+             "index_fill", "add", "sub", "rsub", "mul", "div", "clamp", "clamp_min", "clamp_max", "where",
              "scalar_tensor", "lift_fresh_copy", "maximum", "minimum", "add_", "mul_", "div_",
              "initializer",  # an ONNX weight whose largest element does not fit
              "setitem"}  # t[index] = value (the recorder keeps the Python number as written)

@@ -322,10 +322,17 @@ def written_constant(call, rec) -> float | int | None:
     return None
 
 
+#: user-level calls that write a value into a tensor: nodes, so that PA107 meets the value
+#: (aten's fill_ is transparent when torch's own code uses it to make zeros or ones)
+VALUE_WRITES = {"fill_", "fill"}
+
+
 def is_significant(call, rec) -> bool:
     shorts = [aten_short(rec.ops[i].target) for i in call.ops]
     if call.fn in CAST_FNS:
         return any(s == "_to_copy" for s in shorts)
+    if call.fn in VALUE_WRITES:
+        return bool(shorts)
     return any(s not in TRANSPARENT for s in shorts)
 
 

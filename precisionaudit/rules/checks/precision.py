@@ -140,7 +140,8 @@ def unrepresentable_constant(graph, name, node, target):
     evidence = {"value": worst["value"], "value_text": f"{worst['value']:g}", "stored": worst["stored"],
                 "status": worst["status"], **({"case": "underflow"} if worst["status"] == "underflow" else {}),
                 "becomes": ("-inf" if worst["value"] < 0 else "inf") if worst["status"] == "overflow" else "0"}
-    if node["op"] == "setitem":  # t[i] = value keeps t's dtype: no region of fp32 changes it
+    if node["op"] == "setitem" or node["op"].endswith("_"):
+        # t[i] = value, t.fill_(value), t.masked_fill_(...) keep t's dtype: no fp32 region changes it
         evidence["fix_instead"] = {"action": "replace",
                                    "use": f"a value {worst['dtype']} holds (torch.finfo(t.dtype).max or .min)"}
     return evidence
