@@ -50,6 +50,12 @@ def test_prescaled_logits_are_not_flagged(outdir, dynamo):
 
 
 @pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_logits_prescaled_too_little_are_flagged(outdir, dynamo):
+    (found,) = [f for f in findings_of(export("pa106_prescaled_hazard.py", outdir, dynamo)) if f.rule == "PA106"]
+    assert (found.evidence["head_dim"], found.evidence["scale_before"]) == (64, pytest.approx(64 ** -0.25))
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
 def test_weights_give_gemm_shapes(outdir, dynamo):
     found = sorted(f.evidence["size"] for f in findings_of(export("pa201_gemm_hazard.py", outdir, dynamo))
                    if f.rule == "PA201")

@@ -18,6 +18,8 @@ CASES = [
     ("PA105", "pa105_exp_hazard.py", "pa105_exp_clean.py", "pure"),
     ("PA106", "pa106_logits_hazard.py", "pa106_logits_clean.py", "autocast"),
     ("PA106", "pa106_logits_hazard.py", "pa106_prescaled_clean.py", "autocast"),
+    ("PA106", "pa106_prescaled_hazard.py", "pa106_prescaled_clean.py", "autocast"),
+    ("PA106", "pa106_baddbmm_hazard.py", "pa106_baddbmm_clean.py", "autocast"),
     ("PA107", "pa107_mask_hazard.py", "pa107_mask_clean.py", "autocast"),
     ("PA107", "pa107_setitem_hazard.py", "pa107_setitem_clean.py", "autocast"),
     ("PA108", "pa108_loss_hazard.py", "pa108_loss_clean.py", "pure"),

@@ -1,25 +1,94 @@
-"""matmul → (scale, mask) → softmax chains: which matmul makes the logits, where the scale is."""
+"""matmul → (scale, mask) → softmax chains: which matmul makes the logits, and how much of
+their scale is applied before it (to q, to k, or as baddbmm's alpha) and how much after.
+
+Writes on the logits GEMM: ``feeds_softmax``, ``scale_before`` / ``scale_after`` (the product
+of the constant factors, 1.0 for none, None for a scale whose value is not known),
+``scaled_before`` / ``scaled_after`` (a factor other than 1 is there) and ``head_dim`` (the
+GEMM's contraction extent, None where the shapes do not tell it).
+"""
+import math
+
 from ..ir.graph import producers
 
 GEMMS = {"matmul", "bmm", "baddbmm", "einsum", "mm"}
 BETWEEN = {"div", "mul", "add", "sub", "masked_fill", "where", "to", "float", "half", "type_as",
            "clamp", "tanh"}
 SCALES = {"div", "mul"}
+#: ops a scaled q or k may pass through on its way to the GEMM without changing its values
+PASS_THROUGH = {"to", "float", "half", "type_as", "contiguous", "clone"}
+#: the operands of a GEMM: baddbmm's first input is the bias added to the product
+OPERANDS = {"baddbmm": (1, 2)}
 
 
-def _scaled_by_scalar(node) -> bool:
-    # `* 1.0` is no scale: T5 (transformers 5) runs its unscaled logits through `* scaling`
-    # with scaling = 1.0
-    return node["op"] in SCALES and any(isinstance(v, (int, float)) and v != 1
-                                        for _, v in node["scalars"]) \
-        or node["op"] in SCALES and len(node["in_dtypes"]) == 2
+def scale_factor(node):
+    """The factor a mul/div node scales its tensor by: a float (1.0 when it is none: T5 runs
+    its unscaled logits through ``* scaling`` with scaling = 1.0), None for a tensor operand
+    whose value is not known, or False when the node is no scale at all."""
+    if node["op"] not in SCALES:
+        return False
+    known = [(aten, v) for aten, v in node["scalars"]
+             if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if known:
+        factor = 1.0
+        for aten, v in known:
+            if aten.rstrip("_") == "div":
+                factor = factor / v if v else math.inf
+            else:
+                factor *= v
+        return factor
+    return None if len(node["in_dtypes"]) == 2 else False
+
+
+def _times(total, factor):
+    return None if total is None or factor is None else total * factor
+
+
+def _operand_scale(graph, name):
+    """Product of the scales applied to one GEMM operand on its way from its last real op."""
+    total = 1.0
+    for _ in range(8):
+        node = graph.nodes[name]
+        factor = scale_factor(node)
+        if factor is False and node["op"] not in PASS_THROUGH:
+            break
+        if factor is not False:
+            total = _times(total, factor)
+        preds = producers(graph, name)
+        if not preds:
+            break
+        name = preds[0]
+    return total
+
+
+def _head_dim(node):
+    """The contraction extent of q @ k^T: q's last dim, where k^T's second-to-last agrees."""
+    first = OPERANDS.get(node["op"], (0, 1))[0]
+    shapes = node["in_shapes"][first:first + 2]
+    if node["op"] == "einsum" or len(shapes) != 2 or not all(s and len(s) >= 2 for s in shapes):
+        return None
+    d, other = shapes[0][-1], shapes[1][-2]
+    return d if isinstance(d, int) and d == other and d > 0 else None
+
+
+def _before(graph, name, node):
+    """Scale applied before the product is stored: on q and k, and baddbmm's alpha (cuBLAS
+    multiplies the fp32 accumulator by it before the fp16 store)."""
+    total = 1.0
+    operands = OPERANDS.get(node["op"], (0, 1))
+    for source in graph.predecessors(name):
+        if graph.edges[source, name].get("arg", 0) in operands:
+            total = _times(total, _operand_scale(graph, source))
+    alpha = node.get("keywords", {}).get("alpha")
+    if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
+        total = _times(total, alpha)
+    return total
 
 
 def annotate(graph):
     for name, node in list(graph.nodes(data=True)):
         if node["op"] not in ("softmax", "log_softmax"):
             continue
-        scaled_after = False
+        after = 1.0
         current = name
         for _ in range(8):
             preds = producers(graph, current)
@@ -28,13 +97,15 @@ def annotate(graph):
             current = preds[0]
             cur = graph.nodes[current]
             if cur["op"] in GEMMS:
-                pre_scaled = any(_scaled_by_scalar(graph.nodes[p]) for p in producers(graph, current))
+                before = _before(graph, current, cur)
                 cur["feeds_softmax"] = name
-                cur["scaled_after"] = scaled_after
-                cur["scaled_before"] = pre_scaled
+                cur["scale_before"], cur["scale_after"] = before, after
+                cur["scaled_before"], cur["scaled_after"] = before != 1.0, after != 1.0
+                cur["head_dim"] = _head_dim(cur)
                 node["logits_from"] = current
                 break
             if cur["op"] not in BETWEEN:
                 break
-            if _scaled_by_scalar(cur):
-                scaled_after = True
+            factor = scale_factor(cur)
+            if factor is not False:
+                after = _times(after, factor)

@@ -28,6 +28,7 @@ class OpNode:
     out_dtype: str | None = None
     out_shape: tuple | None = None
     scalars: list = field(default_factory=list)  # Python scalars / known 0-d constants read
+    keywords: dict = field(default_factory=dict)  # scalars the main op took by keyword (baddbmm's alpha)
     params: list = field(default_factory=list)  # [(param name, shape), ...] read directly
     module: str = ""  # named_modules() path, "" for the root
     module_type: str = ""

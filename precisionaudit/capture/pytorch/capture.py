@@ -244,6 +244,7 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
             scalars=[["setitem", written]] if written is not None else
             [[aten_short(op.target), r.value] for op in compute for r in op.inputs
              if (r.value is not None or r.dtype is None) and not isinstance(r.value, bool)],
+            keywords={r.keyword: r.value for r in main.inputs if r.keyword and r.dtype is None},
             params=[[r.producer[1], r.shape] for r in entering
                     if isinstance(r.producer, tuple) and r.producer[0] == "param"],
             module=call.module, module_type=call.module_type, file=call.file, line=call.line,

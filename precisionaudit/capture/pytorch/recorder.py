@@ -38,6 +38,7 @@ class TensorRef:
     shape: tuple | None
     producer: object = None  # op index (int), ("input", i) or ("param", name), or None
     value: float | int | bool | None = None  # for scalars and 0-d constants we know
+    keyword: str | None = None  # the keyword it was passed as (baddbmm's alpha, beta)
 
 
 @dataclass
@@ -228,6 +229,10 @@ class Recorder:
             return TensorRef(x.dtype, tuple(x.shape), self.producer.get(x), value)
         return TensorRef(None, None, None, x)
 
+    @staticmethod
+    def _kept(a, func) -> bool:
+        return isinstance(a, (torch.Tensor, int, float)) or (a is None and func in CLAMPS)
+
     def record(self, func, args, kwargs, out):
         call = self.current_call
         if call is None:
@@ -239,8 +244,12 @@ class Recorder:
             self.calls.append(call)
             if self.pending is not None:
                 self.current_call = call
-        inputs = [self._ref(a) for a in pytree.tree_leaves((args, kwargs))
-                  if isinstance(a, (torch.Tensor, int, float)) or (a is None and func in CLAMPS)]
+        inputs = [self._ref(a) for a in pytree.tree_leaves(args) if self._kept(a, func)]
+        for keyword, value in kwargs.items():
+            for a in pytree.tree_leaves(value):
+                if self._kept(a, func):
+                    inputs.append(self._ref(a))
+                    inputs[-1].keyword = keyword
         outs = [o for o in pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
         op = AtenOp(len(self.ops), str(func), inputs, [self._ref(o) for o in outs], call.index,
                     banned=self.banned_pending)
