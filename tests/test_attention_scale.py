@@ -19,10 +19,11 @@ HEAD = 64  # head dim: the logits need 1/sqrt(64) = 0.125
 class Logits(nn.Module):
     """q @ k^T (or baddbmm) with `q_scale` on q, `k_scale` on k, `alpha`, then `after`."""
 
-    def __init__(self, q_scale=1.0, k_scale=1.0, after=1.0, alpha=None, einsum=False):
+    def __init__(self, q_scale=1.0, k_scale=1.0, after=1.0, alpha=None, einsum=False, inplace=False):
         super().__init__()
         self.qk = nn.Linear(HEAD, 2 * HEAD)
         self.q_scale, self.k_scale, self.after, self.alpha, self.einsum = q_scale, k_scale, after, alpha, einsum
+        self.inplace = inplace
 
     def forward(self, x):
         q, k = self.qk(x).chunk(2, dim=-1)
@@ -37,7 +38,10 @@ class Logits(nn.Module):
             scores = torch.einsum("bqd,bkd->bqk", q, k)
         else:
             scores = q @ k.transpose(-1, -2)
-        if self.after != 1.0:
+        if self.after != 1.0 and self.inplace:
+            scores = scores.float()  # Falcon's ALiBi path: upcast after the GEMM, then `*=`
+            scores *= self.after
+        elif self.after != 1.0:
             scores = scores * self.after
         return torch.softmax(scores, dim=-1)
 
@@ -77,9 +81,10 @@ QUARTER = HEAD ** -0.25
     (Logits(alpha=1.0, after=HEAD ** -0.5), True),  # baddbmm with alpha=1, scaled after
     (Logits(q_scale=QUARTER, after=QUARTER, einsum=True), False),  # einsum: head dim unread, pre-scale trusted
     (Logits(after=HEAD ** -0.5, einsum=True), True),  # einsum with nothing before it
+    (Logits(after=HEAD ** -0.5, inplace=True), True),  # upcast after the GEMM, scaled in place
 ], ids=["after-only", "quarter-then-quarter", "q-half", "q-full", "k-full", "split-sqrt",
         "full-then-temperature", "upscaled-after", "alpha-full", "alpha-full-then-temperature", "alpha-half", "alpha-one",
-        "einsum-prescaled", "einsum-after-only"])
+        "einsum-prescaled", "einsum-after-only", "inplace-after"])
 def test_prescale_is_judged_against_one_over_sqrt_head_dim(model, hazard):
     assert _flagged(model) is hazard
 

@@ -202,6 +202,17 @@ def test_logits_scaled_after_the_matmul_are_reported_and_the_reordered_upcast_is
     assert "PA106" not in ids("t5", "get_eager_model")
 
 
+def test_prescale_is_judged_against_the_head_dim_in_real_attention():
+    """Falcon's ALiBi path stores q @ k^T in fp16, upcasts it after, then scales it in place
+    (`*=`): reported. OPT scales q by head_dim**-0.5 before the matmul: silent."""
+    found = [f for f in scanned("falcon")[1] if f.rule == "PA106"]
+    assert len(found) == 2 and {f.evidence["scale_after"] for f in found} == {0.25}
+    assert {f.evidence["source"].rsplit("/", 1)[-1].split(":")[0] for f in found} == {"modeling_falcon.py"}
+    logits = [a for a in nodes(graph_of("opt")) if a.get("feeds_softmax")]
+    assert len(logits) == 2 and {(a["scale_before"], a["head_dim"]) for a in logits} == {(0.25, 16)}
+    assert "PA106" not in ids("opt")
+
+
 def test_pure_fp16_fused_softmax_is_not_reported():
     """GPT-2/BERT/T5 eager softmax on fp16 logits in a .half() model: SoftMax.cu keeps the max
     and the sum in fp32 (acc_type), so the fused kernel is no accumulation hazard."""

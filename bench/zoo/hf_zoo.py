@@ -34,12 +34,18 @@ CAUSAL = {
     "gpt_neox": ("GPTNeoXConfig", SMALL, 50304),
     "opt": ("OPTConfig", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
                               ffn_dim=128, word_embed_proj_dim=64), 50272),
+    # eager attention that scales q before the matmul in full (q_proj(h) * scaling)
+    "opt_eager": ("OPTConfig", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                    ffn_dim=128, word_embed_proj_dim=64, attn_implementation="eager"), 50272),
     "bloom": ("BloomConfig", dict(n_layer=2, hidden_size=64, n_head=4), 250880),
     "gptj": ("GPTJConfig", dict(n_layer=2, n_embd=64, n_head=4, rotary_dim=8, n_positions=128), 50400),
     "gpt_neo": ("GPTNeoConfig", dict(num_layers=2, hidden_size=64, num_heads=4,
                                      attention_types=[[["global", "local"], 1]], max_position_embeddings=128), 50257),
     "codegen": ("CodeGenConfig", dict(n_layer=2, n_embd=64, n_head=4, rotary_dim=8, n_positions=128), 51200),
     "falcon": ("FalconConfig", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4), 65024),
+    # the ALiBi path: q @ k^T stored in fp16, upcast and scaled in place after it
+    "falcon_alibi": ("FalconConfig", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                          alibi=True, attn_implementation="eager"), 65024),
     "phi": ("PhiConfig", SMALL, 51200),
     "phi3": ("Phi3Config", dict(SMALL, num_key_value_heads=2), 32064),
     "gemma": ("GemmaConfig", dict(SMALL, num_key_value_heads=2, head_dim=16), 256000),
@@ -266,6 +272,8 @@ get_gpt_neox = ZOO["gpt_neox"][0]
 inputs_gpt_neox = ZOO["gpt_neox"][1]
 get_opt = ZOO["opt"][0]
 inputs_opt = ZOO["opt"][1]
+get_opt_eager = ZOO["opt_eager"][0]
+inputs_opt_eager = ZOO["opt_eager"][1]
 get_bloom = ZOO["bloom"][0]
 inputs_bloom = ZOO["bloom"][1]
 get_gptj = ZOO["gptj"][0]
@@ -276,6 +284,8 @@ get_codegen = ZOO["codegen"][0]
 inputs_codegen = ZOO["codegen"][1]
 get_falcon = ZOO["falcon"][0]
 inputs_falcon = ZOO["falcon"][1]
+get_falcon_alibi = ZOO["falcon_alibi"][0]
+inputs_falcon_alibi = ZOO["falcon_alibi"][1]
 get_phi = ZOO["phi"][0]
 inputs_phi = ZOO["phi"][1]
 get_phi3 = ZOO["phi3"][0]

@@ -20,11 +20,16 @@ PASS_THROUGH = {"to", "float", "half", "type_as", "contiguous", "clone"}
 OPERANDS = {"baddbmm": (1, 2)}
 
 
+def _op(node) -> str:
+    """The op, in-place or not: Falcon's `attention_logits *= self.inv_norm_factor` is mul_."""
+    return node["op"].rstrip("_")
+
+
 def scale_factor(node):
     """The factor a mul/div node scales its tensor by: a float (1.0 when it is none: T5 runs
     its unscaled logits through ``* scaling`` with scaling = 1.0), None for a tensor operand
     whose value is not known, or False when the node is no scale at all."""
-    if node["op"] not in SCALES:
+    if _op(node) not in SCALES:
         return False
     known = [(aten, v) for aten, v in node["scalars"]
              if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -49,7 +54,7 @@ def _operand_scale(graph, name):
     for _ in range(8):
         node = graph.nodes[name]
         factor = scale_factor(node)
-        if factor is False and node["op"] not in PASS_THROUGH:
+        if factor is False and _op(node) not in PASS_THROUGH:
             break
         if factor is not False:
             total = _times(total, factor)
@@ -104,7 +109,7 @@ def annotate(graph):
                 cur["head_dim"] = _head_dim(cur)
                 node["logits_from"] = current
                 break
-            if cur["op"] not in BETWEEN:
+            if _op(cur) not in BETWEEN:
                 break
             factor = scale_factor(cur)
             if factor is not False:
