@@ -134,6 +134,47 @@ def test_values_read_while_building_keep_the_fake_path():
     assert head.startswith("fake") and rss < 1500
 
 
+def test_building_without_weights_keeps_ties_flags_and_attributes_and_undoes_itself():
+    from precisionaudit.capture.pytorch.model_file import build_without_weights
+
+    class Frozen(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(32, 16)
+            self.head = torch.nn.Linear(16, 32, bias=False)
+            self.head.weight = self.embed.weight  # tied
+            self.scale = torch.nn.Parameter(torch.ones(16), requires_grad=False)
+            self.scale.note = "kept"
+            self.register_buffer("positions", torch.arange(8.0))
+            self.widths = torch.linspace(0, 1, 3).tolist()  # a value read while building
+
+    model = build_without_weights(Frozen, "m.py", "get_model")
+    params = dict(model.named_parameters(remove_duplicate=False))
+    assert {p.device.type for p in params.values()} == {"meta"}
+    assert all(type(p) is torch.nn.Parameter for p in params.values())
+    assert params["embed.weight"].untyped_storage()._cdata == params["head.weight"].untyped_storage()._cdata
+    assert model.scale.requires_grad is False and model.scale.note == "kept"
+    assert model.positions.device.type == "cpu" and model.widths == [0.0, 0.5, 1.0]
+    assert torch.nn.Linear(2, 2).weight.device.type == "cpu"  # the hook is gone
+
+    def broken():
+        torch.nn.Linear(2, 2)
+        raise ValueError("no")
+    with pytest.raises(Exception, match="no"):
+        build_without_weights(broken, "m.py", "get_model")
+    assert torch.nn.Linear(2, 2).weight.device.type == "cpu"  # gone after a failure too
+
+
+def test_a_scan_builds_its_model_without_importing_accelerate():
+    """accelerate takes ~0.5 s to import, once per scan process (the pre-commit hook too);
+    torch's parameter registration hook does what its init_empty_weights did."""
+    code = ("import sys; from precisionaudit.capture.pytorch.capture import capture_file;"
+            "from precisionaudit.core.numerics import Target;"
+            f"c = capture_file({model('tied_lm.py')!r}, Target()); print(c.frontend, 'accelerate' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["fake", "False"]
+
+
 def test_reading_initialised_weights_while_building_falls_back_to_eager():
     captured = capture_file(model("reads_weight_values.py"), Target())
     assert captured.frontend == "eager"
