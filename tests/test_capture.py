@@ -165,16 +165,6 @@ def test_building_without_weights_keeps_ties_flags_and_attributes_and_undoes_its
     assert torch.nn.Linear(2, 2).weight.device.type == "cpu"  # gone after a failure too
 
 
-def test_a_scan_builds_its_model_without_importing_accelerate():
-    """accelerate takes ~0.5 s to import, once per scan process (the pre-commit hook too);
-    torch's parameter registration hook does what its init_empty_weights did."""
-    code = ("import sys; from precisionaudit.capture.pytorch.capture import capture_file;"
-            "from precisionaudit.core.numerics import Target;"
-            f"c = capture_file({model('tied_lm.py')!r}, Target()); print(c.frontend, 'accelerate' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["fake", "False"]
-
-
 def test_reading_initialised_weights_while_building_falls_back_to_eager():
     captured = capture_file(model("reads_weight_values.py"), Target())
     assert captured.frontend == "eager"

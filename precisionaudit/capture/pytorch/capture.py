@@ -120,7 +120,7 @@ def _materialise_meta(model):
 
     ``Module.to_empty`` cannot swap meta parameters for fake ones, so replace them in place.
     A tensor shared by several modules (an embedding tied to the output head) stays shared:
-    tensors are matched by their meta storage and view, since ``build_without_weights`` wraps
+    tensors are matched by their meta storage and view, since ``init_empty_weights`` wraps
     each registered parameter in a new Parameter object over the same storage.
     """
     made = {}  # storage and view → (the meta tensor, kept alive so keys stay unique; replacement)

@@ -78,30 +78,17 @@ def as_module(model, path: str, entry: str):
 def build_without_weights(make_model, path: str, entry: str):
     """Call the model factory with parameter storage and initialisation skipped.
 
-    Each parameter moves to the meta device as it is registered (torch's global parameter
-    registration hook; what accelerate's ``init_empty_weights`` does by patching
-    ``register_parameter``, without its ~0.5 s import on every scan), so initialisers
-    (``trunc_normal_``, transformers' ``_init_weights``) run on meta tensors and no weight is
-    allocated; other tensors made while building stay real, so reading values during
-    construction works (timm's drop-path schedule ``torch.linspace(...).tolist()``, RegNet
-    widths). Weight values are irrelevant to a scan.
+    accelerate's ``init_empty_weights`` moves each parameter to the meta device as it is
+    registered, so initialisers (``trunc_normal_``, transformers' ``_init_weights``) run on
+    meta tensors and no weight is allocated; other tensors made while building stay real, so
+    reading values during construction works (timm's drop-path schedule
+    ``torch.linspace(...).tolist()``, RegNet widths). Weight values are irrelevant to a scan.
     """
-    from torch.nn.modules.module import register_module_parameter_registration_hook
+    from accelerate import init_empty_weights
 
-    handle = register_module_parameter_registration_hook(_without_storage)
-    try:
-        return as_module(call_user(make_model, path, entry), path, entry)
-    finally:
-        handle.remove()
-
-
-def _without_storage(module, name, param):
-    """``param`` as a parameter of the same class on the meta device, its ``requires_grad``
-    and attributes kept. A parameter registered again (a tied weight) is wrapped again over
-    the same meta storage, as accelerate does: capture re-ties them by storage."""
-    moved = type(param)(param.to("meta"), requires_grad=param.requires_grad)
-    moved.__dict__.update(param.__dict__)
-    return moved
+    with init_empty_weights(include_buffers=False):
+        model = as_module(call_user(make_model, path, entry), path, entry)
+    return model
 
 
 def split_inputs(example, path: str, name: str) -> tuple[tuple, dict]:
