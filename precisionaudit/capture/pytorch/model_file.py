@@ -31,6 +31,10 @@ def import_model_file(path: str):
     except SyntaxError as exc:
         where = f"{path}:{exc.lineno}" if exc.lineno else path
         raise CaptureError(f"{where}: syntax error: {exc.msg}") from exc
+    except ValueError as exc:
+        if "null bytes" in str(exc):  # early 3.11 releases (3.11.2) raise ValueError, not SyntaxError
+            raise CaptureError(f"{path}: syntax error: {exc}") from exc
+        raise CaptureError(f"{path}: importing the model file failed: {describe(exc)}") from exc
     except Exception as exc:  # noqa: BLE001 - any failure of user code is reported, not raised
         raise CaptureError(f"{path}: importing the model file failed: {describe(exc)}") from exc
     finally:
