@@ -45,6 +45,8 @@ POINTS = {"zeros": 0.0, "zeros_like": 0.0, "new_zeros": 0.0, "ones": 1.0, "ones_
           "new_ones": 1.0}
 FULLS = {"full", "full_like", "new_full", "fill", "fill_", "scalar_tensor", "tensor"}
 GEMMS = {"matmul", "bmm", "mm", "einsum"}
+#: products of two operands without a sum: each output is one product (a GEMM contracting 1)
+OUTER = {"outer", "ger"}
 NORMS_WITHOUT_AFFINE = {"layer_norm", "rms_norm"}
 L2_NORMS = {"norm", "linalg_vector_norm"}
 #: ops between a norm and the division by it that keep it a lower bound of the norm's value
@@ -89,15 +91,32 @@ def _pow(r, p):
     return None
 
 
-def _operands(graph, name, node, ranges):
-    """Ranges of a binary op's two operands, in argument order; None when one is unknown."""
+def _scalar_pow(base, lo, hi):
+    """``base ** x`` for x in [lo, hi] (a positive base: increasing above 1, decreasing below)."""
+    if base <= 0 or lo == -INF or hi == INF:
+        return None
+    try:
+        ends = (base ** lo, base ** hi)
+    except OverflowError:
+        return None
+    return (min(ends), max(ends))
+
+
+def _operands(graph, name, node, ranges, input_range=None):
+    """Ranges of a binary op's two operands, in argument order; None when one is unknown.
+    ``input_range``: the range assumed for the model inputs the op reads (order-free ops only)."""
     preds = producers(graph, name)
     tensors = [ranges.get(p) for p in preds]
     numbers = _numbers(node)
-    if len(preds) == 1 and not numbers and not node["params"] and not node.get("sources"):
+    sources = node.get("sources") or ()
+    if len(preds) == 1 and not numbers and not node["params"] and not sources:
         tensors = tensors * 2  # x op x: one producer feeding both operands
+    if sources and input_range is not None and node["op"] in ("mul", "add"):
+        tensors += [input_range] * len(sources)
+    elif sources:
+        return None
     operands = tensors + [(float(v), float(v)) for v in numbers]
-    if len(operands) != 2 or len(preds) + len(node["params"]) + len(node.get("sources", ())) > 2:
+    if len(operands) != 2 or len(preds) + len(node["params"]) + len(sources) > 2:
         return None
     if any(o is None for o in operands):
         return None
@@ -112,12 +131,12 @@ def _max_of_own_input(graph, minuend, subtrahend) -> bool:
     return node["op"] in ("amax", "max", "logsumexp") and minuend in producers(graph, subtrahend)
 
 
-def _arith(graph, name, node, ranges):
+def _arith(graph, name, node, ranges, input_range=None):
     op = node["op"]
     preds = producers(graph, name)
     if op == "sub" and len(preds) == 2 and _max_of_own_input(graph, preds[0], preds[1]):
         return (-INF, 0.0)
-    pair = _operands(graph, name, node, ranges)
+    pair = _operands(graph, name, node, ranges, input_range)
     if pair is None:
         return None
     a, b = pair
@@ -127,7 +146,9 @@ def _arith(graph, name, node, ranges):
         return (a[0] - b[1], a[1] - b[0])
     if op == "mul":
         return _mul(a, b)
-    if op == "div" and (b[0] > 0 or b[1] < 0):
+    if op == "rdiv":
+        a, b = b, a  # c / x
+    if op in ("div", "rdiv") and (b[0] > 0 or b[1] < 0):
         return _mul(a, (1 / b[1], 1 / b[0]))
     return None
 
@@ -155,8 +176,12 @@ def _unary(node, r):
     if op == "square":
         return _pow((lo, hi), 2)
     if op == "pow":
-        exponents = _numbers(node)
-        return _pow((lo, hi), exponents[-1]) if len(exponents) == 1 else None
+        numbers = _numbers(node)
+        if len(numbers) != 1:
+            return None
+        if node["target"].startswith("aten.pow.Scalar"):  # base ** x: monotone in x
+            return _scalar_pow(numbers[0], lo, hi)
+        return _pow((lo, hi), numbers[0])
     if op == "relu":
         return (max(lo, 0.0), max(hi, 0.0))
     return None
@@ -182,11 +207,16 @@ def _unbounded(r):
     return r is None or (r[0] == -INF and r[1] == INF)
 
 
-def value_range(graph, name, node, ranges):
+def value_range(graph, name, node, ranges, input_range=None):
+    """The interval of ``name``'s output from its operands' ``ranges``; the model inputs an op
+    reads are unknown, or ``input_range`` when a caller assumes one (PA113's unit scale)."""
     op = node["op"]
     preds = producers(graph, name)
     inputs = [ranges.get(p) for p in preds]
-    only = inputs[0] if len(inputs) == 1 and not node["params"] and not node.get("sources") else None
+    sources = node.get("sources") or ()
+    only = inputs[0] if len(inputs) == 1 and not node["params"] and not sources else None
+    if not preds and not node["params"] and len(sources) == 1 and input_range is not None:
+        only = input_range
     if op in FIXED:
         return FIXED[op]
     if op in POINTS:
@@ -216,14 +246,24 @@ def value_range(graph, name, node, ranges):
     if op in ("sum", "nansum") and only is not None and node.get("reduced_extent"):
         n = node["reduced_extent"]
         return _mul(only, (0.0, float(n)))
-    if op in ("add", "sub", "rsub", "mul", "div"):
-        return _arith(graph, name, node, ranges)
+    if op in ("add", "sub", "rsub", "mul", "div", "rdiv"):
+        return _arith(graph, name, node, ranges, input_range)
+    if (op in OUTER or (op in GEMMS and contraction(node) == 1)) and len(preds) == 2:
+        return None if None in inputs else _mul(*inputs)
     if op in GEMMS and len(preds) == 2:
         bounds = [graph.nodes[p].get("l2_bound") for p in preds]
         if all(b is not None for b in bounds):
             return (-bounds[0] * bounds[1], bounds[0] * bounds[1])
         return None
     return _unary(node, only)
+
+
+def contraction(node) -> int | None:
+    """The contracted extent of a matmul/mm/bmm (its first operand's last dim)."""
+    shapes = node["in_shapes"]
+    if node["op"] in ("matmul", "mm", "bmm") and shapes and shapes[0]:
+        return shapes[0][-1]
+    return None
 
 
 def _divides_by_own_norm(graph, name) -> bool:

@@ -27,6 +27,8 @@ SMALLEST_SUBNORMAL = {"float16": 2.0**-24, "bfloat16": 2.0**-133, "float32": 2.0
 FLOAT_MAX = {"float16": FP16_MAX, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
 #: largest integer N such that every integer in [0, N] is exact in the dtype
 EXACT_INTEGER_LIMIT = {"float16": 2048, "bfloat16": 256, "float32": 2**24}
+#: unit roundoff 2^-(stored significand bits + 1): the largest relative change storing a value makes
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
 
 
 def dtype_name(dtype) -> str | None:

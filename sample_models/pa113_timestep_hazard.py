@@ -1,0 +1,36 @@
+"""PA113 hazard (bf16 autocast): Flux's ``timestep.to(hidden_states.dtype) * 1000`` before a
+sinusoidal timestep embedding. bf16 keeps 8 significant bits of the [0, 1] timestep, so
+after x1000 it is off by up to 2 steps and neighbouring timesteps share one embedding,
+although the embedding itself computes in fp32 (diffusers' get_timestep_embedding)."""
+import math
+
+import torch
+from torch import nn
+
+
+def timestep_embedding(timesteps, dim=64, max_period=10000):
+    half = dim // 2
+    exponent = -math.log(max_period) * torch.arange(half, dtype=torch.float32, device=timesteps.device) / half
+    args = timesteps[:, None].float() * torch.exp(exponent)[None, :]
+    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+
+
+class TimestepConditioned(nn.Module):
+    def __init__(self, d=64):
+        super().__init__()
+        self.x_embedder = nn.Linear(d, d)
+        self.time_mlp = nn.Linear(d, d)
+
+    def forward(self, hidden_states, timestep):
+        hidden_states = self.x_embedder(hidden_states)  # bf16 under autocast
+        timestep = timestep.to(hidden_states.dtype) * 1000
+        temb = self.time_mlp(timestep_embedding(timestep))
+        return (hidden_states + temb[:, None, :]).float()
+
+
+def get_model():
+    return TimestepConditioned()
+
+
+def get_example_inputs():
+    return (torch.randn(2, 16, 64), torch.rand(2))  # t in [0, 1], as Flux's scheduler gives it

@@ -1,0 +1,82 @@
+"""PA113: sin/cos phases made from values stored in fp16/bf16 (analysis/phases.py)."""
+import json
+
+import pytest
+from conftest import findings_of, sample, scanned_graph
+
+from precisionaudit.core.target import Target
+from precisionaudit.plan.pytorch import make_plan
+from precisionaudit.rules.engine import load_rules
+from precisionaudit.scanner import scan
+
+TARGETS = [("float16", "autocast"), ("bfloat16", "autocast"), ("float16", "pure"), ("bfloat16", "pure")]
+
+
+def pa113(name, dtype, mode):
+    return [f for f in findings_of(sample(name), dtype=dtype, mode=mode) if f.rule == "PA113"]
+
+
+def line_of(name, text):
+    with open(sample(name)) as fh:
+        return next(i for i, line in enumerate(fh, 1) if text in line)
+
+
+def test_fp16_phases_of_2048_exact_positions_are_reported_at_the_outer_product():
+    """Positions up to 2047 are exact in fp16 (no PA110) but their product with the
+    frequencies is stored in fp16: 2047 rad rounded to 2^-11 relative is an error up to 1 rad."""
+    for mode in ("pure", "autocast"):
+        (f,) = pa113("pa113_phase_hazard.py", "float16", mode)
+        assert (f.line, f.op, f.fix["ops"]) == (line_of("pa113_phase_hazard.py", "torch.outer"), "outer", ["outer"])
+        assert f.evidence["phase_max"] == 2047 and f.evidence["phase_error"] == pytest.approx(2047 * 2**-11)
+        assert "PA110" not in {g.rule for g in findings_of(sample("pa113_phase_hazard.py"), mode=mode)}
+
+
+def test_bf16_positions_are_reported_where_they_are_rounded():
+    """In bf16 the positions themselves are rounded (past 256): the loss starts at the cast."""
+    (f,) = pa113("pa113_phase_hazard.py", "bfloat16", "autocast")
+    assert (f.line, f.op, f.fix["ops"]) == (line_of("pa113_phase_hazard.py", ".to(h.dtype)"), "to", ["to", "outer"])
+
+
+@pytest.mark.parametrize("dtype,mode", TARGETS, ids="-".join)
+def test_fp32_phases_are_clean(dtype, mode):
+    assert pa113("pa113_phase_clean.py", dtype, mode) == []
+    assert pa113("pa113_timestep_clean.py", dtype, mode) == []
+
+
+def test_a_frequency_table_stored_in_fp16_is_not_a_phase_store():
+    """``inv_freq.to(h.dtype)`` rounds each frequency once, the same for every position."""
+    graph = scanned_graph(sample("pa113_phase_hazard.py"), mode="pure")
+    stores = {a["op"] for _, a in graph.nodes(data=True) if a.get("phase_error") is not None}
+    assert stores == {"outer"}
+
+
+def test_a_bf16_timestep_scaled_by_1000_is_reported_at_the_cast():
+    """Flux's ``timestep.to(hidden_states.dtype) * 1000``: t in [0, 1] is a model input of
+    unknown range, taken as |t| <= 1; x1000 and frequencies up to 1 make phases up to 1000
+    rad, rounded in bf16 by up to 1000 x 2^-8 = 3.9 rad."""
+    (f,) = pa113("pa113_timestep_hazard.py", "bfloat16", "autocast")
+    assert (f.line, f.op, f.module) == (line_of("pa113_timestep_hazard.py", "timestep = timestep.to("), "to", "")
+    assert f.evidence["basis"] == "unit-scale inputs" and f.evidence["phase_max"] == pytest.approx(1000)
+    assert f.evidence["phase_error"] == pytest.approx(1000 * 2**-8)
+    assert f.fix["ops"] == ["to", "mul"]
+
+
+def test_an_fp16_timestep_scaled_by_1000_is_below_the_unit_scale_threshold():
+    """1000 < 2^10: a unit-scale t rounded in fp16 moves by under half a step after x1000."""
+    assert pa113("pa113_timestep_hazard.py", "float16", "autocast") == []
+
+
+def test_measured_timesteps_are_judged_at_the_finer_threshold(cli):
+    """With --data the timestep's range is measured (t < 1, so phases under 1000 rad): no
+    assumption is needed, and fp16's error of about 0.5 rad passes max_phase_error (0.01 rad)."""
+    result = cli("scan", sample("pa113_timestep_hazard.py"), "--data", "example", "--select", "PA113",
+                 "--format", "json")
+    (f,) = json.loads(result.output)["findings"]
+    assert f["evidence"]["basis"] != "unit-scale inputs" and 0.01 < f["evidence"]["phase_error"] < 1000 * 2**-11
+
+
+def test_the_plan_keeps_the_timestep_cast_and_scale_in_fp32():
+    target = Target("bfloat16", "autocast", "cuda")
+    results, findings = scan([sample("pa113_timestep_hazard.py")], target, load_rules())
+    plan, _ = make_plan(findings, target, results[0].graph)
+    assert [(o.module, o.ops, o.rules) for o in plan.overrides] == [("", ["to", "mul"], ["PA113"])]
