@@ -70,6 +70,22 @@ def test_bounded_ops_and_elementwise_propagation(tmp_path):
     assert ranges["arange"] == (0.0, 15.0)
 
 
+def test_rotary_frequencies_and_their_outer_product_with_positions(tmp_path):
+    """``theta ** x`` is the scalar's power (not x to the 10000th), ``1.0 / y`` is bounded
+    where y keeps its sign, and an outer product (or a matmul contracting 1) is a product."""
+    path = model_file(tmp_path, """
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64))
+        pos = torch.arange(128, dtype=torch.float32)
+        a = torch.outer(pos, inv_freq)
+        b = pos[:, None] @ inv_freq[None, :]
+        return a.sin(), b.cos(), self.proj(x).float()
+    """)
+    ranges = ranges_by_op(path)
+    assert ranges["pow"] == pytest.approx((1.0, 10000.0))  # arange(0, 64, 2)'s range taken as [0, 64]
+    assert ranges["rdiv"] == pytest.approx((1e-4, 1.0))
+    assert ranges["outer"] == pytest.approx((0.0, 127.0)) and ranges["matmul"] == pytest.approx((0.0, 127.0))
+
+
 def test_clamp_with_a_max_only_is_bounded_above_only(tmp_path):
     path = model_file(tmp_path, "return torch.exp(self.proj(x).clamp(max=10)).float()")
     assert ranges_by_op(path)["clamp"] == (float("-inf"), 10.0)
