@@ -80,3 +80,60 @@ def test_the_plan_keeps_the_timestep_cast_and_scale_in_fp32():
     results, findings = scan([sample("pa113_timestep_hazard.py")], target, load_rules())
     plan, _ = make_plan(findings, target, results[0].graph)
     assert [(o.module, o.ops, o.rules) for o in plan.overrides] == [("", ["to", "mul"], ["PA113"])]
+
+
+ROTARY = """
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, d=64):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+        inv_freq = 1.0 / 10000 ** (torch.arange(0, d, 2).float() / d)
+        self.register_buffer("inv_freq", inv_freq, persistent={persistent})
+
+    def forward(self, x):
+        h = self.proj(x)
+        pos = torch.arange(x.shape[1], device=x.device).to(h.dtype)
+        freqs = pos[:, None] * self.inv_freq[None, :]
+        return h + torch.cat([freqs.sin(), freqs.cos()], dim=-1)
+
+
+def get_model():
+    return Rotary()
+
+
+def get_example_inputs():
+    return (torch.randn(1, 2048, 64),)
+"""
+
+
+def rotary_file(tmp_path, persistent):
+    path = tmp_path / f"rotary_{persistent}.py"
+    path.write_text(ROTARY.replace("{persistent}", str(persistent)))
+    return str(path)
+
+
+def test_a_non_persistent_frequency_buffer_bounds_the_phase(tmp_path):
+    """HF-style ``register_buffer("inv_freq", ..., persistent=False)``: no checkpoint replaces
+    it, so the values its constructor gave (up to 1) bound the phase, read through a view."""
+    path = rotary_file(tmp_path, False)
+    graph = scanned_graph(path, mode="pure")
+    assert graph.graph["buffer_ranges"]["inv_freq"] == pytest.approx((10000 ** (-62 / 64), 1.0))
+    mul = next(a for _, a in graph.nodes(data=True) if a["op"] == "mul")
+    assert mul["value_range"] == pytest.approx((0.0, 2047.0))
+    (f,) = [f for f in findings_of(path, mode="pure") if f.rule == "PA113"]
+    assert (f.op, f.evidence["phase_max"]) == ("mul", pytest.approx(2047.0))
+
+
+def test_a_persistent_buffer_and_an_untraced_operand_stay_unknown(tmp_path):
+    """A persistent buffer may come from a checkpoint: unknown. Its view is still an operand
+    of its own, so the product is not taken for ``pos * pos`` (0 to 2047^2)."""
+    path = rotary_file(tmp_path, True)
+    graph = scanned_graph(path, mode="pure")
+    assert "inv_freq" not in graph.graph["buffer_ranges"]
+    mul = next(a for _, a in graph.nodes(data=True) if a["op"] == "mul")
+    assert mul["value_range"] is None
+    assert [f for f in findings_of(path, mode="pure") if f.rule == "PA113"] == []

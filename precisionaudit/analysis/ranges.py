@@ -6,7 +6,10 @@ ops with a bounded output (softmax/sigmoid in [0, 1], tanh/sin/cos/erf in [-1, 1
 normalize, clamp, relu6, hardtanh, norms without affine weights), constants (full, zeros,
 ones, arange from its scalar arguments) and relations (``x - x.amax(dim)`` is <= 0). They
 propagate through elementwise arithmetic, casts, views, concatenations, min/max and mean.
-A weight, a model input or a GEMM output is unknown: values are never guessed. With
+A weight, a model input or a GEMM output is unknown: values are never guessed. A
+non-persistent buffer (a table the constructor computes and no checkpoint replaces, such
+as a rotary ``inv_freq``) has the range of the values its constructor gave, which capture
+records in ``graph.graph["buffer_ranges"]``. With
 calibration data (--data) the range pass's measured interval of a node (analysis/measured.py)
 stands in for an unknown one, and the static rules propagate from it
 (``value_range_source``: "static" or "measured").
@@ -102,21 +105,28 @@ def _scalar_pow(base, lo, hi):
     return (min(ends), max(ends))
 
 
+def _other_operands(graph, node, input_range=None):
+    """Ranges of the operands no node produces: buffers, read directly or through a view (the
+    values their constructor gave, ``buffer_ranges``; parameters are unknown), model inputs
+    (unknown, or ``input_range``) and operands capture could not trace (unknown)."""
+    tables = graph.graph.get("buffer_ranges") or {}
+    buffers = [tables.get(p) for p, _ in [*node["params"], *node.get("param_views", ())]]
+    return buffers + [input_range] * len(node.get("sources") or ()) + [None] * node.get("untracked_operands", 0)
+
+
 def _operands(graph, name, node, ranges, input_range=None):
     """Ranges of a binary op's two operands, in argument order; None when one is unknown.
-    ``input_range``: the range assumed for the model inputs the op reads (order-free ops only)."""
+    Buffers and model inputs count for add and mul only, whose operand order does not matter."""
     preds = producers(graph, name)
     tensors = [ranges.get(p) for p in preds]
     numbers = _numbers(node)
-    sources = node.get("sources") or ()
-    if len(preds) == 1 and not numbers and not node["params"] and not sources:
+    others = _other_operands(graph, node, input_range)
+    if len(preds) == 1 and not numbers and not others:
         tensors = tensors * 2  # x op x: one producer feeding both operands
-    if sources and input_range is not None and node["op"] in ("mul", "add"):
-        tensors += [input_range] * len(sources)
-    elif sources:
+    if others and node["op"] not in ("mul", "add"):
         return None
-    operands = tensors + [(float(v), float(v)) for v in numbers]
-    if len(operands) != 2 or len(preds) + len(node["params"]) + len(sources) > 2:
+    operands = tensors + others + [(float(v), float(v)) for v in numbers]
+    if len(operands) != 2:
         return None
     if any(o is None for o in operands):
         return None
@@ -213,10 +223,8 @@ def value_range(graph, name, node, ranges, input_range=None):
     op = node["op"]
     preds = producers(graph, name)
     inputs = [ranges.get(p) for p in preds]
-    sources = node.get("sources") or ()
-    only = inputs[0] if len(inputs) == 1 and not node["params"] and not sources else None
-    if not preds and not node["params"] and len(sources) == 1 and input_range is not None:
-        only = input_range
+    others = _other_operands(graph, node, input_range)
+    only = inputs[0] if len(inputs) == 1 and not others else others[0] if not inputs and len(others) == 1 else None
     if op in FIXED:
         return FIXED[op]
     if op in POINTS:
@@ -240,16 +248,15 @@ def value_range(graph, name, node, ranges, input_range=None):
         return only
     if op in HULL:  # scalar dims widen the hull: loose, never wrong
         tensors = [r for p, r in zip(preds, inputs) if graph.nodes[p]["out_dtype"] != "bool"]
-        if node["params"] or node.get("sources"):
-            tensors.append(None)
-        return _hull(tensors + [(float(v), float(v)) for v in _numbers(node)])
+        return _hull(tensors + others + [(float(v), float(v)) for v in _numbers(node)])
     if op in ("sum", "nansum") and only is not None and node.get("reduced_extent"):
         n = node["reduced_extent"]
         return _mul(only, (0.0, float(n)))
     if op in ("add", "sub", "rsub", "mul", "div", "rdiv"):
         return _arith(graph, name, node, ranges, input_range)
-    if (op in OUTER or (op in GEMMS and contraction(node) == 1)) and len(preds) == 2:
-        return None if None in inputs else _mul(*inputs)
+    if op in OUTER or (op in GEMMS and contraction(node) == 1):
+        operands = inputs + others
+        return _mul(*operands) if len(operands) == 2 and None not in operands else None
     if op in GEMMS and len(preds) == 2:
         bounds = [graph.nodes[p].get("l2_bound") for p in preds]
         if all(b is not None for b in bounds):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 
 import torch
 from torch._subclasses import fake_tensor
@@ -138,15 +139,38 @@ def _materialise_meta(model):
                 store[name] = made[key][1]
 
 
+#: larger buffers are not summarised by buffer_ranges (frequency tables and slopes are small)
+TABLE_LIMIT = 1 << 20
+
+
+def buffer_ranges(model) -> dict:
+    """(min, max) of each non-persistent floating buffer that holds values: tables a module's
+    constructor computes (rotary ``inv_freq``) and no checkpoint replaces, so the forward reads
+    the values the constructor gave. Call before a pure-mode conversion makes them fake."""
+    found = {}
+    for prefix, module in model.named_modules():
+        for name in sorted(module._non_persistent_buffers_set):
+            t = module._buffers.get(name)
+            if (t is None or not t.is_floating_point() or t.device.type == "meta"
+                    or isinstance(t, fake_tensor.FakeTensor) or not 0 < t.numel() <= TABLE_LIMIT):
+                continue
+            lo, hi = float(t.min()), float(t.max())
+            if math.isfinite(lo) and math.isfinite(hi):
+                found[f"{prefix}.{name}" if prefix else name] = (lo, hi)
+    return found
+
+
 @calls_the_model
 def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) -> Capture:
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
     model = build_without_weights(make_model, path, entry) if fake else None
+    tables = buffer_ranges(model) if fake else {}
     with mode:
         if fake:
             _materialise_meta(model)
         else:
             model = as_module(call_user(make_model, path, entry), path, entry)
+            tables = buffer_ranges(model)
             if on_meta(model):
                 raise CaptureError(f"{path}: the model is on the meta device and its forward "
                                    "needs real values (data-dependent control flow)")
@@ -165,6 +189,7 @@ def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) 
                                                        recorder.mark_banned), recorder, user_code(path, "forward"):
             out = model(*args, **kwargs)
     graph = build_graph(recorder, target, (args, kwargs), out, model)
+    graph.graph["buffer_ranges"] = tables
     return Capture(graph, "fake" if fake else "eager")
 
 
@@ -208,6 +233,7 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
     graph.graph["modules"] = module_facts(model)
 
     node_of: dict[int, str | None] = {}
+    view_of: dict[int, tuple] = {}  # op of a view/copy call → the ("param"|"input", name) it views
     significant = {c.index: is_significant(c, rec) for c in rec.calls}
     counts: dict[str, int] = {}
     for call in rec.calls:
@@ -216,6 +242,9 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
         if not significant[call.index] and written is None:
             for op in ops:
                 node_of[op.index] = _resolve(op, node_of)
+                viewed = _viewed(op, view_of)
+                if viewed is not None:
+                    view_of[op.index] = viewed
             continue
         name = _unique(call.fn, counts)
         compute = [op for op in ops if aten_short(op.target) not in TRANSPARENT] or ops
@@ -262,11 +291,16 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
         for arg, ref in enumerate(entering):
             source = ref.producer
             if isinstance(source, int):
+                viewed = view_of.get(source)
                 source = node_of.get(source)
                 if source and source != name and not graph.has_edge(source, name):
                     graph.add_edge(source, name, arg=arg)
+                elif not source:
+                    _untracked(graph.nodes[name], viewed, ref)
             elif isinstance(source, tuple) and source[0] == "input":
                 graph.nodes[name].setdefault("sources", []).append(source[1])
+            elif source is None and ref.value is None:
+                _untracked(graph.nodes[name], None, ref)
     out_nodes = []
     for t in pytree.tree_leaves(outputs):
         if isinstance(t, torch.Tensor):
@@ -342,6 +376,24 @@ def _resolve(op, node_of):
         if ref.dtype is not None:
             return node_of.get(ref.producer) if isinstance(ref.producer, int) else None
     return None
+
+
+def _viewed(op, view_of):
+    """The parameter/buffer or model input a view or copy op reads, through earlier views."""
+    for ref in op.inputs:
+        if ref.dtype is not None:
+            return ref.producer if isinstance(ref.producer, tuple) else view_of.get(ref.producer)
+    return None
+
+
+def _untracked(node: dict, viewed, ref):
+    """An operand that is no node's output: a view of a buffer (``self.inv_freq[None, :]``:
+    ``param_views``, which the value-range pass can bound) or a value nothing records
+    (``untracked_operands``: the range pass must not take the op for one of one operand)."""
+    if viewed is not None and viewed[0] == "param":
+        node.setdefault("param_views", []).append([viewed[1], ref.shape])
+    else:
+        node["untracked_operands"] = node.get("untracked_operands", 0) + 1
 
 
 def _unique(base: str, counts: dict) -> str:
