@@ -137,3 +137,14 @@ def test_a_persistent_buffer_and_an_untraced_operand_stay_unknown(tmp_path):
     mul = next(a for _, a in graph.nodes(data=True) if a["op"] == "mul")
     assert mul["value_range"] is None
     assert [f for f in findings_of(path, mode="pure") if f.rule == "PA113"] == []
+
+
+def test_the_timestep_plan_passes_the_check_the_baseline_fails(cli, tmp_path):
+    """bf16 autocast, CPU-emulated: the rounded timestep moves the embedding's cos by a third
+    (its relative error), beyond tolerance; with the plan's fp32 cast and scale it passes."""
+    path, plan = sample("pa113_timestep_hazard.py"), tmp_path / "amp_plan.yaml"
+    assert cli("plan", path, "--dtype", "bfloat16", "-o", plan).exit_code == 0
+    result = cli("check", path, "--dtype", "bfloat16", "--plan", plan, "--format", "json")
+    baseline, planned = json.loads(result.stdout)["variants"][1:]
+    assert baseline["status"] == "exceeds_tolerance" and baseline["first_divergence"]["op"] in ("cos", "sin")
+    assert planned["status"] == "ok" and result.exit_code == 0
