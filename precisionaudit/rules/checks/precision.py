@@ -224,5 +224,5 @@ def phase_precision(graph, name, node, target):
     return {"phase_error": node["phase_error"], "phase_max": node["phase_max"],
             "error_text": f"{node['phase_error']:.3g}", "phase_text": f"{node['phase_max']:.4g}",
             "basis": node["phase_basis"], "sinusoid": sinusoid["op"], "sinusoid_line": sinusoid["line"],
-            "assumed": " (model inputs taken as |x| <= 1)" if assumed else "",
-            "fix_ops": node["phase_fix_ops"], **({"case": "unit_scale"} if assumed else {})}
+            "assumed": " (model inputs taken as lying in [-1, 1])" if assumed else "",
+            "fix_ops": node["phase_fix_ops"]}
