@@ -1,5 +1,8 @@
 import os
 
+# every model here is built from a config: nothing may wait on a model hub (CI has no network)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 import pytest
 from click.testing import CliRunner
 
