@@ -10,17 +10,18 @@ import click
 
 from .core.documents import require_regular_file
 from .core.errors import UsageError
+from .core.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineErrors, guarded
 from .core.findings import SEVERITY_RANK
 from .core.outputs import checked_output
 from .core.signals import time_limit
-from .core.values import DEFAULT_HEADROOM, ValueOptions
 from .core.target import (  # not .policy: keep torch out until a model is scanned
     DEVICES,
     DTYPES,
     MODES,
     Target,
 )
-from .core.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineErrors, guarded
+from .core.values import DEFAULT_HEADROOM, ValueOptions
+
 
 class FiniteRange(click.FloatRange):
     """click's FloatRange lets nan through (every comparison with it is False) and inf where
@@ -258,11 +259,16 @@ def explain(path, dtype, mode, device, entry, inputs_name, timeout, weights, dat
     from .analysis import run_passes
     from .core.errors import CaptureError
     from .report.explain import render
-    from .scanner import attach_measurement, capture_model, judged_target
+    from .scanner import (
+        attach_measurement,
+        capture_model,
+        judged_target,
+        torch_state_kept,
+    )
 
     values = _values(weights, data, batches, headroom)
     target = judged_target(path, Target(dtype, mode, device))
-    with time_limit(timeout):
+    with time_limit(timeout), torch_state_kept(path):
         captured = capture_model(path, target, entry, inputs_name)
         if captured.frontend == "structure":
             raise CaptureError(f"{path}: explain needs example inputs ({inputs_name}() not found)")
@@ -383,8 +389,9 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         if prune:  # runs the model file's forwards: the check stage
             from .plan.pytorch_prune import header_lines, pruned_plan
             from .report.progress import progress_printer
+            from .scanner import torch_state_kept
 
-            with time_limit(timeout):
+            with time_limit(timeout), torch_state_kept(path):
                 pruned = pruned_plan(override_plan, path, target, seed, entry, inputs_name,
                                      "cpu" if target.device == "cpu" else "auto", progress_printer(),
                                      values.weights)
@@ -484,12 +491,13 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     else:
         from .check.pytorch.runner import run_check
         from .report.progress import progress_printer
+        from .scanner import torch_state_kept
 
         if input_shapes:
             raise UsageError("--input-shape is for ONNX models; a model file's example inputs "
                              "give the shapes")
         target = Target(dtype, mode, "cpu" if device == "cpu" else "cuda")
-        with time_limit(timeout):
+        with time_limit(timeout), torch_state_kept(path):
             report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance,
                                seed=seed, grad=grad, entry=entry, inputs=inputs_name,
                                progress=progress_printer(), values=values)

@@ -101,7 +101,8 @@ def judged_target(path: str, target):
     return dataclasses.replace(target, mode="pure") if path.endswith(".onnx") else target
 
 
-def _torch_defaults_kept(path: str):
+def torch_state_kept(path: str):
+    """torch's process-wide state put back after the block runs the model file at ``path``."""
     if path.endswith(".onnx"):
         return contextlib.nullcontext()  # no torch: ONNX scans stay torch-free
     from .capture.pytorch.user_code import torch_defaults_kept
@@ -135,7 +136,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
         target, entry = judged_target(path, target), "onnx"
     result = ModelResult(path=path, entry=entry, target=target.as_dict())
     try:
-        with time_limit(timeout), _torch_defaults_kept(path):
+        with time_limit(timeout), torch_state_kept(path):
             captured = capture_model(path, target, entry, inputs)
             if values.weights or values.measure:
                 attach_measurement(captured.graph, path, target, entry, inputs, values)

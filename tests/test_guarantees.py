@@ -264,6 +264,37 @@ def test_a_bare_torch_module_as_model_is_located_at_its_file_not_at_our_caller(t
     assert "click" not in json.dumps(report["findings"])
 
 
+
+LEAVES_STATE = """
+    from torch import nn
+    from torch.overrides import TorchFunctionMode
+
+    class Refuses(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            raise RuntimeError("a mode the model left behind")
+
+    def get_model():
+        torch.set_autocast_enabled("cpu", True)
+        torch.set_default_device("meta")
+        Refuses().__enter__()  # what a forward stopped inside `with mode:` by --timeout leaves
+        return nn.Linear(8, 8)
+"""
+
+
+def test_a_mode_or_autocast_left_entered_does_not_change_the_next_ones_scan(tmp_path):
+    import torch
+    from torch.utils._python_dispatch import _len_torch_dispatch_stack
+
+    from precisionaudit.core.numerics import Target
+    from precisionaudit.rules.engine import load_rules
+    from precisionaudit.scanner import scan
+
+    first = write_model(tmp_path, LEAVES_STATE, "a_leaves_state.py")
+    results, _ = scan([str(first), CLEAN], Target("float16", "autocast", "cuda"), load_rules())
+    assert [r.status for r in results] == ["error", "ok"]
+    assert (torch._C._len_torch_function_stack(), _len_torch_dispatch_stack()) == (0, 0)
+    assert not torch.is_autocast_enabled("cpu") and torch.get_default_device().type == "cpu"
+
 # --------------------------------------------------------------------------- 4. hangs
 LOOP = """
 class M(torch.nn.Module):

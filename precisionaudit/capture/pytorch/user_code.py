@@ -43,19 +43,34 @@ def user_code(path: str, what: str):
 
 @contextlib.contextmanager
 def torch_defaults_kept():
-    """Put back torch's process-wide defaults a model file may change (``set_default_dtype``
-    at import, ``set_default_device``, ``set_grad_enabled``), so that one model of a scan
-    cannot change how the next one is judged."""
+    """Put back torch's process-wide state a model file may change (``set_default_dtype`` at
+    import, ``set_default_device``, ``set_grad_enabled``, autocast switched on by hand), and
+    what a forward stopped between bytecodes (``--timeout``, Ctrl-C) may leave behind: a
+    ``with autocast`` or a torch mode entered and never exited. One model of a scan cannot
+    change how the next one is judged, nor a command run in-process (the Python API, the
+    tests) the ones after it."""
     import torch
+    from torch.utils._python_dispatch import _len_torch_dispatch_stack
 
-    dtype, device, grad = torch.get_default_dtype(), torch.get_default_device(), torch.is_grad_enabled()
+    dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
+    device_context = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+    autocast = {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")}
+    depths = torch._C._len_torch_function_stack(), _len_torch_dispatch_stack()
     try:
         yield
     finally:
+        # first, before any call a mode left behind would intercept; set_default_device's
+        # DeviceContext is one of these modes, and its record goes back with it
+        while torch._C._len_torch_function_stack() > depths[0]:
+            torch._C._pop_torch_function_stack()
+        while _len_torch_dispatch_stack() > depths[1]:
+            torch._C._pop_torch_dispatch_stack()
+        torch._GLOBAL_DEVICE_CONTEXT.device_context = device_context
         torch.set_default_dtype(dtype)
         torch.set_grad_enabled(grad)
-        if torch.get_default_device() != device:  # setting it pushes a global function mode
-            torch.set_default_device(None if device.type == "cpu" else device)
+        for d, (enabled, low) in autocast.items():
+            torch.set_autocast_enabled(d, enabled)
+            torch.set_autocast_dtype(d, low)
 
 
 def describe(exc: BaseException) -> str:
