@@ -268,7 +268,7 @@ def explain(path, dtype, mode, device, entry, inputs_name, timeout, weights, dat
 
     values = _values(weights, data, batches, headroom)
     target = judged_target(path, Target(dtype, mode, device))
-    with time_limit(timeout), torch_state_kept(path):
+    with torch_state_kept(path), time_limit(timeout):
         captured = capture_model(path, target, entry, inputs_name)
         if captured.frontend == "structure":
             raise CaptureError(f"{path}: explain needs example inputs ({inputs_name}() not found)")
@@ -391,7 +391,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
             from .report.progress import progress_printer
             from .scanner import torch_state_kept
 
-            with time_limit(timeout), torch_state_kept(path):
+            with torch_state_kept(path), time_limit(timeout):
                 pruned = pruned_plan(override_plan, path, target, seed, entry, inputs_name,
                                      "cpu" if target.device == "cpu" else "auto", progress_printer(),
                                      values.weights)
@@ -497,7 +497,7 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
             raise UsageError("--input-shape is for ONNX models; a model file's example inputs "
                              "give the shapes")
         target = Target(dtype, mode, "cpu" if device == "cpu" else "cuda")
-        with time_limit(timeout), torch_state_kept(path):
+        with torch_state_kept(path), time_limit(timeout):
             report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance,
                                seed=seed, grad=grad, entry=entry, inputs=inputs_name,
                                progress=progress_printer(), values=values)

@@ -102,7 +102,8 @@ def judged_target(path: str, target):
 
 
 def torch_state_kept(path: str):
-    """torch's process-wide state put back after the block runs the model file at ``path``."""
+    """torch's process-wide state put back after the block runs the model file at ``path``.
+    Enter it outside ``time_limit``, so that the timer is off while the state is put back."""
     if path.endswith(".onnx"):
         return contextlib.nullcontext()  # no torch: ONNX scans stay torch-free
     from .capture.pytorch.user_code import torch_defaults_kept
@@ -136,7 +137,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
         target, entry = judged_target(path, target), "onnx"
     result = ModelResult(path=path, entry=entry, target=target.as_dict())
     try:
-        with time_limit(timeout), torch_state_kept(path):
+        with torch_state_kept(path), time_limit(timeout):
             captured = capture_model(path, target, entry, inputs)
             if values.weights or values.measure:
                 attach_measurement(captured.graph, path, target, entry, inputs, values)
