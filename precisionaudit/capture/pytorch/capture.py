@@ -163,17 +163,17 @@ def buffer_ranges(model) -> dict:
 @calls_the_model
 def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) -> Capture:
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
-    model = build_without_weights(make_model, path, entry) if fake else None
-    tables = buffer_ranges(model) if fake else {}
+    if fake:
+        model = build_without_weights(make_model, path, entry)
+    else:
+        model = as_module(call_user(make_model, path, entry), path, entry)
+    tables = buffer_ranges(model)  # real values: outside the fake mode
     with mode:
         if fake:
             _materialise_meta(model)
-        else:
-            model = as_module(call_user(make_model, path, entry), path, entry)
-            tables = buffer_ranges(model)
-            if on_meta(model):
-                raise CaptureError(f"{path}: the model is on the meta device and its forward "
-                                   "needs real values (data-dependent control flow)")
+        elif on_meta(model):
+            raise CaptureError(f"{path}: the model is on the meta device and its forward "
+                               "needs real values (data-dependent control flow)")
         example = call_user(make_inputs, path, inputs_name)
         args, kwargs = split_inputs(example, path, inputs_name)
         if target.mode == "pure":
