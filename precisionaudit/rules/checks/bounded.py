@@ -1,7 +1,7 @@
 """Range hazards judged on the values that can reach the op (analysis/ranges.py), not its dtype."""
 import math
 
-from ...core.numerics import FLOAT_MAX, SMALLEST_NORMAL, rounds_to
+from ...core.numerics import FLOAT_MAX, SMALLEST_NORMAL, UNIT_ROUNDOFF, rounds_to
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
 from ..engine import param
@@ -190,5 +190,5 @@ def additive_mask_overflow(graph, name, node, target):
 
 def _half_ulp_at_max(dtype) -> float:
     """Half the spacing of the dtype's largest finite values: sums beyond max + this round to inf."""
-    mantissa = {"float16": 10, "bfloat16": 7}[dtype]
-    return FLOAT_MAX[dtype] * 2.0 ** -(mantissa + 1) / (2 - 2.0 ** -mantissa)
+    u = UNIT_ROUNDOFF[dtype]  # 2^-(m+1): half an ulp of 1; the largest values' ulp is max * 2u / (2 - 2u)
+    return FLOAT_MAX[dtype] * u / (2 - 2 * u)
