@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 import time
 
 #: how long past the limit an import in progress may still finish
 IMPORT_GRACE_S = 30.0
+#: how often a time limit that was lost (dropped by Python, caught by a model) comes again
+RAISE_AGAIN_S = 1.0
 
 
 class Interrupted(KeyboardInterrupt):
@@ -66,7 +69,11 @@ def time_limit(seconds: float | None):
     Python code is interrupted between bytecodes; a single long C call (one huge kernel)
     is interrupted when it returns. An ``import`` in progress (torch imports submodules
     lazily on first use) is let finish, up to IMPORT_GRACE_S more: interrupted, it would
-    leave a half-initialised module behind for every later model."""
+    leave a half-initialised module behind for every later model.
+
+    The exception can be lost: raised while a gc callback or a finalizer runs, it is
+    dropped by Python ("Exception ignored in ..."); a model may catch it. So it comes again:
+    at once after a drop, and every RAISE_AGAIN_S until the block ends."""
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -74,18 +81,31 @@ def time_limit(seconds: float | None):
     grace_until = time.monotonic() + seconds + IMPORT_GRACE_S
 
     def expired(signum, frame):
-        if _importing(frame) and time.monotonic() < grace_until:
-            signal.setitimer(signal.ITIMER_REAL, 0.05)  # an interrupted import breaks its module
+        if _importing(frame) and time.monotonic() < grace_until:  # an interrupted import breaks its module
+            signal.setitimer(signal.ITIMER_REAL, 0.05, RAISE_AGAIN_S)
             return
         raise TimeLimitExceeded(seconds)
 
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous_handler, previous_hook = signal.signal(signal.SIGALRM, expired), sys.unraisablehook
+    sys.unraisablehook = _raised_again_if_dropped(previous_hook)
+    signal.setitimer(signal.ITIMER_REAL, seconds, RAISE_AGAIN_S)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGALRM, previous_handler)
+        sys.unraisablehook = previous_hook
+
+
+def _raised_again_if_dropped(hook):
+    """An unraisable-exception hook: the time limit dropped where Python cannot raise is raised
+    again a moment later, in the code that runs next; anything else goes to ``hook``."""
+    def raised_again(unraisable):
+        if isinstance(unraisable.exc_value, TimeLimitExceeded):
+            signal.setitimer(signal.ITIMER_REAL, 0.001, RAISE_AGAIN_S)
+        else:
+            hook(unraisable)
+    return raised_again
 
 
 def _importing(frame) -> bool:
