@@ -161,6 +161,25 @@ def test_intermediates_past_the_budget_are_a_note(cli, monkeypatch):
     assert any("results past the" in n and "not compared with the reference" in n for n in report["notes"])
 
 
+def test_tiny_outputs_count_for_the_memory_they_hold(monkeypatch):
+    """An 8-value output costs ~740 bytes kept: counted by its values alone, a loop of tiny ops
+    held gigabytes under a 128 MiB budget."""
+    from precisionaudit.check.pytorch import divergence as probe
+
+    monkeypatch.setattr(probe, "BUDGET_ELEMENTS", 10 * (8 + probe.KEPT_OVERHEAD_ELEMENTS))
+
+    class ManyTinyOps(torch.nn.Module):
+        def forward(self, x):
+            for _ in range(100):
+                x = x + 1
+            return x
+
+    model, x = ManyTinyOps(), torch.randn(2, 4)
+    with probe.Probe(model, tol=None) as kept:
+        model(x)
+    assert len(kept.ops) == 10 and kept.over_budget["ops"] == 90
+
+
 def test_gemm_flops_are_counted_in_the_dtype_autocast_chose():
     lin = torch.nn.Linear(64, 128)
     with GemmFlops() as flops, emulated_cuda_autocast(torch.float16):

@@ -27,6 +27,9 @@ from ..metrics import BUDGET_ELEMENTS, divergence
 _SKIP_OPS = CAST_FNS | QUERIES | {"copy_", "detach", "requires_grad_", "register_hook"}
 #: uninitialised memory: what it holds differs from run to run and means nothing
 _UNINITIALISED = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided"})
+#: what one kept output holds in memory besides its values (the tensor, its storage, the entry
+#: that keeps it: ~740 bytes measured), in fp32 values: a loop of tiny ops stays in the budget
+KEPT_OVERHEAD_ELEMENTS = 192
 
 
 def user_line() -> str | None:
@@ -125,7 +128,7 @@ class Probe:
     # ------------------------------------------------------------------ recording
     def _keep(self, kind: str, out):
         leaves = _floats(out)
-        size = sum(t.numel() for t in leaves)
+        size = sum(t.numel() + KEPT_OVERHEAD_ELEMENTS for t in leaves)
         if self.stored[kind] + size > BUDGET_ELEMENTS:
             self.over_budget[kind] += 1
             return None
