@@ -350,6 +350,7 @@ class Spins:
     def __del__(self):
         if not Spins.spun:
             Spins.spun = True
+            open(__file__ + ".spinning", "w").close()
             while True:
                 pass
 class M(torch.nn.Module):
@@ -385,6 +386,25 @@ def test_a_time_limit_lost_once_comes_again(tmp_path, body):
                           capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
     one_error_line(SimpleNamespace(stderr=proc.stderr, exit_code=proc.returncode), "timed out after 2 s")
     assert "Exception ignored" not in proc.stderr
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["Ctrl-C", "SIGTERM"])
+def test_a_signal_dropped_in_a_finalizer_comes_again(tmp_path, sig, code):
+    import time
+
+    path = write_model(tmp_path, LOST_IN_FINALIZER + ENTRIES)
+    proc = subprocess.Popen([sys.executable, "-m", "precisionaudit", "check", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        started = time.monotonic()
+        while not os.path.exists(f"{path}.spinning") and time.monotonic() - started < 60:
+            time.sleep(0.05)
+        proc.send_signal(sig)  # handled in the finalizer, where Python drops it
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert "Exception ignored" not in err and "Traceback" not in err
 
 
 def test_a_fifo_as_baseline_is_refused_without_blocking(tmp_path):

@@ -4,11 +4,13 @@ A real Ctrl-C raises :class:`Interrupted` (exit 130), SIGTERM :class:`Terminated
 143): both are told apart from a ``KeyboardInterrupt`` that model code raises itself, and
 ``finally`` blocks (staging files of atomic writes) run. :func:`time_limit` raises
 :class:`TimeLimitExceeded` in the main thread once the seconds are spent; it derives from
-BaseException so that a model's ``except Exception`` cannot swallow it.
+BaseException so that a model's ``except Exception`` cannot swallow it. One that Python
+drops (raised in a gc callback or a finalizer) comes again.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -34,6 +36,11 @@ class TimeLimitExceeded(BaseException):
         self.seconds = seconds
 
 
+#: the exception each handled signal raises
+_RAISED_ON = {signal.SIGINT: Interrupted, signal.SIGTERM: Terminated}
+_SIGNAL_BEHIND = {exc: sig for sig, exc in _RAISED_ON.items()}
+
+
 def _raise(exc_type):
     def handler(signum, frame):
         raise exc_type()
@@ -53,10 +60,10 @@ def handled_signals():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, _raise(exc)) for sig, exc in
-                ((signal.SIGINT, Interrupted), (signal.SIGTERM, Terminated))}
+    previous = {sig: signal.signal(sig, _raise(exc)) for sig, exc in _RAISED_ON.items()}
     try:
-        yield
+        with _dropped_raised_again():
+            yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -86,26 +93,38 @@ def time_limit(seconds: float | None):
             return
         raise TimeLimitExceeded(seconds)
 
-    previous_handler, previous_hook = signal.signal(signal.SIGALRM, expired), sys.unraisablehook
-    sys.unraisablehook = _raised_again_if_dropped(previous_hook)
+    previous = signal.signal(signal.SIGALRM, expired)
     signal.setitimer(signal.ITIMER_REAL, seconds, RAISE_AGAIN_S)
+    try:
+        with _dropped_raised_again():
+            yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _dropped_raised_again():
+    """Python drops what is raised while a gc callback, a finalizer or a weakref callback runs
+    (it prints "Exception ignored in ..." and goes on): a Ctrl-C, SIGTERM or time limit handled
+    there would be lost. While the block runs they come again a moment later, in the code that
+    runs next; other dropped exceptions go to the previous hook."""
+    previous = sys.unraisablehook
+
+    def raised_again(unraisable):
+        exc = unraisable.exc_value
+        if isinstance(exc, TimeLimitExceeded):
+            signal.setitimer(signal.ITIMER_REAL, 0.001, RAISE_AGAIN_S)  # off when its block ends
+        elif type(exc) in _SIGNAL_BEHIND:  # the exact type: a model's own KeyboardInterrupt is no Ctrl-C
+            threading.Timer(0.001, os.kill, (os.getpid(), _SIGNAL_BEHIND[type(exc)])).start()
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = raised_again
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous_handler)
-        sys.unraisablehook = previous_hook
-
-
-def _raised_again_if_dropped(hook):
-    """An unraisable-exception hook: the time limit dropped where Python cannot raise is raised
-    again a moment later, in the code that runs next; anything else goes to ``hook``."""
-    def raised_again(unraisable):
-        if isinstance(unraisable.exc_value, TimeLimitExceeded):
-            signal.setitimer(signal.ITIMER_REAL, 0.001, RAISE_AGAIN_S)
-        else:
-            hook(unraisable)
-    return raised_again
+        sys.unraisablehook = previous
 
 
 def _importing(frame) -> bool:
