@@ -51,6 +51,23 @@ def masked_attention(directory, name="mask.onnx", fill=-1e9) -> str:
     return save(build(nodes, [tensor("x", [8, 16])], [tensor("y", [8, 16])], inits), directory, name)
 
 
+def scaled_logits(directory, name="logits.onnx", second_reader=False, overridable=False) -> str:
+    """x @ x^T (head dim 64) → Div by 8 → Softmax → @ x. ``second_reader``: the MatMul's result
+    is read by a ReduceMax too; ``overridable``: the divisor is also a graph input."""
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0], name="/attn/Transpose"),
+             helper.make_node("MatMul", ["x", "xt"], ["scores"], name="/attn/MatMul"),
+             helper.make_node("Div", ["scores", "c"], ["scaled"], name="/attn/Div"),
+             helper.make_node("Softmax", ["scaled"], ["p"], axis=-1, name="/attn/Softmax"),
+             helper.make_node("MatMul", ["p", "x"], ["y"], name="/attn/MatMul_1")]
+    inputs, outputs = [tensor("x", [8, 64])], [tensor("y", [8, 64])]
+    if second_reader:
+        nodes.append(helper.make_node("ReduceMax", ["scores"], ["peak"], keepdims=0, name="/attn/ReduceMax"))
+        outputs.append(tensor("peak", []))
+    if overridable:
+        inputs.append(tensor("c", []))
+    return save(build(nodes, inputs, outputs, [const("c", 8.0)]), directory, name)
+
+
 def exp_named_like_a_softmax(directory, name="clash.onnx") -> str:
     """An ``Exp`` whose exporter named it ``softmax_0``, then an unnamed ``Softmax``: the
     scheme that names unnamed nodes (canonical op + occurrence) would also say ``softmax_0``."""

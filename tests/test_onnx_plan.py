@@ -100,12 +100,12 @@ def test_a_mask_fill_keeps_the_add_after_it_and_stops_at_the_softmax(cli, tmp_pa
 
 
 def test_min_severity_error_leaves_warnings_out(cli, outdir):
-    path = export("pa106_logits_hazard.py", outdir, True)
+    path = export("pa106_baddbmm_hazard.py", outdir, True)
 
     def rules(*args):
         return {r for e in plan_of(cli, path, *args)["overrides"] for r in e["rules"]}
 
-    assert "PA106" in rules()  # q @ k^T scaled after the matmul: a warning
+    assert "PA106" in rules()  # q @ k^T + bias, scaled after: a warning
     assert rules("--min-severity", "error") == {"PA101"}
 
 

@@ -8,7 +8,7 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from conftest import findings_of  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx_graphs import untyped_square  # noqa: E402
+from onnx_graphs import scaled_logits, untyped_square  # noqa: E402
 from onnx_models import export  # noqa: E402
 
 from precisionaudit.capture.onnx.model import capture_onnx, module_of  # noqa: E402
@@ -40,8 +40,8 @@ def test_finfo_mask_is_clean(outdir, dynamo):
 
 
 @pytest.mark.parametrize("dynamo", EXPORTERS)
-def test_converted_softmax_and_norm_are_flagged(outdir, dynamo):
-    assert {"PA101", "PA106"} <= rules_of(export("pa106_logits_hazard.py", outdir, dynamo))
+def test_converted_softmax_is_flagged(outdir, dynamo):
+    assert "PA101" in rules_of(export("pa106_logits_hazard.py", outdir, dynamo))
 
 
 @pytest.mark.parametrize("dynamo", EXPORTERS)
@@ -50,9 +50,24 @@ def test_prescaled_logits_are_not_flagged(outdir, dynamo):
 
 
 @pytest.mark.parametrize("dynamo", EXPORTERS)
-def test_logits_prescaled_too_little_are_flagged(outdir, dynamo):
-    (found,) = [f for f in findings_of(export("pa106_prescaled_hazard.py", outdir, dynamo)) if f.rule == "PA106"]
-    assert (found.evidence["head_dim"], found.evidence["scale_before"]) == (64, pytest.approx(64 ** -0.25))
+@pytest.mark.parametrize("model", ["pa106_logits_hazard.py", "pa106_prescaled_hazard.py"])
+def test_a_scale_onnxruntime_fuses_into_the_matmul_is_applied_before_the_store(outdir, dynamo, model):
+    """MatMul → Div/Mul by a constant scalar runs as FusedMatMul(alpha): fp32-scaled, then stored."""
+    assert "PA106" not in rules_of(export(model, outdir, dynamo))
+
+
+@pytest.mark.parametrize("variant,flagged", [({}, False), ({"second_reader": True}, True),
+                                             ({"overridable": True}, True)],
+                         ids=["fused", "the product is read twice", "the divisor is a graph input"])
+def test_onnxruntime_fuses_a_constant_scale_that_alone_reads_the_product(tmp_path, variant, flagged):
+    assert ("PA106" in rules_of(scaled_logits(tmp_path, **variant), mode="pure")) == flagged
+
+
+@pytest.mark.parametrize("dynamo", EXPORTERS)
+def test_logits_scaled_after_a_bias_is_added_are_flagged(outdir, dynamo):
+    """MatMul → Add(bias) → Div: no fusion, the unscaled product is stored in fp16."""
+    (found,) = [f for f in findings_of(export("pa106_baddbmm_hazard.py", outdir, dynamo)) if f.rule == "PA106"]
+    assert (found.evidence["head_dim"], found.evidence["scale_before"]) == (64, 1.0)
 
 
 @pytest.mark.parametrize("dynamo", EXPORTERS)

@@ -1,5 +1,6 @@
 """matmul → (scale, mask) → softmax chains: which matmul makes the logits, and how much of
-their scale is applied before it (to q, to k, or as baddbmm's alpha) and how much after.
+their scale is applied before it (to q, to k, as baddbmm's alpha, or by a scale the runtime
+fuses into the GEMM) and how much after.
 
 Writes on the logits GEMM: ``feeds_softmax``, ``scale_before`` / ``scale_after`` (the product
 of the constant factors, 1.0 for none, None for a scale whose value is not known),
@@ -93,7 +94,7 @@ def annotate(graph):
     for name, node in list(graph.nodes(data=True)):
         if node["op"] not in ("softmax", "log_softmax"):
             continue
-        after = 1.0
+        scales = {}  # scale node between the GEMM and the softmax → its factor
         current = name
         for _ in range(8):
             preds = producers(graph, current)
@@ -102,7 +103,11 @@ def annotate(graph):
             current = preds[0]
             cur = graph.nodes[current]
             if cur["op"] in GEMMS:
-                before = _before(graph, current, cur)
+                # a scale the runtime fuses into the GEMM is applied before the store
+                before = _times(_before(graph, current, cur), scales.pop(cur.get("fused_scale"), 1.0))
+                after = 1.0
+                for factor in scales.values():
+                    after = _times(after, factor)
                 cur["feeds_softmax"] = name
                 cur["scale_before"], cur["scale_after"] = before, after
                 cur["scaled_before"], cur["scaled_after"] = before != 1.0, after != 1.0
@@ -113,4 +118,4 @@ def annotate(graph):
                 break
             factor = scale_factor(cur)
             if factor is not False:
-                after = _times(after, factor)
+                scales[current] = factor

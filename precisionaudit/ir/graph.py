@@ -29,6 +29,9 @@ class OpNode:
     out_shape: tuple | None = None
     scalars: list = field(default_factory=list)  # Python scalars / known 0-d constants read
     keywords: dict = field(default_factory=dict)  # scalars the main op took by keyword (baddbmm's alpha)
+    # the scale node right after this GEMM that the runtime applies to its fp32 accumulator
+    # before the store, as baddbmm's alpha (ONNX Runtime's MatMulScaleFusion)
+    fused_scale: str | None = None
     params: list = field(default_factory=list)  # [(param name, shape), ...] read directly
     module: str = ""  # named_modules() path, "" for the root
     module_type: str = ""

@@ -24,6 +24,7 @@ from .graph import (
     STANDARD_DOMAINS,
     TRANSPARENT,
     canonical_op,
+    consumers,
     low_precision_tensor,
     name_nodes,
     tensor_info,
@@ -156,7 +157,9 @@ def capture_onnx(path: str, target) -> Capture:
 
     modules = {}
     untyped = []  # compute nodes whose result shape inference did not type
-    for node, name in zip(model.graph.node, name_nodes(model.graph)):
+    names = name_nodes(model.graph)
+    fused_scales = _scales_onnxruntime_fuses(model.graph, names, tensors)
+    for node, name in zip(model.graph.node, names):
         if node.domain not in STANDARD_DOMAINS:
             unanalysed.add(f"{node.domain}::{node.op_type}")
         if node.op_type in TRANSPARENT:
@@ -193,8 +196,8 @@ def capture_onnx(path: str, target) -> Capture:
             in_dtypes=[converted(d) for d in in_dtypes], in_shapes=[tensors.shape(i) for i in node.input if i],
             compute_dtype=compute, out_dtype=converted(out_dtype),
             out_shape=tensors.shape(node.output[0]) if node.output else None,
-            scalars=scalars, params=params, module=module, module_type=node.op_type,
-            file=file, line=line, explicit_cast=node.op_type in ("Cast", "CastLike"),
+            scalars=scalars, params=params, fused_scale=fused_scales.get(name), module=module,
+            module_type=node.op_type, file=file, line=line, explicit_cast=node.op_type in ("Cast", "CastLike"),
             dims=_axes(node, tensors))
         add_op(graph, node_facts)
         for arg, i in enumerate(node.input):
@@ -213,6 +216,35 @@ def capture_onnx(path: str, target) -> Capture:
     if untyped or inference_failure:
         notes.append(untyped_note(untyped, inference_failure))
     return Capture(graph, "onnx", skipped=skipped, notes=notes)
+
+
+def _scales_onnxruntime_fuses(graph, names, tensors) -> dict[str, str]:
+    """MatMul → the Mul or Div by a constant scalar that alone reads its result. ONNX Runtime
+    folds that scale into the GEMM (MatMulScaleFusion, a level-2 optimisation, on by default
+    for the CPU and CUDA providers, fp16 included on CUDA): FusedMatMul's alpha, which cuBLAS
+    applies to the fp32 accumulator before the fp16 store (onnxruntime/core/optimizer/
+    matmul_scale_fusion.cc)."""
+    readers = consumers(graph)
+    name_of = {id(node): name for node, name in zip(graph.node, names)}
+    outputs = {o.name for o in graph.output}
+    overridable = {i.name for i in graph.input}  # an initializer a caller may feed is no constant
+    fused = {}
+    for node in graph.node:
+        if node.op_type != "MatMul" or node.domain not in ("", "ai.onnx") or not node.output \
+                or node.output[0] in outputs:
+            continue
+        (reader, *others) = readers.get(node.output[0]) or [None]
+        if reader is None or others or reader.op_type not in ("Mul", "Div") or len(reader.input) != 2:
+            continue
+        scale_args = (1,) if reader.op_type == "Div" else (0, 1)  # x / s, x * s, s * x
+        for arg in scale_args:
+            scale, other = reader.input[arg], reader.input[1 - arg]
+            value = tensors.values.get(scale)
+            if (other == node.output[0] and scale not in overridable and value is not None
+                    and value.size == 1 and value.ndim <= len(tensors.shape(other) or ())):
+                fused[name_of[id(node)]] = name_of[id(reader)]
+                break
+    return fused
 
 
 def untyped_note(untyped: list, failure: str | None) -> str:
