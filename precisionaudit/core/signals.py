@@ -116,7 +116,9 @@ def _dropped_raised_again():
         if isinstance(exc, TimeLimitExceeded):
             signal.setitimer(signal.ITIMER_REAL, 0.001, RAISE_AGAIN_S)  # off when its block ends
         elif type(exc) in _SIGNAL_BEHIND:  # the exact type: a model's own KeyboardInterrupt is no Ctrl-C
-            threading.Timer(0.001, os.kill, (os.getpid(), _SIGNAL_BEHIND[type(exc)])).start()
+            again = threading.Timer(0.001, os.kill, (os.getpid(), _SIGNAL_BEHIND[type(exc)]))
+            again.daemon = True  # a process already on its way out need not wait for it
+            again.start()
         else:
             previous(unraisable)
 
