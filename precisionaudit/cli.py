@@ -13,7 +13,6 @@ from .core.errors import UsageError
 from .core.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineErrors, guarded
 from .core.findings import SEVERITY_RANK
 from .core.outputs import checked_output
-from .core.signals import time_limit
 from .core.target import (  # not .policy: keep torch out until a model is scanned
     DEVICES,
     DTYPES,
@@ -259,16 +258,11 @@ def explain(path, dtype, mode, device, entry, inputs_name, timeout, weights, dat
     from .analysis import run_passes
     from .core.errors import CaptureError
     from .report.explain import render
-    from .scanner import (
-        attach_measurement,
-        capture_model,
-        judged_target,
-        torch_state_kept,
-    )
+    from .scanner import attach_measurement, capture_model, judged_target, running_model_file
 
     values = _values(weights, data, batches, headroom)
     target = judged_target(path, Target(dtype, mode, device))
-    with torch_state_kept(path), time_limit(timeout):
+    with running_model_file(path, timeout):
         captured = capture_model(path, target, entry, inputs_name)
         if captured.frontend == "structure":
             raise CaptureError(f"{path}: explain needs example inputs ({inputs_name}() not found)")
@@ -389,9 +383,9 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         if prune:  # runs the model file's forwards: the check stage
             from .plan.pytorch_prune import header_lines, pruned_plan
             from .report.progress import progress_printer
-            from .scanner import torch_state_kept
+            from .scanner import running_model_file
 
-            with torch_state_kept(path), time_limit(timeout):
+            with running_model_file(path, timeout):
                 pruned = pruned_plan(override_plan, path, target, seed, entry, inputs_name,
                                      "cpu" if target.device == "cpu" else "auto", progress_printer(),
                                      values.weights)
@@ -473,6 +467,8 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
 
         require_plotly()  # a missing plotly is said before the check runs
         html_file = checked_output(html_file, [path, plan_path], "HTML report")
+    from .scanner import running_model_file
+
     if path.endswith(".onnx"):
         from .capture.onnx.io import require_onnx_extra
 
@@ -485,19 +481,18 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         if values.weights:
             raise UsageError("--weights is for PyTorch model files; an ONNX model's initializers "
                              "are its weights")
-        with time_limit(timeout):
+        with running_model_file(path, timeout):
             report = run_onnx_check(path, plan=plan_path, dtype=dtype, tolerance=tolerance, seed=seed,
                                     input_shapes=parse_shapes(input_shapes), values=values)
     else:
         from .check.pytorch.runner import run_check
         from .report.progress import progress_printer
-        from .scanner import torch_state_kept
 
         if input_shapes:
             raise UsageError("--input-shape is for ONNX models; a model file's example inputs "
                              "give the shapes")
         target = Target(dtype, mode, "cpu" if device == "cpu" else "cuda")
-        with torch_state_kept(path), time_limit(timeout):
+        with running_model_file(path, timeout):
             report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance,
                                seed=seed, grad=grad, entry=entry, inputs=inputs_name,
                                progress=progress_printer(), values=values)

@@ -101,9 +101,18 @@ def judged_target(path: str, target):
     return dataclasses.replace(target, mode="pure") if path.endswith(".onnx") else target
 
 
-def torch_state_kept(path: str):
-    """torch's process-wide state put back after the block runs the model file at ``path``.
-    Enter it outside ``time_limit``, so that the timer is off while the state is put back."""
+@contextlib.contextmanager
+def running_model_file(path: str, timeout: float | None):
+    """The block runs the model file at ``path``: under ``--timeout``, with torch's process-wide
+    state put back after it. The state is put back outside the time limit, so that a late
+    limit cannot stop it halfway."""
+    from .core.signals import time_limit
+
+    with _torch_state_kept(path), time_limit(timeout):
+        yield
+
+
+def _torch_state_kept(path: str):
     if path.endswith(".onnx"):
         return contextlib.nullcontext()  # no torch: ONNX scans stay torch-free
     from .capture.pytorch.user_code import torch_defaults_kept
@@ -129,7 +138,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
     from .analysis import (
         run_passes,  # imports torch: only once a model file is really scanned
     )
-    from .core.signals import TimeLimitExceeded, time_limit
+    from .core.signals import TimeLimitExceeded
     from .rules.engine import run_rules
     from .rules.sites import collapse_sites
 
@@ -137,7 +146,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
         target, entry = judged_target(path, target), "onnx"
     result = ModelResult(path=path, entry=entry, target=target.as_dict())
     try:
-        with torch_state_kept(path), time_limit(timeout):
+        with running_model_file(path, timeout):
             captured = capture_model(path, target, entry, inputs)
             if values.weights or values.measure:
                 attach_measurement(captured.graph, path, target, entry, inputs, values)
