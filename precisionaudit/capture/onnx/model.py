@@ -233,9 +233,10 @@ def _scales_onnxruntime_fuses(graph, names, tensors) -> dict[str, str]:
         if node.op_type != "MatMul" or node.domain not in ("", "ai.onnx") or not node.output \
                 or node.output[0] in outputs:
             continue
-        (reader, *others) = readers.get(node.output[0]) or [None]
-        if reader is None or others or reader.op_type not in ("Mul", "Div") or len(reader.input) != 2:
+        found = readers.get(node.output[0], [])
+        if len(found) != 1 or found[0].op_type not in ("Mul", "Div") or len(found[0].input) != 2:
             continue
+        reader = found[0]
         scale_args = (1,) if reader.op_type == "Div" else (0, 1)  # x / s, x * s, s * x
         for arg in scale_args:
             scale, other = reader.input[arg], reader.input[1 - arg]
