@@ -11,7 +11,6 @@ import click
 from .core.documents import require_regular_file
 from .core.errors import UsageError
 from .core.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineErrors, guarded
-from .core.findings import SEVERITY_RANK
 from .core.outputs import checked_output
 from .core.target import (  # not .policy: keep torch out until a model is scanned
     DEVICES,
