@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import textwrap
 
 #: where docs/ of this repository is published; each rule's page is ``rules/<ID>.md`` below it
 #: (SARIF ``helpUri``, ``rules ID``, the text report's links).
@@ -26,10 +28,31 @@ def _severity(rule) -> str:
                               for name, c in rule.severity_cases.items())])
 
 
-def render_catalog(rules) -> str:
+#: the catalog's severity column wraps past this; the summary takes what the terminal has left
+SEVERITY_COLUMN, SEVERITY_COLUMN_MIN = 24, 12
+SUMMARY_COLUMN_MIN = 30
+
+
+def render_catalog(rules, width: int | None = None) -> str:
+    """The catalog as a table that fits ``width`` columns (the terminal's, 100 when not a
+    terminal): the severity and summary cells wrap. ``rules ID`` and ``--format json`` keep
+    the full texts on one line."""
+    if width is None:
+        width = shutil.get_terminal_size((100, 24)).columns
     rows = [("id", "name", "default", "summary")] + [(r.id, r.name, _severity(r), r.summary) for r in rules]
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3] + "\n" for row in rows)
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    spare = width - sum(widths) - 6  # what the severity and summary columns share
+    longest = [max(len(row[i]) for row in rows) for i in (2, 3)]
+    severity = min(longest[0], max(SEVERITY_COLUMN, spare - longest[1]), spare - SUMMARY_COLUMN_MIN)
+    widths.append(max(SEVERITY_COLUMN_MIN, severity))
+    widths.append(max(SUMMARY_COLUMN_MIN, spare - widths[2]))
+    lines = []
+    for row in rows:
+        cells = [[c] for c in row[:2]] + [textwrap.wrap(c, w, break_on_hyphens=False) or [""] for c, w in zip(row[2:], widths[2:])]
+        for i in range(max(map(len, cells))):
+            parts = [cell[i] if i < len(cell) else "" for cell in cells]
+            lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths)).rstrip())
+    return "\n".join(lines) + "\n"
 
 
 def render_rule(rule) -> str:
