@@ -6,9 +6,14 @@
 
 A distinct site is (rule, source line): the library line the finding points at. With
 ``--verdicts`` each distinct warning+ site is looked up in the hand-judged table of that
-file (rows ``| rule | source | verdict | ... |``, verdict ``true`` or ``false``; the source
-matches by suffix) and the false-positive share of distinct sites is printed per target,
-with the sites no row judges.
+file (rows ``| rule | file | function | source line | verdict | ... |``, verdict ``true`` or
+``false``) by what the site is, not by its line number: the library file (matched by
+suffix), the qualified name of the function around the line (``GPT2Attention.forward``,
+``eager_attention_forward``, ``<module>``) and the stripped text of the line. A site whose
+rule, file and function match a row but whose text does not is reported as changed (judge
+it again); one that matches no row is judged nowhere. The false-positive share of distinct
+sites is printed per target, with every site not judged true. Exit status 1 when a scan
+failed or (with ``--verdicts``) a site is judged false, changed or judged nowhere.
 
 Scans each model of ``bench/zoo/hf_zoo.py`` (built from transformers configs) in one process
 per target set and prints a Markdown table: model, target, frontend, ops, findings at warning
@@ -18,11 +23,16 @@ on two checkouts to compare (``PYTHONPATH=OTHER python bench/zoo_bench.py``).
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
+import functools
+import importlib.util
 import os
+import re
 import resource
 import sys
 import time
+from typing import NamedTuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZOO = os.path.join(HERE, "zoo", "hf_zoo.py")
@@ -45,7 +55,8 @@ def main(argv=None):
     print("|---|---|---|---:|---|---:|---:|---:|")
     totals = collections.Counter()
     frontends = collections.Counter()
-    target_sites = collections.defaultdict(dict)  # target → (rule, source) → a message
+    errors = []
+    target_sites = collections.defaultdict(dict)  # target → (rule, source) → (Site, a message)
     for target_text in args.targets:
         dtype, mode = target_text.split(":")
         for name in models:
@@ -58,12 +69,13 @@ def main(argv=None):
             sites = collections.defaultdict(set)
             for f in loud:
                 sites[f.rule].add((f.evidence.get("source") or f.line, f.op, f.message))
-                target_sites[target_text].setdefault((f.rule, site_of(f)), f"{name}: {f.message}")
+                target_sites[target_text].setdefault((f.rule, site_of(f)), (identify(f), f"{name}: {f.message}"))
             frontends[result.frontend] += 1
             cells = ", ".join(f"{r} {n}" + (f" ({len(sites[r])})" if len(sites[r]) != n else "")
                               for r, n in sorted(by_rule.items())) or "-"
             if result.status != "ok":
                 cells = f"ERROR: {result.error[:80]}"
+                errors.append(f"{name} {target_text}")
             totals[target_text] += len(loud)
             print(f"| {name} | {dtype} {mode} | {result.frontend} | {result.nodes} | {cells} | "
                   f"{len(loud)} | {wall:.2f} | {rss:.0f} |", flush=True)
@@ -73,8 +85,10 @@ def main(argv=None):
     for target_text, n in totals.items():
         print(f"total warning+ findings, {target_text}: {n} "
               f"({len(target_sites[target_text])} distinct sites)")
-    if args.verdicts:
-        report_verdicts(read_verdicts(args.verdicts), target_sites)
+    if errors:
+        print("scan errors: " + ", ".join(errors))
+    not_true = report_verdicts(read_verdicts(args.verdicts), target_sites) if args.verdicts else []
+    return 1 if errors or not_true else 0
 
 
 def zoo():
@@ -109,35 +123,162 @@ def site_of(finding) -> str:
     return source.split(marker, 1)[1] if marker in source else source
 
 
-def read_verdicts(path) -> dict:
-    """(rule, source) → "true"/"false" from the Markdown table rows of ``path``."""
-    verdicts = {}
+class Site(NamedTuple):
+    """What a reported site is: a rule at a library file's line, with the line's function and text."""
+    rule: str
+    file: str      # from site-packages on ("transformers/models/gpt2/modeling_gpt2.py"), else the path
+    line: int      # for the reader only: matching does not use it
+    function: str  # qualified name of the enclosing def ("GPT2Attention.forward"), "<module>" outside
+    text: str      # the stripped source text of the line
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line} ({self.function})"
+
+
+def identify(finding) -> Site:
+    """The ``Site`` of a finding, reading the function and the text from the file it points at."""
+    source = finding.evidence.get("source") or f"{finding.path}:{finding.line}"
+    path, _, line = source.rpartition(":")
+    line = int(line) if line.isdigit() else 0
+    marker = "site-packages" + os.sep
+    short = path.split(marker, 1)[1] if marker in path else path
+    return Site(finding.rule, short.replace(os.sep, "/"), line, *function_and_text(path, line))
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(path: str):
+    """(source lines, [(first line, last line, qualified name)] of every def) of a Python file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        tree = ast.parse(text)
+    except (OSError, SyntaxError, ValueError):
+        return [], []
+    spans = []
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                if not isinstance(child, ast.ClassDef):
+                    spans.append((child.lineno, child.end_lineno, name))
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)  # a def inside an if/try/with keeps its enclosing names
+
+    visit(tree, "")
+    return text.split("\n"), spans  # not splitlines(): a form feed is no line break to Python
+
+
+def function_and_text(path: str, line: int) -> tuple[str, str]:
+    """The qualified name of the innermost def around ``line`` of ``path`` (``<module>`` outside
+    every def) and the stripped text of the line ("" where the file cannot be read)."""
+    lines, spans = _parsed(path)
+    around = [(first, name) for first, last, name in spans if first <= line <= last]
+    function = max(around)[1] if around else "<module>"
+    text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return function, text
+
+
+class Row(NamedTuple):
+    """A row of the verdicts table."""
+    rule: str
+    file: str
+    function: str
+    text: str
+    verdict: str  # "true" or "false"
+    why: str
+
+
+def _cells(line: str) -> list:
+    r"""The cells of a Markdown table row: ``\|`` is a pipe inside a cell, code spans are unwrapped."""
+    cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
+    cells = [c.strip().replace("\\|", "|") for c in cells]
+    return [re.sub(r"^(`+) ?(.*?) ?\1$", r"\2", c) for c in cells]
+
+
+def read_verdicts(path) -> list:
+    """The ``Row`` s of the verdicts table of ``path``
+    (``| rule | file | function | source line | verdict | targets | why |``)."""
+    rows = []
     with open(path, encoding="utf-8") as f:
         for line in f:
-            cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-            if len(cells) >= 3 and cells[0].startswith("PA") and cells[2] in ("true", "false"):
-                verdicts[(cells[0], cells[1])] = cells[2]
-    return verdicts
+            cells = _cells(line)
+            if len(cells) >= 7 and re.fullmatch(r"PA\d+", cells[0]) and cells[4] in ("true", "false"):
+                rows.append(Row(cells[0], cells[1], cells[2], cells[3], cells[4], cells[6]))
+    return rows
 
 
-def verdict_of(verdicts: dict, rule: str, source: str) -> str | None:
-    """The hand verdict ("true"/"false") of a site, its source matched by suffix; None: unjudged."""
-    return next((v for (r, s), v in verdicts.items() if r == rule and source.endswith(s)), None)
+class Judgement(NamedTuple):
+    """How a site matched the verdicts: ``outcome`` is "true"/"false" (a row judges this very
+    site), "changed" (rows judge the rule in that function, none this text: judge it again)
+    or "nowhere"; ``rows`` are the matching rows."""
+    outcome: str
+    rows: tuple
+
+    def explain(self, site: Site) -> str:
+        if self.outcome == "changed":
+            was = " or ".join(f"`{row.text}`" for row in self.rows)
+            return (f"this site's code changed: judge it again ({site.rule} in {site.where()}: "
+                    f"judged as {was}, now `{site.text}`)")
+        if self.outcome == "nowhere":
+            return f"judged nowhere ({site.rule} at {site.where()}: `{site.text}`)"
+        return f"judged {self.outcome} ({site.rule} at {site.where()})"
 
 
-def report_verdicts(verdicts, target_sites):
+def _same_file(file: str, row_file: str) -> bool:
+    return file == row_file or file.endswith("/" + row_file)
+
+
+def judge(rows, site: Site) -> Judgement:
+    """Match ``site`` against the verdict ``rows``: rule, file (by suffix), function and text."""
+    candidates = tuple(row for row in rows if row.rule == site.rule and row.function == site.function
+                       and _same_file(site.file, row.file))
+    exact = tuple(row for row in candidates if row.text == site.text)
+    if exact:
+        return Judgement(exact[0].verdict, exact)
+    return Judgement("changed" if candidates else "nowhere", candidates)
+
+
+def rows_gone(rows) -> list:
+    """The rows whose function no longer holds their text in the installed library (a release
+    rewrote the code: the row judges nothing now); rows of a library not installed are skipped."""
+    gone = []
+    for row in rows:
+        spec = importlib.util.find_spec(row.file.split("/", 1)[0]) if "/" in row.file else None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        path = os.path.join(os.path.dirname(list(spec.submodule_search_locations)[0]), row.file)
+        lines, spans = _parsed(path)
+        if not any(line.strip() == row.text and function_and_text(path, n)[0] == row.function
+                   for n, line in enumerate(lines, 1)):
+            gone.append(row)
+    return gone
+
+
+def report_verdicts(rows, target_sites) -> list:
+    """Print the false-positive share per target and each site not judged true (false, changed,
+    judged nowhere); return those as (target, Site, Judgement)."""
+    not_true = []
     for target_text, sites in target_sites.items():
         judged = {}
-        for (rule, source), example in sites.items():
-            verdict = verdict_of(verdicts, rule, source)
-            judged[(rule, source)] = verdict
-            if verdict is None:
-                print(f"  unjudged, {target_text}: {rule} {source} ({example})")
-        false = sum(v == "false" for v in judged.values())
-        share = false / len(judged) if judged else 0.0
-        print(f"false positives, {target_text}: {false} of {len(judged)} distinct sites "
-              f"({share:.0%}); unjudged {sum(v is None for v in judged.values())}")
+        for (rule, source), (site, example) in sites.items():
+            judgement = judge(rows, site)
+            judged[(rule, source)] = judgement.outcome
+            if judgement.outcome != "true":
+                not_true.append((target_text, site, judgement))
+                print(f"  {target_text}: {judgement.explain(site)} [{example}]")
+        outcomes = collections.Counter(judged.values())
+        share = outcomes["false"] / len(judged) if judged else 0.0
+        print(f"false positives, {target_text}: {outcomes['false']} of {len(judged)} distinct sites "
+              f"({share:.0%}); changed (judge again) {outcomes['changed']}; "
+              f"unjudged {outcomes['nowhere']}")
+    gone = rows_gone(rows)
+    print(f"verdict rows whose code the installed libraries no longer have: {len(gone)}")
+    for row in gone:  # not a failure: no site is misjudged, but the row guards nothing now
+        print(f"  - {row.rule} {row.file} ({row.function}): `{row.text}`")
+    return not_true
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
