@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import traceback
 
 import click
 
@@ -32,9 +31,13 @@ class FiniteRange(click.FloatRange):
         return number
 
 
+#: seconds a model may take by default: long enough for a large model's check, short enough
+#: that a pre-commit hook stuck in a model's endless loop ends
+DEFAULT_TIMEOUT_S = 600
 TIMEOUT_OPTION = click.option(
-    "--timeout", type=FiniteRange(min=0, min_open=True, max=1e6), metavar="SECONDS",
-    help="Give up on a model whose loading and analysis (its own code included) take longer.")
+    "--timeout", type=FiniteRange(min=0, max=1e6), metavar="SECONDS", default=DEFAULT_TIMEOUT_S,
+    show_default=True, help="Give up on a model whose loading and analysis (its own code included, "
+    "run in a child process) take longer; 0: no limit.")
 SEED = click.IntRange(0, 2**32 - 1)
 
 
@@ -197,8 +200,8 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
         done.append(outcome)
         result = outcome.result
         if result.status == "error":  # on stderr as it happens; stdout stays the report
-            if debug and result.exception is not None:
-                traceback.print_exception(result.exception)
+            if debug and result.traceback is not None:
+                click.echo(result.traceback, err=True, nl=False)
             click.echo(f"precisionaudit: error: {result.error}", err=True)
         elif streamed:
             out.write(text_report.render_model(result, outcome.new, target, len(outcome.known), colored))
@@ -254,20 +257,25 @@ Examples:
 @guarded
 def explain(path, dtype, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
     """Show what every op computes in under the policy, and why."""
-    from .analysis import run_passes
-    from .core.errors import CaptureError
-    from .report.explain import render
-    from .scanner import attach_measurement, capture_model, judged_target, running_model_file
+    from .scanner import judged_target, run_model_file
 
     values = _values(weights, data, batches, headroom)
     target = judged_target(path, Target(dtype, mode, device))
-    with running_model_file(path, timeout):
-        captured = capture_model(path, target, entry, inputs_name)
-        if captured.frontend == "structure":
-            raise CaptureError(f"{path}: explain needs example inputs ({inputs_name}() not found)")
-        if values.weights or values.measure:
-            attach_measurement(captured.graph, path, target, entry, inputs_name, values)
-    click.echo(render(run_passes(captured.graph), path, target, captured.frontend, captured.notes), nl=False)
+    click.echo(run_model_file(path, timeout, _explained, path, target, entry, inputs_name, values), nl=False)
+
+
+def _explained(path, target, entry, inputs_name, values) -> str:
+    from .analysis import run_passes
+    from .core.errors import CaptureError
+    from .report.explain import render
+    from .scanner import attach_measurement, capture_model
+
+    captured = capture_model(path, target, entry, inputs_name)
+    if captured.frontend == "structure":
+        raise CaptureError(f"{path}: explain needs example inputs ({inputs_name}() not found)")
+    if values.weights or values.measure:
+        attach_measurement(captured.graph, path, target, entry, inputs_name, values)
+    return render(run_passes(captured.graph), path, target, captured.frontend, captured.notes)
 
 
 @main.command(epilog="""\b
@@ -382,12 +390,11 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         if prune:  # runs the model file's forwards: the check stage
             from .plan.pytorch_prune import header_lines, pruned_plan
             from .report.progress import progress_printer
-            from .scanner import running_model_file
+            from .scanner import run_model_file
 
-            with running_model_file(path, timeout):
-                pruned = pruned_plan(override_plan, path, target, seed, entry, inputs_name,
-                                     "cpu" if target.device == "cpu" else "auto", progress_printer(),
-                                     values.weights)
+            pruned = run_model_file(path, timeout, pruned_plan, override_plan, path, target, seed, entry,
+                                    inputs_name, "cpu" if target.device == "cpu" else "auto",
+                                    progress_printer(), values.weights)
             override_plan = pruned.plan
         lines = header(path, override_plan, target, notes, "amp_plan.yaml" if output == "-" else output,
                        values.flags())
@@ -466,7 +473,7 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
 
         require_plotly()  # a missing plotly is said before the check runs
         html_file = checked_output(html_file, [path, plan_path], "HTML report")
-    from .scanner import running_model_file
+    from .scanner import run_model_file
 
     if path.endswith(".onnx"):
         from .capture.onnx.io import require_onnx_extra
@@ -480,9 +487,9 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         if values.weights:
             raise UsageError("--weights is for PyTorch model files; an ONNX model's initializers "
                              "are its weights")
-        with running_model_file(path, timeout):
-            report = run_onnx_check(path, plan=plan_path, dtype=dtype, tolerance=tolerance, seed=seed,
-                                    input_shapes=parse_shapes(input_shapes), values=values)
+        report = run_model_file(path, timeout, run_onnx_check, path, plan=plan_path, dtype=dtype,
+                                tolerance=tolerance, seed=seed, input_shapes=parse_shapes(input_shapes),
+                                values=values)
     else:
         from .check.pytorch.runner import run_check
         from .report.progress import progress_printer
@@ -491,10 +498,9 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
             raise UsageError("--input-shape is for ONNX models; a model file's example inputs "
                              "give the shapes")
         target = Target(dtype, mode, "cpu" if device == "cpu" else "cuda")
-        with running_model_file(path, timeout):
-            report = run_check(path, target, plan=plan_path, device=device, tolerance=tolerance,
-                               seed=seed, grad=grad, entry=entry, inputs=inputs_name,
-                               progress=progress_printer(), values=values)
+        report = run_model_file(path, timeout, run_check, path, target, plan=plan_path, device=device,
+                                tolerance=tolerance, seed=seed, grad=grad, entry=entry, inputs=inputs_name,
+                                progress=progress_printer(), values=values)
     if fmt == "json":  # the text report carries its warnings itself
         for warning in report["warnings"]:
             click.echo(f"precisionaudit: warning: {warning}", err=True)

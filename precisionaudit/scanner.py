@@ -23,7 +23,7 @@ class ModelResult:
     skipped: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     graph: object = None
-    exception: BaseException | None = None  # for --debug; not part of the report
+    traceback: str | None = None  # for --debug; not part of the report
     target: dict | None = None  # the policy this model was judged under (ONNX: pure)
 
     def to_json(self) -> dict:
@@ -112,6 +112,24 @@ def running_model_file(path: str, timeout: float | None):
         yield
 
 
+def run_model_file(path: str, timeout: float | None, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, which runs the model file at ``path``, run in a child process
+    (core.isolation) under ``running_model_file``: its value, or what it raised. A child that
+    exits, crashes or is killed is a CaptureError naming the file (exit 2)."""
+    from .core.isolation import ChildLost, in_child
+
+    preload(path)
+    try:
+        return in_child(_running, path, timeout, fn, args, kwargs, timeout=timeout)
+    except ChildLost as exc:
+        raise CaptureError(f"{path}: {exc}") from None
+
+
+def _running(path, timeout, fn, args, kwargs):
+    with running_model_file(path, timeout):
+        return fn(*args, **kwargs)
+
+
 def _torch_state_kept(path: str):
     if path.endswith(".onnx"):
         return contextlib.nullcontext()  # no torch: ONNX scans stay torch-free
@@ -132,18 +150,46 @@ def capture_model(path: str, target, entry: str, inputs: str):
 
 def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None,
               values=NO_VALUES):
-    """(ModelResult, findings) for one model file; its errors (a capture error, the time limit,
-    even a bug of ours on a malformed model) become the result's error, so that the other
-    models of a scan are still reported. Bad --weights / --data end the command (exit 2)."""
-    from .analysis import (
-        run_passes,  # imports torch: only once a model file is really scanned
-    )
+    """(ModelResult, findings) for one model file, scanned in a child process (core.isolation);
+    its errors (a capture error, the time limit, a child that exits or crashes, even a bug of
+    ours on a malformed model) become the result's error, so that the other models of a scan
+    are still reported. Bad --weights / --data end the command (exit 2)."""
+    from .core.isolation import ChildLost, in_child
+    from .core.signals import TimeLimitExceeded
+
+    preload(path)
+    if path.endswith(".onnx"):
+        target, entry = judged_target(path, target), "onnx"
+    try:
+        return in_child(_scan_here, path, target, rules, entry, inputs, timeout, values, timeout=timeout)
+    except (ChildLost, TimeLimitExceeded) as exc:
+        suffix = " (--timeout)" if isinstance(exc, TimeLimitExceeded) else ""
+        return ModelResult(path=path, entry=entry, target=target.as_dict(), status="error",
+                           error=f"{path}: {exc}{suffix}"), []
+
+
+def preload(path: str) -> None:
+    """Import, before the fork, what scanning ``path`` needs (torch, for a model file), so that
+    each child starts with it instead of importing it again. No model code runs here."""
+    from . import analysis  # noqa: F401
+    from .rules import engine, sites  # noqa: F401
+
+    if path.endswith(".onnx"):
+        from .capture.onnx import model  # noqa: F401
+    else:
+        import accelerate  # noqa: F401 - init_empty_weights builds the model
+        import torch._dynamo  # noqa: F401 - FakeTensorMode imports it on first use (~2 s)
+
+        from .capture.pytorch import capture  # noqa: F401
+
+
+def _scan_here(path, target, rules, entry, inputs, timeout, values):
+    """scan_file's work, in the process that runs it."""
+    from .analysis import run_passes
     from .core.signals import TimeLimitExceeded
     from .rules.engine import run_rules
     from .rules.sites import collapse_sites
 
-    if path.endswith(".onnx"):
-        target, entry = judged_target(path, target), "onnx"
     result = ModelResult(path=path, entry=entry, target=target.as_dict())
     try:
         with running_model_file(path, timeout):
@@ -153,7 +199,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
             graph = run_passes(captured.graph)
             findings = collapse_sites(run_rules(graph, rules, target, path, f"{path}:{entry}"), graph)
     except CaptureError as exc:
-        result.status, result.error, result.exception = "error", str(exc), exc
+        result.status, result.error, result.traceback = "error", str(exc), _traceback_text(exc)
         return result, []
     except UsageError:  # --weights / --data that do not fit the model: the command's input
         raise
@@ -161,7 +207,7 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
         result.status, result.error = "error", f"{path}: {exc} (--timeout)"
         return result, []
     except Exception as exc:  # noqa: BLE001 - a bug of ours must not hide the other models
-        result.status, result.exception = "error", exc
+        result.status, result.traceback = "error", _traceback_text(exc)
         result.error = f"{path}: {internal_error_line(exc, debug=False)}"
         return result, []
     result.frontend, result.nodes = captured.frontend, graph.number_of_nodes()
@@ -171,6 +217,12 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
         if skipped_rules:
             result.skipped.append("needs example inputs: " + " ".join(skipped_rules))
     return result, findings
+
+
+def _traceback_text(exc: BaseException) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception(exc))
 
 
 def attach_measurement(graph, path, target, entry, inputs, values):

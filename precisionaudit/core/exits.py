@@ -18,6 +18,7 @@ import traceback
 import click
 
 from .errors import UsageError
+from .isolation import command_started
 from .signals import Terminated, TimeLimitExceeded, handled_signals
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -44,6 +45,7 @@ def guarded(fn):
     @functools.wraps(fn)
     def wrapper(*args, debug=False, **kwargs):
         click.get_current_context().meta["precisionaudit.debug"] = debug
+        command_started()  # whether model children may keep torch's threads
         try:
             with handled_signals():
                 return fn(*args, **kwargs)

@@ -35,6 +35,9 @@ class TimeLimitExceeded(BaseException):
         super().__init__(f"timed out after {seconds:g} s")
         self.seconds = seconds
 
+    def __reduce__(self):  # it travels from a child process (core.isolation)
+        return type(self), (self.seconds,)
+
 
 #: the exception each handled signal raises
 _RAISED_ON = {signal.SIGINT: Interrupted, signal.SIGTERM: Terminated}

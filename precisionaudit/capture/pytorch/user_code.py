@@ -5,8 +5,8 @@ json`` valid), and whatever it raises that is not an ordinary exception — ``sy
 ``SystemExit('x')``, a ``KeyboardInterrupt`` it raises itself, any ``BaseException``
 subclass — becomes a CaptureError naming the function: exit 2, never exit 0 or 1.
 A real Ctrl-C, SIGTERM or ``--timeout`` passes through. What cannot be caught in-process
-(``os._exit``, writes to file descriptor 1 from C code, killing the process) is not
-covered: a model file is Python, and it runs with the user's rights.
+(``os._exit``, a crash, writes to file descriptor 1 from C code, an endless C call) is
+the parent's to judge: the commands run this code in a child process (core.isolation).
 """
 from __future__ import annotations
 

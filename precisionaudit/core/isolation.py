@@ -1,0 +1,226 @@
+"""Run a model file's code in a child process, so that it cannot decide how a command ends.
+
+A model file is Python and runs with the user's rights: in-process, ``os._exit(0)`` in its
+``get_model()`` would end a pre-commit gate with exit 0, an endless loop in C would hang it,
+and a non-daemon thread it starts would keep the process alive after the report. So the
+code that loads and runs a model runs in a forked child (as pytest-forked and xdist workers
+isolate test code), and the parent owns the verdict, the exit code, the outputs and the
+time limit:
+
+- the child's answer (its return value, or what it raised) comes back pickled through a
+  pipe; a child that exits, crashes or is killed without answering is :class:`ChildLost`;
+- at ``timeout`` (plus a short grace, in which the child's own ``time_limit`` usually ends
+  it cleanly) the parent kills the child's whole process group: :class:`TimeLimitExceeded`;
+- threads and processes the model leaves behind die with the child's process group;
+- the child's file descriptor 1 is its stderr (a model printing from C cannot corrupt a
+  JSON report) and its stdin is ``/dev/null``.
+
+The fork happens after torch is imported, so a child costs milliseconds, not an import.
+A forked child of a process that has already run a parallel torch kernel hangs in its first
+one (the OpenMP/BLAS thread pools do not survive ``fork``): a child keeps torch's threads
+only when the command's process has run no torch kernel (the command line, which imports
+torch only to fork), and runs on one thread otherwise (the Python API, the tests).
+Where ``os.fork`` does not exist (Windows) the code runs in-process, as before.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pickle
+import select
+import signal
+import sys
+import time
+import traceback
+
+from .signals import TimeLimitExceeded
+
+#: how long past its limit a child may take to end itself before it is killed
+KILL_GRACE_S = 2.0
+#: the exit status of a child that answered (anything else means it did not)
+_ANSWERED = 0
+
+_parent_computes = True
+
+
+class ChildLost(Exception):
+    """The child ended without answering: it exited, crashed or was killed."""
+
+
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in the child (``__cause__`` of the one re-raised
+    in the parent, as concurrent.futures does), shown by ``--debug``."""
+
+    def __str__(self):
+        return self.args[0]
+
+
+def command_started() -> None:
+    """Called as a command begins: whether the children may keep torch's threads (see the
+    module doc). Only a process that has not imported torch yet has surely run no kernel."""
+    global _parent_computes
+    _parent_computes = "torch" in sys.modules
+
+
+def in_child(fn, *args, timeout: float | None = None, **kwargs):
+    """``fn(*args, **kwargs)`` run in a forked child: its return value, or what it raised.
+
+    Raises ChildLost when the child ends without an answer and TimeLimitExceeded at
+    ``timeout`` seconds (None or 0: no limit); a real Ctrl-C or SIGTERM in the parent kills
+    the child before it propagates."""
+    if not hasattr(os, "fork"):
+        return fn(*args, **kwargs)
+    _flush()  # what the parent printed must not be printed again by the child
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _child(read_fd, write_fd, fn, args, kwargs)  # never returns
+    os.close(write_fd)
+    status = None
+    try:
+        data = _read_answer(read_fd, timeout)
+        if data is None:
+            raise TimeLimitExceeded(timeout)
+        status = _wait(pid, KILL_GRACE_S)
+    finally:
+        os.close(read_fd)
+        _end(pid, status)
+    if not data or status != _ANSWERED:
+        raise ChildLost(_describe(status))
+    kind, payload, output = pickle.loads(data)
+    if output:  # the child's own stdout/stderr, where the parent's are no files (a test runner)
+        sys.stderr.write(output)
+    if kind == "raised":
+        exc, text = payload
+        exc.__cause__ = RemoteTraceback(text)
+        raise exc
+    return payload
+
+
+def _child(read_fd, write_fd, fn, args, kwargs):
+    """Run in the child: answer through ``write_fd``, then end without running any of the
+    parent's exit handlers, buffers or the threads the model left behind (``os._exit``)."""
+    code = 1
+    try:
+        os.close(read_fd)
+        os.setpgid(0, 0)  # its own process group: killed as a whole, out of the terminal's Ctrl-C
+        _point_stdio()
+        captured = _capture_unless_files()
+        if _parent_computes:
+            _one_torch_thread()
+        try:
+            answer = ("value", fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - every way fn ends is the parent's to judge
+            answer = ("raised", _transferable(exc))
+        _flush()
+        output = captured.getvalue() if captured is not None else ""
+        try:
+            data = pickle.dumps((*answer, output))
+        except Exception as exc:  # noqa: BLE001 - an answer that cannot travel is a bug of ours
+            data = pickle.dumps(("raised", _transferable(exc), output))
+        with os.fdopen(write_fd, "wb") as pipe:
+            pipe.write(data)
+        code = _ANSWERED
+    finally:
+        with contextlib.suppress(BaseException):
+            _flush()
+        os._exit(code)
+
+
+def _point_stdio():
+    """fd 1 → the parent's stderr (C code printing cannot corrupt a report on stdout), fd 0
+    → /dev/null (a model that reads stdin gets EOF instead of waiting on the terminal)."""
+    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
+def _capture_unless_files():
+    """Where sys.stdout/sys.stderr are no files (click's CliRunner in the tests, an embedding
+    application), what the child writes to them is collected and replayed by the parent."""
+    try:
+        sys.stdout.fileno(), sys.stderr.fileno()
+        return None
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        sys.stdout = sys.stderr = captured = io.StringIO()
+        return captured
+
+
+def _one_torch_thread():
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def _transferable(exc: BaseException) -> tuple[BaseException, str]:
+    """``exc`` and its traceback's text, if it survives pickling; else an equivalent
+    RuntimeError (a model's own exception class may not unpickle)."""
+    text = "".join(traceback.format_exception(exc))
+    try:
+        if type(pickle.loads(pickle.dumps(exc))) is not type(exc):
+            raise TypeError(type(exc))
+    except Exception:  # noqa: BLE001 - whatever pickling raises, a plain exception travels
+        exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc, text
+
+
+def _read_answer(fd: int, timeout: float | None) -> bytes | None:
+    """Everything the child writes before it closes the pipe, or None at the deadline."""
+    deadline = time.monotonic() + timeout + KILL_GRACE_S if timeout else None
+    chunks = []
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+
+def _wait(pid: int, patience: float) -> int | None:
+    """The child's wait status, once it has ended (None if it is still running after
+    ``patience`` seconds: it closed its pipe but did not exit)."""
+    until = time.monotonic() + patience
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() >= until:
+            return None
+        time.sleep(0.005)
+
+
+def _end(pid: int, status: int | None) -> None:
+    """Kill what is left of the child's process group (anything it started, and the child
+    itself unless ``status`` says it has ended and was reaped), and reap the child."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    if status is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # before its setpgid, it is in the parent's group
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def _describe(status: int | None) -> str:
+    if status is None:
+        return "its process closed its output but did not end, and was killed"
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        with contextlib.suppress(ValueError):
+            return f"its process was killed by {signal.Signals(number).name}"
+        return f"its process was killed by signal {number}"
+    code = os.WEXITSTATUS(status)
+    return (f"its process exited (status {code}) before the analysis ended "
+            "(os._exit() or a crash in the model's code)")
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()

@@ -1,0 +1,158 @@
+"""Issue 21: a model file's code runs in a child process, so it cannot forge the verdict
+(``os._exit(0)``), hang the gate (an endless C call), or outlive the scan (threads and
+processes it leaves behind). The command-line tests run the real command, in a process that
+has not run torch before the fork, as a pre-commit hook does."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from conftest import sample
+
+from precisionaudit.core.isolation import ChildLost, RemoteTraceback, in_child
+from precisionaudit.core.signals import TimeLimitExceeded
+
+CLEAN = sample("pa111_output_clean.py")
+INPUTS = "\n\ndef get_example_inputs():\n    return (torch.zeros(2, 4),)\n"
+
+
+def model_file(tmp_path, name, get_model_body):
+    path = tmp_path / name
+    path.write_text("import os, sys, threading, time, ctypes, subprocess\nimport torch\n\n\n"
+                    "def get_model():\n" + textwrap.indent(textwrap.dedent(get_model_body), "    ")
+                    + "\n    return torch.nn.Linear(4, 4)\n" + INPUTS)
+    return str(path)
+
+
+def cli(*args, timeout=120):
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "precisionaudit", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    done.seconds = time.monotonic() - started
+    return done
+
+
+def error_lines(done):
+    return [line for line in done.stderr.splitlines() if line.startswith("precisionaudit: error:")]
+
+
+def test_os_exit_0_in_get_model_cannot_pass_the_gate(tmp_path):
+    path = model_file(tmp_path, "exits.py", "os._exit(0)")
+    done = cli("scan", path, CLEAN, "--format", "json")
+    assert done.returncode == 2, done.stderr
+    assert error_lines(done) == [f"precisionaudit: error: {path}: its process exited (status 0) before "
+                                 "the analysis ended (os._exit() or a crash in the model's code)"]
+    statuses = {m["path"]: m["status"] for m in json.loads(done.stdout)["models"]}
+    assert statuses == {path: "error", CLEAN: "ok"}, "the other model is still reported"
+
+
+def test_a_crash_is_that_models_error(tmp_path):
+    path = model_file(tmp_path, "crashes.py", "ctypes.string_at(0)")
+    done = cli("scan", path)
+    assert done.returncode == 2
+    assert error_lines(done) == [f"precisionaudit: error: {path}: its process was killed by SIGSEGV"]
+
+
+def test_a_model_stuck_in_c_is_killed_at_the_limit(tmp_path):
+    """libc's sleep holds the interpreter in one C call: no in-process time limit can stop it."""
+    path = model_file(tmp_path, "stuck.py", "ctypes.CDLL(None).sleep(1000)")
+    done = cli("scan", path, CLEAN, "--timeout", "20")
+    assert done.returncode == 2
+    assert error_lines(done) == [f"precisionaudit: error: {path}: timed out after 20 s (--timeout)"]
+    assert "pa111_output_clean.py" in done.stdout, "the next model is scanned after the kill"
+    assert done.seconds < 100
+
+
+def test_threads_and_processes_a_model_leaves_die_with_it(tmp_path):
+    pid_file = tmp_path / "sleeper.pid"
+    path = model_file(tmp_path, "leaves.py", f"""\
+        threading.Thread(target=time.sleep, args=(1000,)).start()  # non-daemon: blocks interpreter exit
+        sleeper = subprocess.Popen(["sleep", "1000"])
+        open({str(pid_file)!r}, "w").write(str(sleeper.pid))""")
+    done = cli("scan", path, "--exit-zero", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "leaves.py [get_model]" in done.stdout
+    sleeper = int(pid_file.read_text())
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(sleeper, 0)
+
+
+def test_writes_to_fd_1_and_reads_of_stdin_cannot_corrupt_the_report(tmp_path):
+    path = model_file(tmp_path, "noisy.py", """\
+        os.write(1, b"not json\\n")
+        sys.stdin.read()  # /dev/null in the child: returns at once""")
+    done = cli("scan", path, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["models"][0]["status"] == "ok"
+    assert "not json" in done.stderr
+
+
+def test_explain_plan_and_check_run_the_model_in_a_child_too(tmp_path):
+    path = model_file(tmp_path, "exits.py", "os._exit(0)")
+    for command in ("explain", "check", "plan"):
+        done = cli(command, path)
+        assert done.returncode == 2, (command, done.stderr)
+        assert len(error_lines(done)) == 1 and "its process exited (status 0)" in done.stderr, command
+
+
+def test_the_default_time_limit_and_no_limit():
+    from click.testing import CliRunner
+
+    from precisionaudit.cli import main
+
+    for command in ("scan", "explain", "plan", "check"):
+        help_text = CliRunner().invoke(main, [command, "--help"]).output
+        assert "[default: 600;" in " ".join(help_text.split()), command
+    done = cli("scan", CLEAN, "--timeout", "0")
+    assert done.returncode == 0, done.stderr
+
+
+# in_child itself, in the test process (which has run torch: the child runs on one thread)
+
+def test_a_value_comes_back():
+    assert in_child(sorted, [3, 1, 2]) == [1, 2, 3]
+
+
+def test_what_the_child_raises_is_raised_with_its_traceback():
+    def fails():
+        raise ValueError("bad value")
+
+    with pytest.raises(ValueError, match="bad value") as caught:
+        in_child(fails)
+    assert isinstance(caught.value.__cause__, RemoteTraceback)
+    assert "in fails" in str(caught.value.__cause__)
+
+
+def test_an_exception_that_cannot_travel_becomes_a_runtime_error():
+    class Local(Exception):  # a local class cannot be pickled
+        pass
+
+    def fails():
+        raise Local("odd")
+
+    with pytest.raises(RuntimeError, match="Local: odd"):
+        in_child(fails)
+
+
+def test_a_child_that_exits_or_hangs_is_lost_or_timed_out():
+    with pytest.raises(ChildLost, match="status 3"):
+        in_child(os._exit, 3)
+    started = time.monotonic()
+    with pytest.raises(TimeLimitExceeded):
+        in_child(time.sleep, 100, timeout=0.5)
+    assert time.monotonic() - started < 10
+
+
+def test_the_child_runs_torch_kernels_after_the_parent_has(capfd):
+    """A forked child of a process whose OpenMP/BLAS pools exist hangs in its first parallel
+    kernel unless it runs on one thread."""
+    import torch
+
+    a = torch.randn(512, 512)
+    (a @ a).sum()
+    torch.randn(4_000_000).exp().sum()
+    assert in_child(lambda: float((a @ a).trace() - (a @ a).trace()), timeout=60) == 0.0
