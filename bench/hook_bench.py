@@ -1,5 +1,5 @@
 """Time the pre-commit hook over 20 model files against its floor: one torch import plus the
-per-model capture.
+per-model capture, and what running each model in a child process (core.isolation) costs.
 
 The hook runs ``precisionaudit scan FILE...`` once over every file of a commit
 (``require_serial: true``), so its time should be one Python + torch start-up plus the sum
@@ -95,23 +95,30 @@ def wall(cmd, repeat: int, cwd: str) -> float:
 
 PER_MODEL = textwrap.dedent('''\
     import sys, time
-    from precisionaudit.rules.engine import load_rules
-    from precisionaudit.scanner import scan_file
+    from precisionaudit.core import isolation
     from precisionaudit.core.target import Target
+    from precisionaudit.core.values import NO_VALUES
+    from precisionaudit.rules.engine import load_rules
+    from precisionaudit.scanner import _scan_here, preload, scan_file
+    isolation.command_started()  # as the command line does: this process has not imported torch
     rules, target = load_rules(), Target()
+    preload(sys.argv[1])
     for path in sys.argv[1:]:
         start = time.perf_counter()
-        scan_file(path, target, rules)
-        print(time.perf_counter() - start)
+        scan_file(path, target, rules)  # in a forked child, as the commands run it
+        middle = time.perf_counter()
+        _scan_here(path, target, rules, "get_model", "get_example_inputs", None, NO_VALUES)  # in-process
+        print(middle - start, time.perf_counter() - middle)
     ''')
 
 
-def per_model_times(models, cwd: str) -> list[float]:
+def per_model_times(models, cwd: str) -> tuple[list[float], list[float]]:
     """Seconds each model's scan (import of the file, capture, passes, rules) takes in one
-    process where torch is already imported."""
+    process where torch is already imported: in a forked child, and in-process, alternated."""
     out = subprocess.run([sys.executable, "-c", PER_MODEL, *models], cwd=cwd, check=True,
                          capture_output=True, text=True).stdout
-    return [float(x) for x in out.split()]
+    pairs = [tuple(map(float, line.split())) for line in out.splitlines()]
+    return [child for child, _ in pairs], [here for _, here in pairs]
 
 
 def main(argv=None) -> int:
@@ -127,8 +134,9 @@ def main(argv=None) -> int:
         helpers = [os.path.basename(h) for h in helpers]
         scan = [exe, "scan", "--isolated"]
         rows = [("python -c 'import torch'", wall([sys.executable, "-c", "import torch"], args.repeat, directory))]
-        captures = per_model_times(models, directory)
+        captures, in_process = per_model_times(models, directory)
         rows.append((f"per-model scan, sum of {len(models)} (torch already imported)", sum(captures)))
+        rows.append((f"  the same {len(models)} scans in-process (no child process)", sum(in_process)))
         floor = rows[0][1] + rows[1][1]
         rows.append(("floor: one torch import + per-model scans", floor))
         hook = wall(scan + models + helpers, args.repeat, directory)
@@ -146,9 +154,10 @@ def main(argv=None) -> int:
     print(f"{'':<{width}}  seconds")
     for name, seconds in rows:
         print(f"{name:<{width}}  {seconds:7.2f}")
-    print(f"per-model scan: first {captures[0]:.2f} s (one-time: FakeTensorMode imports "
-          f"torch._dynamo), then median {statistics.median(captures[1:] or captures):.2f} s, "
-          f"max {max(captures[1:] or captures):.2f} s; process timings: median of {args.repeat} runs")
+    print(f"per-model scan in a child process: median {statistics.median(captures):.3f} s, max "
+          f"{max(captures):.3f} s; in-process: median {statistics.median(in_process):.3f} s; the "
+          f"isolation costs {statistics.median(c - h for c, h in zip(captures, in_process)) * 1000:.0f} ms "
+          f"a model (median of the differences); process timings: median of {args.repeat} runs")
     return 0
 
 
