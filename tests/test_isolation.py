@@ -156,3 +156,21 @@ def test_the_child_runs_torch_kernels_after_the_parent_has(capfd):
     (a @ a).sum()
     torch.randn(4_000_000).exp().sum()
     assert in_child(lambda: float((a @ a).trace() - (a @ a).trace()), timeout=60) == 0.0
+
+
+def test_library_modules_a_child_imports_are_imported_here_before_the_next(tmp_path, monkeypatch):
+    """A scan of many models imports a model's library code (transformers' modelling modules)
+    twice, not once per model; the user's own modules never run in the parent."""
+    import importlib
+
+    from precisionaudit.core import isolation
+
+    (tmp_path / "users_own_module.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    library = next(name for name in ("colorsys", "sndhdr", "xdrlib", "mailcap", "netrc")
+                   if name not in sys.modules and importlib.util.find_spec(name))
+    in_child(lambda: [importlib.import_module(m) for m in (library, "users_own_module")] and None)
+    assert library not in sys.modules and "users_own_module" not in sys.modules
+    isolation.import_learned()
+    assert library in sys.modules, "the parent imports what the child imported from the library"
+    assert "users_own_module" not in sys.modules, "a module beside the model is never imported here"
