@@ -22,12 +22,15 @@ before the next child (:func:`import_learned`): a scan of many models pays that 
 twice, not once per model. The model file and the modules beside it are never imported in
 the parent.
 
-A forked child of a process that has already run a parallel torch kernel hangs in its first
-one (the OpenMP/BLAS thread pools do not survive ``fork``): a child keeps torch's threads
-only when the command's process has run no torch kernel (the command line, which imports
-torch only to fork) and imported nothing learned; it runs on one thread otherwise (the
-Python API, the tests). Where ``os.fork`` does not exist (Windows) the code runs
-in-process, as before.
+Forking is safe only from a process that has run no torch kernel and holds no other
+threads' locks: a forked child of a process that has run a parallel kernel hangs in its first
+one (the OpenMP/BLAS pools do not survive ``fork``), and POSIX promises nothing to a child of
+a multi-threaded process. So a command forks only when its process had not imported torch
+when it began (the command line: its process imports torch only to fork). Elsewhere (the
+Python API, a test runner invoking the command in its own process) and where ``os.fork``
+does not exist (Windows) the code runs in-process, with the in-process guarantees. After the
+parent has imported learned library modules, whose import may have run kernels, the
+children run on one thread.
 """
 from __future__ import annotations
 
@@ -51,7 +54,10 @@ KILL_GRACE_S = 2.0
 #: the exit status of a child that answered (anything else means it did not)
 _ANSWERED = 0
 
-_parent_computes = True
+#: whether in_child forks (see the module doc); set as each command begins
+_fork = False
+#: whether children run torch on one thread (the parent may have run torch kernels)
+_one_thread = False
 #: library modules children imported that this process has not imported yet
 _learned: list[str] = []
 
@@ -69,10 +75,10 @@ class RemoteTraceback(Exception):
 
 
 def command_started() -> None:
-    """Called as a command begins: whether the children may keep torch's threads (see the
-    module doc). Only a process that has not imported torch yet has surely run no kernel."""
-    global _parent_computes
-    _parent_computes = "torch" in sys.modules
+    """Called as a command begins: whether its model code runs in children (see the module
+    doc). Only a process that has not imported torch yet has surely run no kernel."""
+    global _fork, _one_thread
+    _fork, _one_thread = hasattr(os, "fork") and "torch" not in sys.modules, False
 
 
 def in_child(fn, *args, timeout: float | None = None, **kwargs):
@@ -80,8 +86,8 @@ def in_child(fn, *args, timeout: float | None = None, **kwargs):
 
     Raises ChildLost when the child ends without an answer and TimeLimitExceeded at
     ``timeout`` seconds (None or 0: no limit); a real Ctrl-C or SIGTERM in the parent kills
-    the child before it propagates."""
-    if not hasattr(os, "fork"):
+    the child before it propagates. In-process where this process may not fork."""
+    if not _fork:
         return fn(*args, **kwargs)
     _flush()  # what the parent printed must not be printed again by the child
     read_fd, write_fd = os.pipe()
@@ -120,7 +126,7 @@ def _child(read_fd, write_fd, fn, args, kwargs):
         os.setpgid(0, 0)  # its own process group: killed as a whole, out of the terminal's Ctrl-C
         _point_stdio()
         captured = _capture_unless_files()
-        if _parent_computes:
+        if _one_thread:
             _one_torch_thread()
         modules_before = set(sys.modules)
         try:
@@ -147,11 +153,11 @@ def import_learned() -> None:
     """Import the library modules earlier children imported (see the module doc), so that the
     next child starts with them. One that fails to import here is skipped: the child imports
     it again itself."""
-    global _parent_computes
+    global _one_thread
     while _learned:
         name = _learned.pop(0)
         if name not in sys.modules:
-            _parent_computes = True  # a library's import may run torch kernels
+            _one_thread = True  # a library's import may run torch kernels
             with contextlib.suppress(Exception, SystemExit):
                 importlib.import_module(name)
 
