@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import precisionaudit
-from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
+from precisionaudit.runtime.pytorch.cuda_autocast import emulated_cuda_autocast
 from precisionaudit.check.metrics import compare, divergence
-from precisionaudit.check.pytorch.execution import named_outputs
+from precisionaudit.runtime.pytorch.execution import named_outputs
 from precisionaudit.check.pytorch.divergence import user_line
-from precisionaudit.capture.pytorch.emulation import EmulatedKernels
+from precisionaudit.runtime.pytorch.emulation import EmulatedKernels
 from precisionaudit.check.pytorch.flops import GemmFlops
 from precisionaudit.check.pytorch.grads import GradHistogram
 from precisionaudit.check.tolerance import tolerance_for

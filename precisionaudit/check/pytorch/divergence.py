@@ -20,8 +20,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ...apply.pytorch import CAST_FNS, QUERIES
-from ...capture.pytorch.recorder import canonical_fn_name, user_frame
+from ...capture.pytorch.recorder import user_frame
+from ...runtime.pytorch.ops import CAST_FNS, QUERIES, canonical_fn_name
 from ..metrics import BUDGET_ELEMENTS, divergence
 
 _SKIP_OPS = CAST_FNS | QUERIES | {"copy_", "detach", "requires_grad_", "register_hook"}

@@ -26,6 +26,7 @@ from ...core.errors import UsageError
 from ...core.target import Target
 from ...core.values import NO_VALUES, ValueOptions
 from ...plan.file import load_plan
+from ...runtime.pytorch import execution
 from ..metrics import (
     BUDGET_ELEMENTS,
     check_reference,
@@ -34,7 +35,6 @@ from ..metrics import (
     variant_status,
 )
 from ..tolerance import tolerance_for
-from . import execution
 from .divergence import Probe
 from .flops import GemmFlops
 from .grads import (
