@@ -8,14 +8,14 @@ import pytest
 import torch
 
 import precisionaudit
-from precisionaudit.runtime.pytorch.cuda_autocast import emulated_cuda_autocast
 from precisionaudit.check.metrics import compare, divergence
-from precisionaudit.runtime.pytorch.execution import named_outputs
 from precisionaudit.check.pytorch.divergence import user_line
-from precisionaudit.runtime.pytorch.emulation import EmulatedKernels
 from precisionaudit.check.pytorch.flops import GemmFlops
 from precisionaudit.check.pytorch.grads import GradHistogram
 from precisionaudit.check.tolerance import tolerance_for
+from precisionaudit.runtime.pytorch.cuda_autocast import emulated_cuda_autocast
+from precisionaudit.runtime.pytorch.emulation import EmulatedKernels
+from precisionaudit.runtime.pytorch.execution import named_outputs
 
 FP16 = tolerance_for("float16")
 

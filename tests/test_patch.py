@@ -13,9 +13,9 @@ from precisionaudit.apply.pytorch import (
     matches,
     to_low_precision,
 )
-from precisionaudit.runtime.pytorch.cuda_autocast import emulated_cuda_autocast
 from precisionaudit.check.pytorch.flops import GemmFlops
 from precisionaudit.plan.file import PlanError
+from precisionaudit.runtime.pytorch.cuda_autocast import emulated_cuda_autocast
 
 
 def plan(*overrides, **target):
