@@ -219,6 +219,13 @@ def test_a_malformed_plan_file_is_named(tmp_path, text, message):
         precisionaudit.apply_plan(nn.Linear(2, 2), str(path))
 
 
+def test_plan_error_is_exported_beside_apply_plan():
+    """README documents PlanError with apply_plan: callers catch it from the package."""
+    assert precisionaudit.PlanError is PlanError and issubclass(precisionaudit.PlanError, ValueError)
+    with pytest.raises(precisionaudit.PlanError, match="version"):
+        precisionaudit.apply_plan(nn.Linear(2, 2), {"version": 99, "overrides": []})
+
+
 def test_to_low_precision_keeps_the_named_modules_in_fp32():
     model = to_low_precision(nn.Sequential(nn.Linear(2, 2), nn.LSTM(2, 2)),
                              plan(dtype="bfloat16", mode="pure") | {"keep_fp32_modules": ["1"]})
