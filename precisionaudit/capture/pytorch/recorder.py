@@ -139,7 +139,9 @@ def _assigned_number(fn: str, args) -> float | int | None:
     return None
 
 
-class _OpTap(TorchDispatchMode):
+class _AtenOpTap(TorchDispatchMode):
+    """Hands the recorder each aten op below autocast, with its arguments and result."""
+
     def __init__(self, recorder):
         super().__init__()
         self.recorder = recorder
@@ -237,7 +239,7 @@ class Recorder:
             torch.nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
             torch.nn.modules.module.register_module_forward_hook(self._post_hook, always_call=True),
         ]
-        self._tap = _OpTap(self)
+        self._tap = _AtenOpTap(self)
         self._tracker = _CallTracker(self)
         self._tracker.__enter__()
         self._tap.__enter__()
