@@ -213,3 +213,14 @@ def test_the_readme_documents_the_default_tolerances():
         rows = re.findall(r"^\| (float16|bfloat16) \| ([\d.e-]+) \| ([\d.e-]+) \| ([\d.]+) \|$", fh.read(), re.M)
     assert {d: tuple(map(float, v)) for d, *v in rows} == {
         d: (t.atol, t.rtol, t.cosine) for d, t in DEFAULTS.items()}
+
+
+def test_a_variant_model_is_keyed_by_the_plans_content_not_its_identity():
+    from precisionaudit.check.pytorch.runner import plan_key
+    from precisionaudit.plan.file import parse_plan
+
+    def read(module):
+        return parse_plan({"version": 1, "target": {"dtype": "float16"}, "overrides": [{"module": module}]}, "p.yaml")
+
+    assert plan_key(read("a")) == plan_key(read("a")) != plan_key(read("b"))
+    assert plan_key(None) is None
