@@ -109,6 +109,16 @@ def test_the_walk_lets_public_and_own_names_pass(source):
     assert private_reaches(source, "precisionaudit.capture.pytorch.capture") == []
 
 
+def test_every_package_is_in_the_distribution():
+    """pyproject.toml lists the packages: a stage left out installs without it (editable
+    installs, as in the tests, would not notice)."""
+    import tomllib
+
+    with open(PACKAGE.parent / "pyproject.toml", "rb") as fh:
+        listed = set(tomllib.load(fh)["tool"]["setuptools"]["packages"])
+    assert {module_name(p) for p in PACKAGE.rglob("__init__.py")} <= listed
+
+
 def test_no_module_imports_against_the_stage_order():
     assert upward_imports(import_graph()) == []
 
