@@ -102,7 +102,7 @@ def test_the_walk_finds_a_reach_into_a_private(source, expected):
 @pytest.mark.parametrize("source", [
     "from precisionaudit import __version__",
     "from .recorder import _helper",  # the same stage keeps its own privates
-    "from ...capture.onnx.graph import name_nodes",
+    "from ...runtime.onnx.graph import name_nodes",
     "from torch.utils import _pytree",  # torch's privates are torch's concern
 ])
 def test_the_walk_lets_public_and_own_names_pass(source):

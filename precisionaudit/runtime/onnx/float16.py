@@ -71,8 +71,8 @@ class Clipped:
 class Conversion:
     model: ModelProto
     nodes: list[str]  # the original graph's node names
-    kept: list[str]  # of those, the ones left in float32 (plan and the converter's own list)
-    by_plan: list[str]  # of those, the ones the plan names
+    kept: list[str]  # of those, the ones left in float32 (those asked for and the converter's own list)
+    by_plan: list[str]  # of those, the ones asked for (``nodes``, ``op_types``: a plan's)
     retargeted_casts: list[str] = field(default_factory=list)
     clipped: list[Clipped] = field(default_factory=list)
     tiny_weights: int = 0  # weight values below 2^-24 raised to it (not reported one by one)
