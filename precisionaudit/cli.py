@@ -364,11 +364,11 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         from .runtime.onnx.io import require_onnx_extra
 
         require_onnx_extra()
-        from .runtime.onnx.graph import refuse_converted
         from .capture.onnx.model import load_onnx
-        from .runtime.onnx.inputs import parse_shapes
         from .plan.onnx import header as onnx_header
         from .plan.onnx import make_onnx_plan
+        from .runtime.onnx.graph import refuse_converted
+        from .runtime.onnx.inputs import parse_shapes
 
         model, pruned = load_onnx(path), None
         refuse_converted(model, path, "plan the float32 model (the file convert reads)")
@@ -479,8 +479,8 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         from .runtime.onnx.io import require_onnx_extra
 
         require_onnx_extra()
-        from .runtime.onnx.inputs import parse_shapes
         from .check.onnx.runner import run_onnx_check
+        from .runtime.onnx.inputs import parse_shapes
 
         if grad:
             raise UsageError("--grad needs a PyTorch model file; an ONNX model is checked forward only")
@@ -536,10 +536,10 @@ def convert(path, plan_path, output, dtype, keep_io_types):
 
     require_onnx_extra()
     from .apply.onnx import convert as convert_model
-    from .runtime.onnx.io import verify, write_atomic
     from .capture.onnx.model import load_onnx
     from .plan.file import load_plan
     from .report.words import plural
+    from .runtime.onnx.io import verify, write_atomic
 
     if not path.endswith(".onnx"):
         raise UsageError(f"{path}: convert takes an ONNX model (.onnx); PyTorch models take a plan "
