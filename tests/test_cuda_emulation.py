@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
 from precisionaudit.core.autocast_policy import CPU_STAND_INS, POLICY
+from precisionaudit.runtime.pytorch.cuda_autocast import emulated_cuda_autocast
 
 LOW = [torch.float16, torch.bfloat16]
 
