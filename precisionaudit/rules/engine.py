@@ -7,7 +7,6 @@ and those a settings file names in ``rule-packs``.
 """
 from __future__ import annotations
 
-import contextvars
 import functools
 import os
 import pathlib
@@ -20,6 +19,7 @@ import yaml
 from ..core.errors import UsageError
 from ..core.findings import Finding
 from ..core.schema import schema_error
+from .registry import CHECKS, param, running_rule  # noqa: F401  (param: README's rules.engine.param)
 from .schema import RULE_SCHEMA
 
 ENTRY_POINT_GROUP = "precisionaudit.rules"
@@ -77,18 +77,10 @@ def _parse(data, source: str, checks: bool = True) -> Rule:
     return rule
 
 
-#: the rule whose check is running (``param`` reads its thresholds)
-_running: contextvars.ContextVar = contextvars.ContextVar("rule")
-
-
-def param(name: str):
-    """The threshold ``name`` of the rule whose check is running (its YAML ``params``)."""
-    return _running.get().params[name]
-
-
 def _checks() -> dict:
-    """The registered Python checks; imported on first use because they import torch."""
-    from .checks import CHECKS
+    """The registered Python checks; the bundled ones are imported on first use because
+    they import torch."""
+    from . import checks  # noqa: F401  (registers the bundled checks)
 
     return CHECKS
 
@@ -201,11 +193,11 @@ def run_rules(graph, rules: list[Rule], target, path: str, model: str) -> list[F
             continue
         if target.mode not in rule.modes or (structure_only and rule.needs_inputs):
             continue
-        token = _running.set(rule)
+        token = running_rule.set(rule)
         try:
             hits = _hits(rule, graph, checks, target)
         finally:
-            _running.reset(token)
+            running_rule.reset(token)
         for name, evidence in hits:
             findings.append(_finding(rule, graph, name, dict(evidence), target, path, model))
     return findings

@@ -4,8 +4,7 @@ import math
 from ...core.numerics import FLOAT_MAX, SMALLEST_NORMAL, UNIT_ROUNDOFF, rounds_to
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
-from ..engine import param
-from . import check
+from ..registry import check, param
 
 #: functions that map +-inf to their finite limit: an overflow feeding only them is harmless
 SATURATING = {"tanh", "sigmoid", "erf", "hardtanh", "softsign"}

@@ -13,8 +13,7 @@ import math
 from ...core.numerics import LARGEST_FINITE, SMALLEST_SUBNORMAL
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
-from ..engine import param
-from . import check
+from ..registry import check, param
 
 
 def _low_dtype(node) -> str | None:

@@ -6,8 +6,7 @@ from ...core.numerics import EXACT_INTEGER_LIMIT
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...core.numerics import SMALLEST_SUBNORMAL
 from ...ir.graph import consumers, producers
-from ..engine import param
-from . import check
+from ..registry import check, param
 
 
 def accumulates_low(node) -> bool:

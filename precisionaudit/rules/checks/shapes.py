@@ -4,8 +4,7 @@ from __future__ import annotations
 import math
 
 from ...ir.graph import producers
-from ..engine import param
-from . import check
+from ..registry import check, param
 
 ALIGN = {"float16": 8, "bfloat16": 8}
 VOCAB_MIN, VOCAB_ALIGN = 8192, 64

@@ -1,0 +1,51 @@
+"""The rules package's structure: checks register in a leaf registry (no import cycle with
+the engine), and a rule pack's Python check registers through the public
+``precisionaudit.rules.checks.check`` and reads its thresholds with ``param``."""
+import os
+import subprocess
+import sys
+
+from conftest import scanned_graph
+
+from precisionaudit.core.target import Target
+from precisionaudit.rules.engine import load_rules, run_rules
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+HAZARD = os.path.join(TESTS, "models", "ex101_sigmoid_hazard.py")
+
+
+def test_the_checks_import_without_the_engine():
+    code = "import sys, precisionaudit.rules.checks; print('precisionaudit.rules.engine' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+PACK_RULE = """\
+id: EX201
+name: gate-sigmoid
+summary: a sigmoid in a module deeper than a threshold
+severity: info
+check: ex201_gate_sigmoid
+params: {min_width: 16}
+match: {ops: [sigmoid]}
+message: "{op} on {width} features (at least {min_width})"
+doc: {what: An example pack's Python check., why: It reads its threshold from params.}
+"""
+
+
+def test_a_packs_python_check_registers_through_the_public_name(tmp_path):
+    from precisionaudit.rules.checks import check, param
+
+    @check
+    def ex201_gate_sigmoid(graph, name, node, target):
+        width = node["out_shape"][-1]
+        return {"width": width, "min_width": param("min_width")} if width >= param("min_width") else None
+
+    (tmp_path / "EX201.yaml").write_text(PACK_RULE)
+    (rule,) = [r for r in load_rules(packs=[str(tmp_path)]) if r.id == "EX201"]
+    target = Target("float16", "autocast", "cuda")
+    graph = scanned_graph(HAZARD)
+    found = run_rules(graph, [rule], target, HAZARD, "m")
+    assert [(f.op, f.message, f.evidence["width"]) for f in found] == [("sigmoid", "sigmoid on 64 features (at least 16)", 64)]
+    rule.params["min_width"] = 128
+    assert run_rules(graph, [rule], target, HAZARD, "m") == []
