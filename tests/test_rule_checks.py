@@ -49,3 +49,24 @@ def test_a_packs_python_check_registers_through_the_public_name(tmp_path):
     assert [(f.op, f.message, f.evidence["width"]) for f in found] == [("sigmoid", "sigmoid on 64 features (at least 16)", 64)]
     rule.params["min_width"] = 128
     assert run_rules(graph, [rule], target, HAZARD, "m") == []
+
+
+def test_each_rules_check_is_its_own_module_named_after_the_rule():
+    """PA105 exp-log-low-precision names the check exp_log_low_precision, which lives in
+    checks/pa105_exp_log_low_precision.py, alone with helpers of its own."""
+    import inspect
+
+    from precisionaudit.rules.checks import CHECKS, RULE_MODULES
+
+    bundled = [r for r in load_rules() if r.check]
+    assert len(bundled) >= 20
+    for rule in bundled:
+        assert rule.check == rule.name.replace("-", "_"), rule.id
+        module = f"{rule.id.lower()}_{rule.check}"
+        assert CHECKS[rule.check].__module__ == f"precisionaudit.rules.checks.{module}", rule.id
+    checks_per_module = {}
+    for fn in CHECKS.values():
+        checks_per_module.setdefault(fn.__module__.rsplit(".", 1)[-1], []).append(fn.__name__)
+    assert {m: checks_per_module.get(m) for m in RULE_MODULES} == {
+        f"{r.id.lower()}_{r.check}": [r.check] for r in bundled}
+    assert all(inspect.getmodule(CHECKS[r.check]).__doc__.startswith(f"{r.id} {r.name}") for r in bundled)

@@ -1,12 +1,20 @@
 """Python checks that rules/*.yaml reference by name (``check: <name>``).
 
-``check`` (register a function under its name) and ``param`` (the running rule's
-threshold) are the public names rule packs use; they live in ``..registry``.
+One module per rule, named after it as ruff does (``pa105_exp_log_low_precision.py``
+holds ``exp_log_low_precision``); helpers several rules share live in modules named for
+what they do. ``check`` (register a function under its name) and ``param`` (the running
+rule's threshold) are the public names rule packs use; they live in ``..registry``.
 
 A node check is called as ``fn(graph, name, node, target)`` for each node the rule's
 ``match`` selects and returns evidence (a dict) or None. A graph check (``scope: graph``)
 is called as ``fn(graph, target)`` and returns a list of ``(node name or None, evidence)``.
 """
+import importlib
+import pkgutil
+
 from ..registry import CHECKS, check, param  # noqa: F401  (the public names)
 
-from . import bounded, measured, precision, shapes  # noqa: E402,F401  (registers the checks)
+#: the modules of the bundled rules' checks: importing them registers the checks
+RULE_MODULES = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name.startswith("pa"))
+for _module in RULE_MODULES:
+    importlib.import_module(f"{__name__}.{_module}")

@@ -1,0 +1,20 @@
+"""PA107 unrepresentable-constant."""
+from __future__ import annotations
+
+from ..registry import check
+
+
+@check
+def unrepresentable_constant(graph, name, node, target):
+    bad = [c for c in node["constants"] if c["status"] in ("overflow", "underflow")]
+    if not bad:
+        return None
+    worst = next((c for c in bad if c["status"] == "overflow"), bad[0])
+    evidence = {"value": worst["value"], "value_text": f"{worst['value']:g}", "stored": worst["stored"],
+                "status": worst["status"], **({"case": "underflow"} if worst["status"] == "underflow" else {}),
+                "becomes": ("-inf" if worst["value"] < 0 else "inf") if worst["status"] == "overflow" else "0"}
+    if node["op"] == "setitem" or node["op"].endswith("_"):
+        # t[i] = value, t.fill_(value), t.masked_fill_(...) keep t's dtype: no fp32 region changes it
+        evidence["fix_instead"] = {"action": "replace",
+                                   "use": f"a value {worst['dtype']} holds (torch.finfo(t.dtype).max or .min)"}
+    return evidence

@@ -1,0 +1,23 @@
+"""PA110 integer-precision-loss."""
+from __future__ import annotations
+
+from ...core.numerics import EXACT_INTEGER_LIMIT
+from ...core.numerics import LOW_PRECISION_NAMES as LOW
+from ...ir.graph import producers
+from ..registry import check
+
+
+@check
+def integer_precision_loss(graph, name, node, target):
+    dtype = node["out_dtype"]
+    bound = node.get("int_max")
+    if dtype not in LOW or bound is None:
+        return None
+    limit = EXACT_INTEGER_LIMIT[dtype]
+    if bound <= limit:
+        return None
+    for p in producers(graph, name):  # report where the loss starts, not every op after it
+        before = graph.nodes[p]
+        if before["out_dtype"] == dtype and (before.get("int_max") or 0) > limit:
+            return None
+    return {"max_value": bound, "exact_limit": limit}
