@@ -34,6 +34,7 @@ doc: {what: An example pack's Python check., why: It reads its threshold from pa
 
 
 def test_a_packs_python_check_registers_through_the_public_name(tmp_path):
+    """A check written before Hit returned its evidence as a dict: it still works."""
     from precisionaudit.rules.checks import check, param
 
     @check
@@ -70,3 +71,38 @@ def test_each_rules_check_is_its_own_module_named_after_the_rule():
     assert {m: checks_per_module.get(m) for m in RULE_MODULES} == {
         f"{r.id.lower()}_{r.check}": [r.check] for r in bundled}
     assert all(inspect.getmodule(CHECKS[r.check]).__doc__.startswith(f"{r.id} {r.name}") for r in bundled)
+
+
+GRAPH_RULE = """\
+id: EX202
+name: gate-module
+summary: a module that holds a sigmoid
+severity: warning
+severity_cases:
+  small: {severity: info, when: "it is narrower than {wide} features"}
+params: {wide: 128}
+scope: graph
+check: ex202_gate_module
+message: "{module} holds a {op} ({why})"
+fix: {action: keep_fp32}
+doc: {what: An example pack's graph check., why: It reports a Hit.}
+"""
+
+
+def test_a_hit_names_the_case_module_line_and_fix_the_engine_reads(tmp_path):
+    from precisionaudit.rules.checks import Fix, Hit, check, param
+
+    @check
+    def ex202_gate_module(graph, target):
+        return [Hit(name, {"why": "a gate"}, case="small" if node["out_shape"][-1] < param("wide") else None,
+                    module="gates.first", line=3, fix=Fix(ops=("linear", "sigmoid"), whole_modules=("gates",)))
+                for name, node in graph.nodes(data=True) if node["op"] == "sigmoid"]
+
+    (tmp_path / "EX202.yaml").write_text(GRAPH_RULE)
+    (rule,) = [r for r in load_rules(packs=[str(tmp_path)]) if r.id == "EX202"]
+    (found,) = run_rules(scanned_graph(HAZARD), [rule], Target("float16", "autocast", "cuda"), HAZARD, "m")
+    assert (found.severity, found.module, found.line, found.column) == ("info", "gates.first", 3, None)
+    assert found.message == "gates.first holds a sigmoid (a gate)"
+    assert found.evidence == {"dtype": "float16", "why": "a gate"}
+    assert found.fix == {"action": "keep_fp32", "ops": ["linear", "sigmoid"], "whole_modules": ["gates"],
+                         "module": "gates.first"}

@@ -1,7 +1,7 @@
 """PA103 reduction-low-precision."""
 from __future__ import annotations
 
-from ..registry import check, param
+from ..registry import Hit, check, param
 from .low_dtype import accumulates_low
 
 
@@ -26,7 +26,6 @@ def reduction_low_precision(graph, name, node, target):
                    "elements in float16, whose range ends at 65504")
     else:
         return None  # fp32 accumulator and a result within the input's range (or bf16's)
-    evidence = {"extent": extent, "problem": problem, "accumulate_dtype": node.get("accumulate_dtype")}
-    if extent is not None and extent < param("short_extent"):
-        evidence["case"] = "short"
-    return evidence
+    short = extent is not None and extent < param("short_extent")
+    return Hit(name, {"extent": extent, "problem": problem, "accumulate_dtype": node.get("accumulate_dtype")},
+               case="short" if short else None)

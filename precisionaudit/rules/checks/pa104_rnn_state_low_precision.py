@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...analysis.rnn import STEP_OPS
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
-from ..registry import check, param
+from ..registry import Hit, check, param
 
 
 @check
@@ -13,5 +13,5 @@ def rnn_state_low_precision(graph, name, node, target):
         steps = node.get("rnn_steps")
         if steps is None or steps < param("min_steps") or node.get("rnn_state_dtype") not in LOW:
             return None
-        return {"steps": steps, "dtype": node["rnn_state_dtype"]}
-    return {"steps": node.get("rnn_steps")}
+        return Hit(name, {"steps": steps, "dtype": node["rnn_state_dtype"]})
+    return Hit(name, {"steps": node.get("rnn_steps")})

@@ -6,7 +6,7 @@ import math
 from ...core.numerics import FLOAT_MAX, SMALLEST_NORMAL
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
-from ..registry import check
+from ..registry import Hit, check
 
 
 #: functions that map +-inf to their finite limit: an overflow feeding only them is harmless
@@ -85,7 +85,4 @@ def exp_log_low_precision(graph, name, node, target):
         problem = f"overflows {dtype} (max {limit:.4g}) for large bases"
     else:
         problem = f"loses range near 0 in {dtype}"
-    evidence = {"problem": problem}
-    if arg is not None:
-        evidence["argument_range"] = list(arg)
-    return evidence
+    return Hit(name, {"problem": problem, **({"argument_range": list(arg)} if arg is not None else {})})

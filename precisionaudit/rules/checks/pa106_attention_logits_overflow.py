@@ -1,7 +1,7 @@
 """PA106 attention-logits-overflow."""
 from __future__ import annotations
 
-from ..registry import check, param
+from ..registry import Hit, check, param
 
 
 @check
@@ -18,8 +18,8 @@ def attention_logits_overflow(graph, name, node, target):
     needed = d ** -0.5 if d else None
     if before != 1 and (needed is None or abs(before) <= needed * (1 + param("tolerance"))):
         return None
-    return {"softmax": node["feeds_softmax"], "scale_before": before, "scale_after": after,
-            "head_dim": d, "scale_needed": needed, "scales": _scales_text(before, after, d, needed)}
+    return Hit(name, {"softmax": node["feeds_softmax"], "scale_before": before, "scale_after": after,
+                      "head_dim": d, "scale_needed": needed, "scales": _scales_text(before, after, d, needed)})
 
 
 def _scales_text(before, after, d, needed) -> str:

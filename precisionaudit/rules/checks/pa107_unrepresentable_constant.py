@@ -1,7 +1,7 @@
 """PA107 unrepresentable-constant."""
 from __future__ import annotations
 
-from ..registry import check
+from ..registry import Fix, Hit, check
 
 
 @check
@@ -10,11 +10,12 @@ def unrepresentable_constant(graph, name, node, target):
     if not bad:
         return None
     worst = next((c for c in bad if c["status"] == "overflow"), bad[0])
-    evidence = {"value": worst["value"], "value_text": f"{worst['value']:g}", "stored": worst["stored"],
-                "status": worst["status"], **({"case": "underflow"} if worst["status"] == "underflow" else {}),
-                "becomes": ("-inf" if worst["value"] < 0 else "inf") if worst["status"] == "overflow" else "0"}
+    values = {"value": worst["value"], "value_text": f"{worst['value']:g}", "stored": worst["stored"],
+              "status": worst["status"],
+              "becomes": ("-inf" if worst["value"] < 0 else "inf") if worst["status"] == "overflow" else "0"}
+    fix = Fix()
     if node["op"] == "setitem" or node["op"].endswith("_"):
         # t[i] = value, t.fill_(value), t.masked_fill_(...) keep t's dtype: no fp32 region changes it
-        evidence["fix_instead"] = {"action": "replace",
-                                   "use": f"a value {worst['dtype']} holds (torch.finfo(t.dtype).max or .min)"}
-    return evidence
+        fix = Fix(instead={"action": "replace",
+                           "use": f"a value {worst['dtype']} holds (torch.finfo(t.dtype).max or .min)"})
+    return Hit(name, values, case="underflow" if worst["status"] == "underflow" else None, fix=fix)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...core.numerics import EXACT_INTEGER_LIMIT
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import producers
-from ..registry import check
+from ..registry import Hit, check
 
 
 @check
@@ -20,4 +20,4 @@ def integer_precision_loss(graph, name, node, target):
         before = graph.nodes[p]
         if before["out_dtype"] == dtype and (before.get("int_max") or 0) > limit:
             return None
-    return {"max_value": bound, "exact_limit": limit}
+    return Hit(name, {"max_value": bound, "exact_limit": limit})

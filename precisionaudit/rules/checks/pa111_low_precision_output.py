@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
-from ..registry import check
+from ..registry import Hit, check
 
 
 @check
@@ -10,5 +10,5 @@ def low_precision_output(graph, target):
     hits = []
     for out in graph.graph.get("outputs", []):
         if out["dtype"] in LOW and out["node"] is not None:
-            hits.append((out["node"], {"output_dtype": out["dtype"]}))
+            hits.append(Hit(out["node"], {"output_dtype": out["dtype"]}))
     return hits

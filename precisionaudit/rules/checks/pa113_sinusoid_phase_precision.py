@@ -1,7 +1,7 @@
 """PA113 sinusoid-phase-precision."""
 from __future__ import annotations
 
-from ..registry import check, param
+from ..registry import Fix, Hit, check, param
 
 
 def _phase_threshold(node) -> float:
@@ -22,8 +22,8 @@ def sinusoid_phase_precision(graph, name, node, target):
         return None
     sinusoid = graph.nodes[node["phase_sinusoid"]]
     assumed = node["phase_basis"] == "unit-scale inputs"
-    return {"phase_error": node["phase_error"], "phase_max": node["phase_max"],
-            "error_text": f"{node['phase_error']:.3g}", "phase_text": f"{node['phase_max']:.4g}",
-            "basis": node["phase_basis"], "sinusoid": sinusoid["op"], "sinusoid_line": sinusoid["line"],
-            "assumed": " (model inputs taken as lying in [-1, 1])" if assumed else "",
-            "fix_ops": node["phase_fix_ops"]}
+    return Hit(name, {"phase_error": node["phase_error"], "phase_max": node["phase_max"],
+                      "error_text": f"{node['phase_error']:.3g}", "phase_text": f"{node['phase_max']:.4g}",
+                      "basis": node["phase_basis"], "sinusoid": sinusoid["op"], "sinusoid_line": sinusoid["line"],
+                      "assumed": " (model inputs taken as lying in [-1, 1])" if assumed else ""},
+               fix=Fix(ops=tuple(node["phase_fix_ops"])))

@@ -6,7 +6,7 @@ import math
 from ...core.numerics import FLOAT_MAX, UNIT_ROUNDOFF, rounds_to
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
-from ..registry import check, param
+from ..registry import Hit, check, param
 
 
 #: ops that carry an additive mask's sum on to the softmax (and more masks or biases added)
@@ -105,10 +105,10 @@ def additive_mask_overflow(graph, name, node, target):
         if softmax is None:
             return None
         below = -(FLOAT_MAX[dtype] + _half_ulp_at_max(dtype) + lowest)  # the other's values that overflow
-        return {"mask_low": lowest, "mask_low_text": f"{lowest:g}", "overflow_below": below,
-                "overflow_below_text": f"{below:g}", "softmax": softmax,
-                "softmax_line": graph.nodes[softmax]["line"],
-                "other_range": list(other) if other is not None else None}
+        return Hit(name, {"mask_low": lowest, "mask_low_text": f"{lowest:g}", "overflow_below": below,
+                          "overflow_below_text": f"{below:g}", "softmax": softmax,
+                          "softmax_line": graph.nodes[softmax]["line"],
+                          "other_range": list(other) if other is not None else None})
     return None
 
 

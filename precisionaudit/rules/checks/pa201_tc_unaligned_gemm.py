@@ -1,7 +1,7 @@
 """PA201 tc-unaligned-gemm."""
 from __future__ import annotations
 
-from ..registry import check
+from ..registry import Hit, check
 from .gemm_shapes import ALIGN, VOCAB_MIN, gemm_dims, padded
 
 
@@ -15,5 +15,5 @@ def tc_unaligned_gemm(graph, name, node, target):
             continue  # vocabulary-sized: PA202 judges it against 64
         if size % multiple:
             up, waste = padded(size, multiple)
-            return {"dim": dim, "size": size, "multiple": multiple, "padded": up, "waste_pct": waste}
+            return Hit(name, {"dim": dim, "size": size, "multiple": multiple, "padded": up, "waste_pct": waste})
     return None

@@ -1,7 +1,7 @@
 """PA202 tc-unaligned-vocab."""
 from __future__ import annotations
 
-from ..registry import check
+from ..registry import Hit, check
 from .gemm_shapes import VOCAB_ALIGN, VOCAB_MIN, node_of_module, padded
 
 
@@ -36,10 +36,9 @@ def tc_unaligned_vocab(graph, target):
         if size is None or size < VOCAB_MIN or size % VOCAB_ALIGN == 0:
             continue
         up, waste = padded(size, VOCAB_ALIGN)
-        evidence = {"module": owner, "size": size, "padded": up, "waste_pct": waste,
-                    "module_type": facts.get("type", "matrix")}
+        values = {"size": size, "padded": up, "waste_pct": waste, "module_type": facts.get("type", "matrix")}
         others = [m for m in tied.get(weight, []) if m != owner] if weight else []
         if others:
-            evidence["tied_with"] = others
-        hits.append((name if name is not None else node_of_module(graph, owner), evidence))
+            values["tied_with"] = others
+        hits.append(Hit(name if name is not None else node_of_module(graph, owner), values, module=owner))
     return hits

@@ -1,7 +1,7 @@
 """PA203 tc-unaligned-channels."""
 from __future__ import annotations
 
-from ..registry import check, param
+from ..registry import Hit, check, param
 from .gemm_shapes import ALIGN, node_of_module, padded
 
 
@@ -22,10 +22,11 @@ def tc_unaligned_channels(graph, target):
             continue
         which, size = bad[0]
         up, _ = padded(size, multiple)
-        evidence = {"module": module, "channels": which, "size": size, "padded": up,
-                    "module_type": facts["type"]}
+        case = None
         if all(n <= param("input_layer_channels") for _, n in bad):
             # an RGB/audio input layer, an image/latent/few-class output: the data fixes it
-            evidence["case"] = "input-layer" if which == "in_channels" else "output-layer"
-        hits.append((node_of_module(graph, module), evidence))
+            case = "input-layer" if which == "in_channels" else "output-layer"
+        hits.append(Hit(node_of_module(graph, module),
+                        {"channels": which, "size": size, "padded": up, "module_type": facts["type"]},
+                        module=module, case=case))
     return hits

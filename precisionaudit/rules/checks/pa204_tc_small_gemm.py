@@ -1,7 +1,7 @@
 """PA204 tc-small-gemm."""
 from __future__ import annotations
 
-from ..registry import check, param
+from ..registry import Hit, check, param
 from .gemm_shapes import gemm_dims
 
 
@@ -11,5 +11,5 @@ def tc_small_gemm(graph, name, node, target):
     if node["op"] != "linear" or len(dims) != 2 or not node["low_precision"]:
         return None
     if dims[0] * dims[1] < param("min_weight_elements"):
-        return {"n": dims[0], "k": dims[1]}
+        return Hit(name, {"n": dims[0], "k": dims[1]})
     return None

@@ -1,7 +1,7 @@
 """PA206 attention-head-dim."""
 from __future__ import annotations
 
-from ..registry import check
+from ..registry import Hit, check
 
 
 def query_head_dim(node):
@@ -33,4 +33,4 @@ def attention_head_dim(graph, name, node, target):
     size = query_head_dim(node)
     if size is None or size % 8 == 0 and size <= 256:
         return None
-    return {"head_dim": size, "problem": "above 256" if size > 256 else "not a multiple of 8"}
+    return Hit(name, {"head_dim": size, "problem": "above 256" if size > 256 else "not a multiple of 8"})

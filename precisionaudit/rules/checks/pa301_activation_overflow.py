@@ -5,7 +5,7 @@ import math
 
 from ...core.numerics import LARGEST_FINITE
 from ...ir.graph import consumers, producers
-from ..registry import check
+from ..registry import Fix, Hit, check
 from .low_dtype import low_dtype
 from .plan_region import common_module, number
 
@@ -47,14 +47,15 @@ def activation_overflow(graph, name, node, target):
     own = node.get("module", "")
     # a module that is nothing but this op (T5's ``wo``): the plan names it whole, as
     # ``_keep_in_fp32_modules`` does, and the chain's ops around it by op
-    whole = [own] if own != fix_module and _only_op_of(graph, name, own) else []
-    return {"measured": number(value), "measured_text": f"{value:.4g}", "batch": batch,
-            "where": where, "limit": number(limit), "stored": dtype,
-            **({} if value > limit else {"case": "near"}),
-            "first_nonfinite": bool(m.get("nonfinite_first")),
-            "chain": chain, "back_in_range": [c for c in chain if not _hot(graph, graph.nodes[c], dtype)],
-            "fix_module": fix_module, "fix_whole": whole,
-            "fix_ops": list(dict.fromkeys(graph.nodes[n]["op"] for n in (chain if whole else nodes)))}
+    whole = (own,) if own != fix_module and _only_op_of(graph, name, own) else ()
+    return Hit(name, {"measured": number(value), "measured_text": f"{value:.4g}", "batch": batch,
+                      "where": where, "limit": number(limit), "stored": dtype,
+                      "first_nonfinite": bool(m.get("nonfinite_first")),
+                      "chain": chain, "back_in_range": [c for c in chain if not _hot(graph, graph.nodes[c], dtype)],
+                      "fix_module": fix_module},
+               case=None if value > limit else "near",
+               fix=Fix(ops=tuple(dict.fromkeys(graph.nodes[n]["op"] for n in (chain if whole else nodes))),
+                       whole_modules=whole))
 
 
 def _only_op_of(graph, name, module) -> bool:

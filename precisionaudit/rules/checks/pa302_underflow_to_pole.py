@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...core.numerics import SMALLEST_SUBNORMAL
 from ...ir.graph import consumers
-from ..registry import check
+from ..registry import Fix, Hit, check
 from .low_dtype import low_dtype_of
 from .plan_region import common_module, number
 
@@ -39,13 +39,13 @@ def underflow_to_pole(graph, name, node, target):
         if dtype is None:
             continue
         fed = c.get("measured") or {}
-        return {"measured": number(m["min_nonzero"]), "measured_text": f"{m['min_nonzero']:.3g}",
-                "flushed": round(m["flushed"], 6), "flushed_text": f"{m['flushed']:.2%}",
-                "batch": m["min_batch"], "stored": dtype,
-                "limit": SMALLEST_SUBNORMAL[dtype] / 2,
-                "consumer": consumer, "consumer_op": c["op"], "consumer_line": c.get("line"),
-                "chain": [consumer], "back_in_range": [consumer],
-                "first_nonfinite": bool(fed.get("nonfinite_first") or m.get("nonfinite_first")),
-                "fix_module": common_module(graph, [name, consumer]),
-                "fix_ops": list(dict.fromkeys([node["op"], c["op"]]))}
+        return Hit(name, {"measured": number(m["min_nonzero"]), "measured_text": f"{m['min_nonzero']:.3g}",
+                        "flushed": round(m["flushed"], 6), "flushed_text": f"{m['flushed']:.2%}",
+                        "batch": m["min_batch"], "stored": dtype,
+                        "limit": SMALLEST_SUBNORMAL[dtype] / 2,
+                        "consumer": consumer, "consumer_op": c["op"], "consumer_line": c.get("line"),
+                        "chain": [consumer], "back_in_range": [consumer],
+                        "first_nonfinite": bool(fed.get("nonfinite_first") or m.get("nonfinite_first")),
+                        "fix_module": common_module(graph, [name, consumer])},
+                   fix=Fix(ops=tuple(dict.fromkeys([node["op"], c["op"]]))))
     return None

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...core.numerics import LARGEST_FINITE
-from ..registry import check, param
+from ..registry import Fix, Hit, check, param
 from .low_dtype import low_dtype_of
 from .plan_region import number
 
@@ -24,15 +24,15 @@ def weight_out_of_range(graph, target):
             if s is None or weight in seen:
                 continue
             if s["max_abs"] > LARGEST_FINITE[dtype]:
-                value, text, case, what = s["max_abs"], f"{s['max_abs']:.4g}", {}, "becomes inf"
+                value, text, case, what = s["max_abs"], f"{s['max_abs']:.4g}", None, "becomes inf"
             elif s["flushed"] >= param("flushed_share"):
-                value, text, case = s["min_nonzero"], f"{s['min_nonzero']:.3g}", {"case": "flushed"}
+                value, text, case = s["min_nonzero"], f"{s['min_nonzero']:.3g}", "flushed"
                 what = f"has {s['flushed']:.2%} of its values become 0"
             else:
                 continue
             seen.add(weight)
-            hits.append((name, {"param": weight, "measured": number(value), "measured_text": text,
-                                "what": what, "stored": dtype, **case,
-                                "max_abs": number(s["max_abs"]), "flushed": round(s["flushed"], 6),
-                                "fix_ops": [node["op"]]}))
+            hits.append(Hit(name, {"param": weight, "measured": number(value), "measured_text": text,
+                                   "what": what, "stored": dtype,
+                                   "max_abs": number(s["max_abs"]), "flushed": round(s["flushed"], 6)},
+                            case=case, fix=Fix(ops=(node["op"],))))
     return hits
