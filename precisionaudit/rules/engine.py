@@ -44,6 +44,7 @@ class Rule:
     severity_cases: dict = field(default_factory=dict)  # case a check reports → severity, when
     params: dict = field(default_factory=dict)  # thresholds its check reads (``param``)
     source: str = ""
+    bundled: bool = False  # ships with precisionaudit: its templates are formatted strictly
 
     def severity_for(self, dtype: str, case: str | None = None) -> str:
         if case is not None:
@@ -63,7 +64,7 @@ def _parse(data, source: str, checks: bool = True) -> Rule:
     check = data.get("check")
     if checks and check and check not in _checks():
         raise UsageError(f"{source}: check {check!r} is not a registered Python check")
-    fields = dict(data, source=source)
+    fields = dict(data, source=source, bundled=source in _BUNDLED_SOURCES)
     if isinstance(fields["severity"], str):
         fields["severity"] = {"default": fields["severity"]}
     if "modes" in fields:
@@ -175,13 +176,25 @@ def _matches(rule: Rule, node: dict) -> bool:
     return all(node.get(k) == v for k, v in rule.match.get("where", {}).items())
 
 
-class _Template(dict):
+class _Lenient(dict):
+    """A rule pack's placeholder that nothing supplies stays as written: ``{name}``."""
+
     def __missing__(self, key):
         return "{" + key + "}"
 
 
-def _format(template: str, values: dict) -> str:
-    return string.Formatter().vformat(template, (), _Template(values)).strip()
+class TemplateError(Exception):
+    """A bundled rule's message or fix names a placeholder that no value supplies: a bug."""
+
+
+def _format(rule: Rule, template: str, values: dict) -> str:
+    if not rule.bundled:
+        values = _Lenient(values)
+    try:
+        return string.Formatter().vformat(template, (), values).strip()
+    except KeyError as exc:
+        raise TemplateError(f"{rule.source}: {template!r} names {{{exc.args[0]}}}, which neither the "
+                            "node nor the check supplies") from None
 
 
 def run_rules(graph, rules: list[Rule], target, path: str, model: str) -> list[Finding]:
@@ -239,7 +252,7 @@ def _finding(rule, graph, hit: Hit, target, path, model) -> Finding:
     dtype = node.get("compute_dtype") or target.dtype
     values = {**node, "dtype": dtype, "target_dtype": target.dtype, "module": module or "<root>",
               **hit.values}
-    fix = {k: _format_value(v, values) for k, v in rule.fix.items()}
+    fix = {k: _format_value(rule, v, values) for k, v in rule.fix.items()}
     if hit.fix.ops is not None:  # the check knows the whole chain that must move to fp32
         fix["ops"] = list(hit.fix.ops)
     fix.update(hit.fix.instead)
@@ -255,14 +268,14 @@ def _finding(rule, graph, hit: Hit, target, path, model) -> Finding:
         line = column = None
     return Finding(rule=rule.id, name=rule.name, severity=severity, path=path, line=line, column=column,
                    model=model, node=hit.node, op=node.get("op"), module=module,
-                   message=_format(rule.message, values), evidence=evidence, fix=fix)
+                   message=_format(rule, rule.message, values), evidence=evidence, fix=fix)
 
 
-def _format_value(value, values):
+def _format_value(rule, value, values):
     if isinstance(value, str):
-        return _format(value, values)
+        return _format(rule, value, values)
     if isinstance(value, list):
-        return [_format_value(v, values) for v in value]
+        return [_format_value(rule, v, values) for v in value]
     return value
 
 
