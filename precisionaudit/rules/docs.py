@@ -107,7 +107,8 @@ def markdown_pages(rules) -> dict[str, str]:
         "# Rule catalog\n\nRule ids are stable: new rules get new ids, none is renumbered. "
         "PA0xx are about precisionaudit itself, PA1xx precision hazards (values that overflow, "
         "underflow or lose their precision), PA2xx Tensor Core performance hints (never "
-        "errors). `precisionaudit rules ID` shows a page in the terminal.\n\n" + "\n".join(rows) + "\n")
+        "errors), PA3xx hazards in measured values (calibration data, real weights: `--data`, "
+        "`--weights`). `precisionaudit rules ID` shows a page in the terminal.\n\n" + "\n".join(rows) + "\n")
     return pages
 
 
