@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ...core.numerics import FLOAT_MAX, SMALLEST_NORMAL
+from ...core.numerics import LARGEST_FINITE, SMALLEST_NORMAL
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
 from ..registry import Hit, check
@@ -60,7 +60,7 @@ def exp_log_low_precision(graph, name, node, target):
     dtype = node["compute_dtype"]
     if dtype not in LOW:
         return None
-    op, limit = node["op"], FLOAT_MAX[dtype]
+    op, limit = node["op"], LARGEST_FINITE[dtype]
     arg = _argument_range(graph, name)
     out = node.get("value_range")
     if op == "softplus":

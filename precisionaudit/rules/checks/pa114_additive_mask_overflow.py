@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ...core.numerics import FLOAT_MAX, UNIT_ROUNDOFF, rounds_to
+from ...core.numerics import LARGEST_FINITE, UNIT_ROUNDOFF, rounds_to
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
 from ..registry import Hit, check, param
@@ -104,7 +104,7 @@ def additive_mask_overflow(graph, name, node, target):
         softmax = _softmax_reached(graph, name)
         if softmax is None:
             return None
-        below = -(FLOAT_MAX[dtype] + _half_ulp_at_max(dtype) + lowest)  # the other's values that overflow
+        below = -(LARGEST_FINITE[dtype] + _half_ulp_at_max(dtype) + lowest)  # the other's values that overflow
         return Hit(name, {"mask_low": lowest, "mask_low_text": f"{lowest:g}", "overflow_below": below,
                           "overflow_below_text": f"{below:g}", "softmax": softmax,
                           "softmax_line": graph.nodes[softmax]["line"],
@@ -115,4 +115,4 @@ def additive_mask_overflow(graph, name, node, target):
 def _half_ulp_at_max(dtype) -> float:
     """Half the spacing of the dtype's largest finite values: sums beyond max + this round to inf."""
     u = UNIT_ROUNDOFF[dtype]  # 2^-(m+1): half an ulp of 1; the largest values' ulp is max * 2u / (2 - 2u)
-    return FLOAT_MAX[dtype] * u / (2 - 2 * u)
+    return LARGEST_FINITE[dtype] * u / (2 - 2 * u)
