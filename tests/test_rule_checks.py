@@ -52,7 +52,8 @@ def test_a_packs_python_check_registers_through_the_public_name(tmp_path):
     target = Target("float16", "autocast", "cuda")
     graph = scanned_graph(HAZARD)
     found = run_rules(graph, [rule], target, HAZARD, "m")
-    assert [(f.op, f.message, f.evidence["width"]) for f in found] == [("sigmoid", "sigmoid on 64 features (at least 16)", 64)]
+    assert [(f.op, f.message, f.evidence["width"]) for f in found] == [
+        ("sigmoid", "sigmoid on 64 features (at least 16)", 64)]
     rule.params["min_width"] = 128
     assert run_rules(graph, [rule], target, HAZARD, "m") == []
 

@@ -1,4 +1,6 @@
-"""PA101 softmax-low-precision."""
+"""PA101 softmax-low-precision: a softmax accumulates in fp16/bf16, or its fp16/bf16
+probabilities feed a log or a division.
+"""
 from __future__ import annotations
 
 from ...core.numerics import LOW_PRECISION_NAMES as LOW

@@ -1,4 +1,6 @@
-"""PA102 norm-low-precision."""
+"""PA102 norm-low-precision: normalisation statistics (mean/variance) kept in fp16/bf16, as
+hand-written norms do.
+"""
 from __future__ import annotations
 
 from dataclasses import replace

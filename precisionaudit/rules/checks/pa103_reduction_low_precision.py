@@ -1,4 +1,6 @@
-"""PA103 reduction-low-precision."""
+"""PA103 reduction-low-precision: a reduction that accumulates in fp16/bf16 (cumsum/cumprod
+on CUDA), or stores a growing result (sum/prod/var) in fp16.
+"""
 from __future__ import annotations
 
 from ..registry import Hit, check, param

@@ -1,4 +1,6 @@
-"""PA104 rnn-state-low-precision."""
+"""PA104 rnn-state-low-precision: an LSTM/GRU/RNN, or a recurrence written as a loop,
+carries its state in fp16/bf16.
+"""
 from __future__ import annotations
 
 from ...analysis.rnn import STEP_OPS

@@ -1,4 +1,6 @@
-"""PA105 exp-log-low-precision: range hazards judged on the values that can reach the op (analysis/ranges.py), not its dtype."""
+"""PA105 exp-log-low-precision: exp/log/pow/reciprocal in fp16/bf16, judged on the values
+that can reach the op (analysis/ranges.py), not on its dtype alone.
+"""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,6 @@
-"""PA106 attention-logits-overflow."""
+"""PA106 attention-logits-overflow: a matmul producing softmax logits stores them in fp16
+while part of their 1/sqrt(d) scale comes only after it.
+"""
 from __future__ import annotations
 
 from ..registry import Hit, check, param

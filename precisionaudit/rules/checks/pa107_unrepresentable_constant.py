@@ -1,4 +1,6 @@
-"""PA107 unrepresentable-constant."""
+"""PA107 unrepresentable-constant: a constant (fill value, eps, scale, mask) overflows or
+underflows in the dtype it meets.
+"""
 from __future__ import annotations
 
 from ..registry import Fix, Hit, check

@@ -1,4 +1,6 @@
-"""PA110 integer-precision-loss."""
+"""PA110 integer-precision-loss: integer-valued data (positions, indices, counts) in a
+float dtype past its exact range.
+"""
 from __future__ import annotations
 
 from ...core.numerics import EXACT_INTEGER_LIMIT

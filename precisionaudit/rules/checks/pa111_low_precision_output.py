@@ -1,4 +1,4 @@
-"""PA111 low-precision-output."""
+"""PA111 low-precision-output: model outputs/logits leave the model in fp16/bf16."""
 from __future__ import annotations
 
 from ...core.numerics import LOW_PRECISION_NAMES as LOW

@@ -1,4 +1,4 @@
-"""PA112 ineffective-upcast."""
+"""PA112 ineffective-upcast: an explicit .float() feeds an op that autocast casts back down."""
 from __future__ import annotations
 
 from ...core.numerics import EXACT_INTEGER_LIMIT

@@ -1,4 +1,6 @@
-"""PA113 sinusoid-phase-precision."""
+"""PA113 sinusoid-phase-precision: the phase of a sin/cos (position x frequency, timestep x
+1000) is stored in fp16/bf16 where its rounding is a large phase error.
+"""
 from __future__ import annotations
 
 from ..registry import Fix, Hit, check, param

@@ -1,4 +1,6 @@
-"""PA114 additive-mask-overflow: judged on the values that can reach the addition (analysis/ranges.py)."""
+"""PA114 additive-mask-overflow: scores + a mask near the dtype's most negative value reach
+-inf before a softmax; judged on the values that reach the addition (analysis/ranges.py).
+"""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""PA201 tc-unaligned-gemm."""
+"""PA201 tc-unaligned-gemm: a GEMM dim fixed by the model is not a multiple of 8 (fp16/bf16)."""
 from __future__ import annotations
 
 from ..registry import Hit, check

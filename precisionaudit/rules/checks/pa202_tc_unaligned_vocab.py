@@ -1,4 +1,4 @@
-"""PA202 tc-unaligned-vocab."""
+"""PA202 tc-unaligned-vocab: a vocabulary-sized dim (≥ 8192) is not a multiple of 64."""
 from __future__ import annotations
 
 from ..registry import Hit, check

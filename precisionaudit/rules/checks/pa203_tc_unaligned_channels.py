@@ -1,4 +1,4 @@
-"""PA203 tc-unaligned-channels."""
+"""PA203 tc-unaligned-channels: conv in/out channels not a multiple of 8."""
 from __future__ import annotations
 
 from ..registry import Hit, check, param

@@ -1,4 +1,4 @@
-"""PA204 tc-small-gemm."""
+"""PA204 tc-small-gemm: a GEMM too small to use Tensor Cores well."""
 from __future__ import annotations
 
 from ..registry import Hit, check, param

@@ -1,4 +1,4 @@
-"""PA205 fp32-gemm."""
+"""PA205 fp32-gemm: a large GEMM runs in fp32 (plan, explicit cast, disabled autocast)."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""PA206 attention-head-dim."""
+"""PA206 attention-head-dim: attention head dim not a multiple of 8 or above 256."""
 from __future__ import annotations
 
 from ..registry import Hit, check

@@ -1,4 +1,6 @@
-"""PA301 activation-overflow: an op's measured result (--data) does not fit its low dtype."""
+"""PA301 activation-overflow: an op's measured result (--data) does not fit its low dtype.
+Without --data nodes carry no measurement and it finds nothing.
+"""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,6 @@
-"""PA302 underflow-to-pole: measured values (--data) that flush to 0 before a division or a log."""
+"""PA302 underflow-to-pole: measured values (--data) that flush to 0 in the low dtype before
+a division or a log. Without --data nodes carry no measurement and it finds nothing.
+"""
 from __future__ import annotations
 
 from ...core.numerics import SMALLEST_SUBNORMAL
