@@ -116,15 +116,14 @@ def test_a_hit_names_the_case_module_line_and_fix_the_engine_reads(tmp_path):
 
 # --------------------------------------------------------------------------- strict templates
 def _hazards_of_each_rule():
-    """(rule, sample, mode, dtype) for one hazard sample of each bundled rule with a graph check
-    or match: the PA1xx/PA2xx cases of test_rules.py and the rules tested on their own."""
+    """(rule, sample, mode) for one hazard sample of each bundled rule a scan without --data
+    or --weights runs: the cases of test_rules.py, and PA113 and PA114."""
     from test_rules import CASES
 
-    first = {}
+    first = {"PA113": ("PA113", "pa113_phase_hazard.py", "pure"),
+             "PA114": ("PA114", "pa114_additive_mask_hazard.py", "pure")}
     for rule, hazard, _, mode in CASES:
-        first.setdefault(rule, (rule, hazard, mode, "float16"))
-    first["PA113"] = ("PA113", "pa113_phase_hazard.py", "pure", "float16")
-    first["PA114"] = ("PA114", "pa114_additive_mask_hazard.py", "pure", "float16")
+        first.setdefault(rule, (rule, hazard, mode))
     return sorted(first.values())
 
 
@@ -142,37 +141,37 @@ def test_every_bundled_rule_is_exercised_by_the_strict_template_tests():
     assert covered == {r.id for r in load_rules()}
 
 
-@pytest.mark.parametrize("rule,hazard,mode,dtype", HAZARDS, ids=[h[0] for h in HAZARDS])
-def test_a_bundled_rules_templates_are_filled_by_the_values_its_check_gives(rule, hazard, mode, dtype):
+@pytest.mark.parametrize("rule,hazard,mode", HAZARDS, ids=[h[0] for h in HAZARDS])
+def test_a_bundled_rules_templates_are_filled_by_the_values_its_check_gives(rule, hazard, mode):
     """Formatting is strict for bundled rules (a missing placeholder raises TemplateError), so
     each rule firing on its hazard sample proves its message and fix name only values the
     node, the engine or its check supply."""
-    results, found = scan([sample(hazard)], Target(dtype, mode, "cuda"), [r for r in load_rules() if r.id == rule])
+    rules = [r for r in load_rules() if r.id == rule]
+    results, found = scan([sample(hazard)], Target("float16", mode, "cuda"), rules)
     assert results[0].status == "ok", results[0].error  # a TemplateError is the model's error
-    assert found
-    assert not any(_unfilled(f.message, f.fix) for f in found)
+    assert found and not any(_unfilled(f.message, f.fix) for f in found)
 
 
-@pytest.mark.parametrize("rule,args", [
-    ("PA301", ["pa301_attention_hazard.py", "--data", "calibration_batches"]),
-    ("PA302", ["pa302_gate_hazard.py", "--data", "calibration_batches"]),
-], ids=["PA301", "PA302"])
-def test_the_measured_rules_templates_are_filled_too(cli, rule, args):
-    result = cli("scan", sample(args[0]), *args[1:], "--format", "json", "--select", rule)
-    found = json.loads(result.stdout)["findings"]
-    assert result.exit_code == 1 and found
-    assert not any(_unfilled(f["message"], f["fix"]) for f in found)
-
-
-def test_pa303s_templates_are_filled_too(cli, tmp_path):
+@pytest.fixture(scope="module")
+def folded(tmp_path_factory):
+    """The PA303 sample's checkpoint, whose weights do not fit fp16."""
     from safetensors.torch import save_file
 
     from precisionaudit.capture.pytorch.model_file import import_model_file
 
-    model = sample("pa303_folded_hazard.py")
-    save_file(import_model_file(model).trained_state_dict(), tmp_path / "folded.safetensors")
-    result = cli("scan", model, "--weights", tmp_path / "folded.safetensors", "--format", "json",
-                 "--select", "PA303")
+    path = tmp_path_factory.mktemp("pa303") / "folded.safetensors"
+    save_file(import_model_file(sample("pa303_folded_hazard.py")).trained_state_dict(), path)
+    return str(path)
+
+
+@pytest.mark.parametrize("rule,model,flag", [
+    ("PA301", "pa301_attention_hazard.py", "--data"),
+    ("PA302", "pa302_gate_hazard.py", "--data"),
+    ("PA303", "pa303_folded_hazard.py", "--weights"),
+], ids=["PA301", "PA302", "PA303"])
+def test_the_measured_rules_templates_are_filled_too(cli, folded, rule, model, flag):
+    value = folded if flag == "--weights" else "calibration_batches"
+    result = cli("scan", sample(model), flag, value, "--format", "json", "--select", rule)
     found = json.loads(result.stdout)["findings"]
     assert result.exit_code == 1 and found
     assert not any(_unfilled(f["message"], f["fix"]) for f in found)
