@@ -132,7 +132,7 @@ def main(argv=None) -> int:
         models, helpers = generate(directory, args.models)
         models = [os.path.basename(m) for m in models]
         helpers = [os.path.basename(h) for h in helpers]
-        scan = [exe, "scan", "--isolated"]
+        scan = [exe, "scan", "--isolated", "--skip-non-models"]  # as the hooks run it
         rows = [("python -c 'import torch'", wall([sys.executable, "-c", "import torch"], args.repeat, directory))]
         captures, in_process = per_model_times(models, directory)
         rows.append((f"per-model scan, sum of {len(models)} (torch already imported)", sum(captures)))

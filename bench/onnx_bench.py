@@ -62,8 +62,8 @@ class Counter:
         from onnxconverter_common import auto_mixed_precision as acmp
         from onnxconverter_common import float16
 
-        from precisionaudit.capture.onnx.graph import FLOAT16
-        from precisionaudit.check.onnx.emulate import emulate
+        from precisionaudit.runtime.onnx.graph import FLOAT16
+        from precisionaudit.runtime.onnx.emulate import emulate
 
         run, convert = acmp.get_tensor_values_using_ort, float16.convert_float_to_float16
 
@@ -89,9 +89,9 @@ def final_error(model16, model, feeds, tol):
     """(status, max |error| / max |reference|) of a float16 model, run emulated."""
     import numpy as np
 
-    from precisionaudit.capture.onnx.io import session
+    from precisionaudit.runtime.onnx.io import session
     from precisionaudit.check.metrics import compare_all, variant_status
-    from precisionaudit.check.onnx.emulate import emulate
+    from precisionaudit.runtime.onnx.emulate import emulate
 
     ref = session(model).run(None, feeds)
     got = session(emulate(model16)[0]).run(None, feeds)
@@ -139,7 +139,7 @@ def ours_pruned(path, tol, feeds, flops):
     from precisionaudit.apply.onnx import convert
     from precisionaudit.capture.onnx.model import load_onnx
     from precisionaudit.core.target import Target
-    from precisionaudit.plan.onnx_prune import pruned_plan
+    from precisionaudit.prune.onnx import pruned_plan
     from precisionaudit.rules.engine import load_rules
     from precisionaudit.scanner import scan
 
@@ -191,10 +191,10 @@ def main() -> int:
     import torch
     from onnx_models import export
 
-    from precisionaudit.apply.onnx import _no_op_casts_to_identity
-    from precisionaudit.capture.onnx.graph import name_nodes
+    from precisionaudit.runtime.onnx.float16 import _no_op_casts_to_identity
+    from precisionaudit.runtime.onnx.graph import name_nodes
     from precisionaudit.capture.onnx.model import load_onnx
-    from precisionaudit.check.onnx.inputs import make_inputs, resolve_shapes
+    from precisionaudit.runtime.onnx.inputs import make_inputs, resolve_shapes
     from precisionaudit.check.onnx.runner import _gemm_flops, _typed
     from precisionaudit.check.tolerance import tolerance_for
 

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 
+from packaging.version import InvalidVersion, Version
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CONSTRAINTS = os.path.join(ROOT, "constraints.txt")
@@ -48,22 +50,13 @@ def read_pins(text: str) -> dict:
     return pins
 
 
-def _release(version: str) -> tuple:
-    """The parts of a version that say which release it is: the local label (``+cpu``) dropped,
-    trailing zeros of the release number too (``1.0`` is ``1.0.0``), the rest lowercased."""
-    version = version.strip().lower().split("+", 1)[0]
-    match = re.match(r"v?(\d+(?:\.\d+)*)(.*)", version)
-    if not match:
-        return (), version
-    numbers = [int(n) for n in match.group(1).split(".")]
-    while len(numbers) > 1 and numbers[-1] == 0:
-        numbers.pop()
-    return tuple(numbers), match.group(2).lstrip(".-_")
-
-
 def same_version(pinned: str, installed: str) -> bool:
-    """Whether an installed version is the pinned release (``2.13.0+cpu`` is ``2.13.0``)."""
-    return _release(pinned) == _release(installed)
+    """Whether an installed version is the pinned release (``2.13.0+cpu`` is ``2.13.0``, ``1.0`` is
+    ``1.0.0``), as PEP 440 compares them."""
+    try:
+        return Version(Version(pinned).public) == Version(Version(installed).public)
+    except InvalidVersion:
+        return pinned.strip() == installed.strip()
 
 
 def moved(pins: dict, installed: dict) -> list:

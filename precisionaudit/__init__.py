@@ -1,7 +1,8 @@
 """precisionaudit: find mixed-precision (fp16/bf16) hazards in PyTorch and ONNX models."""
 __version__ = "0.1.0"
 
-_LAZY = {"apply_plan": "apply.pytorch", "to_low_precision": "apply.pytorch", "load_plan": "plan.file"}
+_LAZY = {"apply_plan": "apply.pytorch", "to_low_precision": "apply.pytorch", "load_plan": "plan.file",
+         "PlanError": "plan.file"}
 
 
 def __getattr__(name):

@@ -361,19 +361,19 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     if results[0].status == "error":
         raise UsageError(results[0].error)
     if onnx:
-        from .capture.onnx.io import require_onnx_extra
+        from .runtime.onnx.io import require_onnx_extra
 
         require_onnx_extra()
-        from .capture.onnx.graph import refuse_converted
         from .capture.onnx.model import load_onnx
-        from .check.onnx.inputs import parse_shapes
         from .plan.onnx import header as onnx_header
         from .plan.onnx import make_onnx_plan
+        from .runtime.onnx.graph import refuse_converted
+        from .runtime.onnx.inputs import parse_shapes
 
         model, pruned = load_onnx(path), None
         refuse_converted(model, path, "plan the float32 model (the file convert reads)")
         if prune:  # runs the model in onnxruntime: the check stage
-            from .plan.onnx_prune import pruned_plan
+            from .prune.onnx import pruned_plan
 
             override_plan, notes, extra, pruned = pruned_plan(
                 findings, model, path, target, min_severity, parse_shapes(input_shapes), seed, values)
@@ -388,7 +388,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         override_plan, notes = make_plan(findings, target, results[0].graph, min_severity)
         pruned = None
         if prune:  # runs the model file's forwards: the check stage
-            from .plan.pytorch_prune import header_lines, pruned_plan
+            from .prune.pytorch import header_lines, pruned_plan
             from .report.progress import progress_printer
             from .scanner import run_model_file
 
@@ -476,11 +476,11 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     from .scanner import run_model_file
 
     if path.endswith(".onnx"):
-        from .capture.onnx.io import require_onnx_extra
+        from .runtime.onnx.io import require_onnx_extra
 
         require_onnx_extra()
-        from .check.onnx.inputs import parse_shapes
         from .check.onnx.runner import run_onnx_check
+        from .runtime.onnx.inputs import parse_shapes
 
         if grad:
             raise UsageError("--grad needs a PyTorch model file; an ONNX model is checked forward only")
@@ -532,14 +532,14 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     The result must pass onnx.checker and load in onnxruntime before it is written, and is
     written atomically; constants that do not fit float16 are reported.
     """
-    from .capture.onnx.io import require_onnx_extra
+    from .runtime.onnx.io import require_onnx_extra
 
     require_onnx_extra()
     from .apply.onnx import convert as convert_model
-    from .capture.onnx.io import verify, write_atomic
     from .capture.onnx.model import load_onnx
     from .plan.file import load_plan
     from .report.words import plural
+    from .runtime.onnx.io import verify, write_atomic
 
     if not path.endswith(".onnx"):
         raise UsageError(f"{path}: convert takes an ONNX model (.onnx); PyTorch models take a plan "

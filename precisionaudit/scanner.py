@@ -169,9 +169,11 @@ def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs
 
 
 def preload(path: str) -> None:
-    """Import, before the fork, what scanning ``path`` needs (torch, for a model file), so that
-    each child starts with it instead of importing it again. No model code runs here."""
+    """Import, before the fork, what scanning ``path`` needs (torch, for a model file), and the
+    library modules earlier children imported, so that each child starts with them instead of
+    importing them again. No model code runs here."""
     from . import analysis  # noqa: F401
+    from .core.isolation import import_learned
     from .rules import engine, sites  # noqa: F401
 
     if path.endswith(".onnx"):
@@ -181,6 +183,7 @@ def preload(path: str) -> None:
         import torch._dynamo  # noqa: F401 - FakeTensorMode imports it on first use (~2 s)
 
         from .capture.pytorch import capture  # noqa: F401
+    import_learned()
 
 
 def _scan_here(path, target, rules, entry, inputs, timeout, values):

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from precisionaudit.apply.pytorch import apply_plan, to_low_precision
-from precisionaudit.capture.pytorch.emulation import EmulatedKernels
+from precisionaudit.runtime.pytorch.emulation import EmulatedKernels
 
 
 def model_file(tmp_path, body, name="model.py"):

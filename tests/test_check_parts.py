@@ -8,14 +8,14 @@ import pytest
 import torch
 
 import precisionaudit
-from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
 from precisionaudit.check.metrics import compare, divergence
-from precisionaudit.check.pytorch.execution import named_outputs
 from precisionaudit.check.pytorch.divergence import user_line
-from precisionaudit.capture.pytorch.emulation import EmulatedKernels
 from precisionaudit.check.pytorch.flops import GemmFlops
 from precisionaudit.check.pytorch.grads import GradHistogram
 from precisionaudit.check.tolerance import tolerance_for
+from precisionaudit.runtime.pytorch.cuda_autocast import emulated_cuda_autocast
+from precisionaudit.runtime.pytorch.emulation import EmulatedKernels
+from precisionaudit.runtime.pytorch.execution import named_outputs
 
 FP16 = tolerance_for("float16")
 
@@ -213,3 +213,14 @@ def test_the_readme_documents_the_default_tolerances():
         rows = re.findall(r"^\| (float16|bfloat16) \| ([\d.e-]+) \| ([\d.e-]+) \| ([\d.]+) \|$", fh.read(), re.M)
     assert {d: tuple(map(float, v)) for d, *v in rows} == {
         d: (t.atol, t.rtol, t.cosine) for d, t in DEFAULTS.items()}
+
+
+def test_a_variant_model_is_keyed_by_the_plans_content_not_its_identity():
+    from precisionaudit.check.pytorch.runner import plan_key
+    from precisionaudit.plan.file import parse_plan
+
+    def read(module):
+        return parse_plan({"version": 1, "target": {"dtype": "float16"}, "overrides": [{"module": module}]}, "p.yaml")
+
+    assert plan_key(read("a")) == plan_key(read("a")) != plan_key(read("b"))
+    assert plan_key(None) is None

@@ -9,7 +9,7 @@ import click
 import pytest
 from gate_models import HAZARD, write
 
-from precisionaudit.report.reference_docs import all_pages
+from precisionaudit.reference_docs import all_pages
 from precisionaudit.rules.docs import DOCS_URL, rule_url
 from precisionaudit.rules.engine import load_rules
 
@@ -27,8 +27,8 @@ def _read(rel):
 @pytest.mark.parametrize("rel, text", sorted(all_pages().items()))
 def test_generated_pages_are_current(rel, text):
     assert os.path.isfile(os.path.join(DOCS, rel)), f"docs/{rel} missing: run python -m " \
-                                                    "precisionaudit.report.reference_docs"
-    assert _read(rel) == text, f"docs/{rel} is stale: run python -m precisionaudit.report.reference_docs"
+                                                    "precisionaudit.reference_docs"
+    assert _read(rel) == text, f"docs/{rel} is stale: run python -m precisionaudit.reference_docs"
 
 
 def test_one_page_per_rule_and_no_page_without_a_rule():

@@ -3,8 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
-from precisionaudit.capture.pytorch.emulation import EmulatedKernels
+from precisionaudit.runtime.pytorch.cuda_autocast import emulated_cuda_autocast
+from precisionaudit.runtime.pytorch.emulation import EmulatedKernels
 
 LOW = [torch.float16, torch.bfloat16]
 

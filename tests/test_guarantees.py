@@ -624,7 +624,7 @@ def test_sigterm_during_converts_write_leaves_no_staging_file(tmp_path, monkeypa
     """The defect was convert's: SIGTERM (Terminated, exit 143) while the model is saved."""
     from onnx_graphs import exp_softmax_by_hand
 
-    from precisionaudit.capture.onnx import io
+    from precisionaudit.runtime.onnx import io
     from precisionaudit.core.signals import Terminated
 
     gate = exp_softmax_by_hand(tmp_path)

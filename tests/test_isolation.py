@@ -111,13 +111,35 @@ def test_the_default_time_limit_and_no_limit():
     assert done.returncode == 0, done.stderr
 
 
-# in_child itself, in the test process (which has run torch: the child runs on one thread)
+# in_child itself, forced to fork in the test process (which has run torch kernels: the
+# child runs on one thread, as after learned imports)
 
-def test_a_value_comes_back():
+@pytest.fixture
+def forking(monkeypatch):
+    from precisionaudit.core import isolation
+
+    monkeypatch.setattr(isolation, "_fork", True)
+    monkeypatch.setattr(isolation, "_one_thread", True)
+
+
+def test_the_python_api_and_an_in_process_command_do_not_fork(monkeypatch):
+    """A command started in a process that has imported torch (a test runner's CliRunner, an
+    application) runs the model in that process: forking it could hang the child."""
+    import torch  # noqa: F401 - the premise: this process has imported torch
+    from click.testing import CliRunner
+
+    from precisionaudit.cli import main
+
+    monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked"))
+    result = CliRunner().invoke(main, ["scan", CLEAN])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_value_comes_back(forking):
     assert in_child(sorted, [3, 1, 2]) == [1, 2, 3]
 
 
-def test_what_the_child_raises_is_raised_with_its_traceback():
+def test_what_the_child_raises_is_raised_with_its_traceback(forking):
     def fails():
         raise ValueError("bad value")
 
@@ -127,7 +149,7 @@ def test_what_the_child_raises_is_raised_with_its_traceback():
     assert "in fails" in str(caught.value.__cause__)
 
 
-def test_an_exception_that_cannot_travel_becomes_a_runtime_error():
+def test_an_exception_that_cannot_travel_becomes_a_runtime_error(forking):
     class Local(Exception):  # a local class cannot be pickled
         pass
 
@@ -138,7 +160,7 @@ def test_an_exception_that_cannot_travel_becomes_a_runtime_error():
         in_child(fails)
 
 
-def test_a_child_that_exits_or_hangs_is_lost_or_timed_out():
+def test_a_child_that_exits_or_hangs_is_lost_or_timed_out(forking):
     with pytest.raises(ChildLost, match="status 3"):
         in_child(os._exit, 3)
     started = time.monotonic()
@@ -147,7 +169,7 @@ def test_a_child_that_exits_or_hangs_is_lost_or_timed_out():
     assert time.monotonic() - started < 10
 
 
-def test_the_child_runs_torch_kernels_after_the_parent_has(capfd):
+def test_the_child_runs_torch_kernels_after_the_parent_has(forking):
     """A forked child of a process whose OpenMP/BLAS pools exist hangs in its first parallel
     kernel unless it runs on one thread."""
     import torch
@@ -156,3 +178,21 @@ def test_the_child_runs_torch_kernels_after_the_parent_has(capfd):
     (a @ a).sum()
     torch.randn(4_000_000).exp().sum()
     assert in_child(lambda: float((a @ a).trace() - (a @ a).trace()), timeout=60) == 0.0
+
+
+def test_library_modules_a_child_imports_are_imported_here_before_the_next(tmp_path, monkeypatch, forking):
+    """A scan of many models imports a model's library code (transformers' modelling modules)
+    twice, not once per model; the user's own modules never run in the parent."""
+    import importlib
+
+    from precisionaudit.core import isolation
+
+    (tmp_path / "users_own_module.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    library = next(name for name in ("colorsys", "sndhdr", "xdrlib", "mailcap", "netrc")
+                   if name not in sys.modules and importlib.util.find_spec(name))
+    in_child(lambda: [importlib.import_module(m) for m in (library, "users_own_module")] and None)
+    assert library not in sys.modules and "users_own_module" not in sys.modules
+    isolation.import_learned()
+    assert library in sys.modules, "the parent imports what the child imported from the library"
+    assert "users_own_module" not in sys.modules, "a module beside the model is never imported here"

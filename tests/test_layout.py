@@ -1,43 +1,29 @@
-"""Stages meet at public names: no module reaches into another stage's private ones.
+"""Stages import downward only, without cycles, and meet at public names.
 
-A stage is a top-level part of the package (``core``, ``capture``, ``check``, ``cli``...).
-What a stage keeps private (a leading underscore) may change without notice, so a module of
+The stage order is ``LAYERS`` in bench/layout_counts.py (the script that prints the counts):
+a module imports its own stage or a stage of a lower layer, and no group of modules imports
+one another round a loop.
+
+No module reaches into another stage's private names either. A stage is a part of the
+package that ``LAYERS`` names (``core``, ``capture``, ``plan.file``, ``cli``...). What a stage keeps private (a leading underscore) may change without notice, so a module of
 another stage that imports it, or reads it off an imported module, is coupled to a detail
 (as ``runner._check_reference`` and ``onnx_model._source_of`` once were). The walk reads
 the source with ``ast``: nothing is imported, so it sees imports inside functions too.
 """
 import ast
-from pathlib import Path
+import os
+import sys
 
 import pytest
 
-import precisionaudit
-
-PACKAGE = Path(precisionaudit.__file__).parent
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def stage(module: str) -> str:
-    """``precisionaudit.check.onnx.runner`` → ``check``; the package itself is ``precisionaudit``."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else parts[0]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+import networkx as nx  # noqa: E402
+from layout_counts import (LAYERS, PACKAGE, against_the_order, cycles, import_graph, imported_from,  # noqa: E402
+                           module_name, stage, upward_imports)
 
 
 def private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
-
-
-def imported_from(node: ast.ImportFrom, module: str, is_package: bool) -> str:
-    """The absolute module a ``from ... import`` reads from."""
-    if not node.level:
-        return node.module or ""
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    base = base[:len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
 
 
 def private_reaches(source: str, module: str, is_package: bool = False) -> list[str]:
@@ -84,14 +70,15 @@ def _dotted(node: ast.expr, bound: dict[str, str]) -> str | None:
     return None
 
 
-def modules() -> list[Path]:
+def modules():
     return sorted(PACKAGE.rglob("*.py"))
 
 
 def test_the_package_has_its_stages():
     stages = {stage(module_name(p)) for p in modules()}
-    assert {"core", "ir", "capture", "analysis", "rules", "settings", "report", "plan", "apply",
-            "check", "cli"} <= stages
+    assert {"core", "ir", "runtime", "capture", "analysis", "rules", "settings", "report", "plan",
+            "plan.file", "apply", "check", "prune", "cli"} <= stages
+    assert stages <= {s for layer in LAYERS for s in layer}
 
 
 def test_no_module_uses_another_stages_private_names():
@@ -115,8 +102,58 @@ def test_the_walk_finds_a_reach_into_a_private(source, expected):
 @pytest.mark.parametrize("source", [
     "from precisionaudit import __version__",
     "from .recorder import _helper",  # the same stage keeps its own privates
-    "from ...capture.onnx.graph import name_nodes",
+    "from ...runtime.onnx.graph import name_nodes",
     "from torch.utils import _pytree",  # torch's privates are torch's concern
 ])
 def test_the_walk_lets_public_and_own_names_pass(source):
     assert private_reaches(source, "precisionaudit.capture.pytorch.capture") == []
+
+
+def test_every_package_is_in_the_distribution():
+    """pyproject.toml lists the packages: a stage left out installs without it (editable
+    installs, as in the tests, would not notice)."""
+    import tomllib
+
+    with open(PACKAGE.parent / "pyproject.toml", "rb") as fh:
+        listed = set(tomllib.load(fh)["tool"]["setuptools"]["packages"])
+    assert {module_name(p) for p in PACKAGE.rglob("__init__.py")} <= listed
+
+
+def test_no_module_imports_against_the_stage_order():
+    assert upward_imports(import_graph()) == []
+
+
+def test_no_modules_import_one_another_round_a_loop():
+    """The one loop let through is inside rules/ (its check registry imports the checks, which
+    import ``rules.engine``, which imports the registry): the rules refactor owns it."""
+    loops = [c for c in cycles(import_graph()) if {stage(m) for m in c} != {"rules"}]
+    assert loops == []
+
+
+@pytest.mark.parametrize("importer, imported", [
+    ("capture.pytorch.calibration", "check.pytorch.runner"),  # a higher stage
+    ("report.text", "plan.pytorch"),  # a sibling of the same layer
+    ("plan.file", "plan.pytorch"),  # the plan's schema is below the planner
+    ("runtime.onnx.io", "capture.onnx.model"),
+    ("prune.onnx", "cli"),
+])
+def test_an_import_up_or_across_is_against_the_order(importer, imported):
+    assert against_the_order(f"precisionaudit.{importer}", f"precisionaudit.{imported}")
+
+
+@pytest.mark.parametrize("importer, imported", [
+    ("check.onnx.runner", "plan.file"),
+    ("plan.pytorch", "plan.file"),
+    ("capture.pytorch.capture", "runtime.pytorch.emulation"),
+    ("prune.pytorch", "check.pytorch.runner"),
+    ("check.pytorch.runner", "check.metrics"),  # within a stage
+    ("report.json_report", "precisionaudit"),  # the package's version
+])
+def test_an_import_down_or_within_a_stage_is_in_order(importer, imported):
+    imported = imported if imported == "precisionaudit" else f"precisionaudit.{imported}"
+    assert not against_the_order(f"precisionaudit.{importer}", imported)
+
+
+def test_a_loop_of_three_modules_is_one_cycle():
+    graph = nx.DiGraph([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])
+    assert cycles(graph) == [["a", "b", "c"]]

@@ -13,8 +13,8 @@ from onnx_graphs import build, const, exp_softmax_by_hand, save, tensor, untyped
 from onnx_models import export  # noqa: E402
 
 from precisionaudit.capture.onnx.model import load_onnx  # noqa: E402
-from precisionaudit.check.onnx.emulate import emulate  # noqa: E402
-from precisionaudit.check.onnx.inputs import make_inputs, resolve_shapes  # noqa: E402
+from precisionaudit.runtime.onnx.emulate import emulate  # noqa: E402
+from precisionaudit.runtime.onnx.inputs import make_inputs, resolve_shapes  # noqa: E402
 
 EXPORTERS = [pytest.param(False, id="legacy"), pytest.param(True, id="dynamo")]
 

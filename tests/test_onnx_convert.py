@@ -19,13 +19,13 @@ from onnx_graphs import (  # noqa: E402
 )
 from onnx_models import export  # noqa: E402
 
-from precisionaudit.apply import onnx as onnx_convert  # noqa: E402
-from precisionaudit.capture.onnx import io as onnx_io  # noqa: E402
 from precisionaudit.apply.onnx import convert  # noqa: E402
-from precisionaudit.capture.onnx.graph import elem_types  # noqa: E402
 from precisionaudit.capture.onnx.model import load_onnx  # noqa: E402
 from precisionaudit.core.errors import UsageError  # noqa: E402
 from precisionaudit.plan.file import parse_plan  # noqa: E402
+from precisionaudit.runtime.onnx import float16 as onnx_convert  # noqa: E402
+from precisionaudit.runtime.onnx import io as onnx_io  # noqa: E402
+from precisionaudit.runtime.onnx.graph import elem_types  # noqa: E402
 
 EXPORTERS = [pytest.param(False, id="legacy"), pytest.param(True, id="dynamo")]
 

@@ -182,7 +182,7 @@ def test_error_starts_are_where_divergence_begins():
     from onnx import helper
     from onnx_graphs import build, tensor
 
-    from precisionaudit.plan.onnx_prune import error_starts
+    from precisionaudit.prune.onnx import error_starts
 
     nodes = [helper.make_node("Exp", ["x"], ["e"], name="exp"), helper.make_node("Neg", ["e"], ["n"], name="neg"),
              helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Add", ["n", "r"], ["y"], name="add")]

@@ -13,9 +13,9 @@ from precisionaudit.apply.pytorch import (
     matches,
     to_low_precision,
 )
-from precisionaudit.capture.pytorch.cuda_autocast import emulated_cuda_autocast
 from precisionaudit.check.pytorch.flops import GemmFlops
 from precisionaudit.plan.file import PlanError
+from precisionaudit.runtime.pytorch.cuda_autocast import emulated_cuda_autocast
 
 
 def plan(*overrides, **target):
@@ -217,6 +217,13 @@ def test_a_malformed_plan_file_is_named(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(PlanError, match=message):
         precisionaudit.apply_plan(nn.Linear(2, 2), str(path))
+
+
+def test_plan_error_is_exported_beside_apply_plan():
+    """README documents PlanError with apply_plan: callers catch it from the package."""
+    assert precisionaudit.PlanError is PlanError and issubclass(precisionaudit.PlanError, ValueError)
+    with pytest.raises(precisionaudit.PlanError, match="version"):
+        precisionaudit.apply_plan(nn.Linear(2, 2), {"version": 99, "overrides": []})
 
 
 def test_to_low_precision_keeps_the_named_modules_in_fp32():

@@ -56,6 +56,13 @@ def test_the_blocker_really_blocks_torch():
     assert result.returncode == 1 and "No module named 'torch' (blocked)" in result.stderr
 
 
+def test_plan_error_and_load_plan_are_importable_without_torch():
+    code = NO_TORCH + ("from precisionaudit import PlanError, load_plan\n"
+                       "try:\n    load_plan({'version': 99})\nexcept PlanError as exc:\n    print('refused:', exc)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("refused:"), result.stderr
+
+
 def test_scanning_an_onnx_model_runs_without_torch(model):
     result = run_cli("scan", "--isolated", "--format", "json", model)
     assert result.returncode == 1, result.stderr

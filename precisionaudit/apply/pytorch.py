@@ -39,10 +39,10 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ..capture.pytorch.dtypes import LOW_PRECISION as LOW
-from ..capture.pytorch.recorder import CAST_FNS, canonical_fn_name, canonical_name
 from ..core.globs import matches
 from ..plan.file import OverridePlan, load_plan
+from ..runtime.pytorch.dtypes import LOW_PRECISION as LOW
+from ..runtime.pytorch.ops import CAST_FNS, QUERIES, canonical_fn_name, canonical_name
 
 #: ops that keep the low dtype when a region's fp32 result reaches them (the Tensor Core work).
 GEMM_OPS = frozenset("""
@@ -50,11 +50,6 @@ linear matmul mm bmm addmm baddbmm addbmm addmv addr mv einsum chain_matmul mult
 linalg_multi_dot linalg_vecdot tensordot bilinear prelu conv1d conv2d conv3d conv_tbc
 conv_transpose1d conv_transpose2d conv_transpose3d convolution scaled_dot_product_attention
 lstm gru rnn_tanh rnn_relu lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell
-""".split())
-#: metadata queries: never worth an upcast copy.
-QUERIES = frozenset("""
-size dim numel stride element_size is_floating_point is_complex is_contiguous data_ptr
-storage_offset nelement ndimension is_same_size get_device __len__ len
 """.split())
 _AUTOCAST_DEVICES = ("cuda", "cpu", "xpu", "mps", "hpu")
 

@@ -1,7 +1,7 @@
 """Compare a variant's outputs with the fp32 reference's, output by output.
 
 Outputs are named arrays: torch tensors for a PyTorch model (the tensor leaves of whatever
-its forward returns, named by their path: check.pytorch.execution.named_outputs), numpy
+its forward returns, named by their path: runtime.pytorch.execution.named_outputs), numpy
 arrays for an ONNX model, which is checked without importing torch. The one
 implementation serves both through the array API (``array_api_compat``): each array is
 worked on by its own library, on its own device. Anything that is not a floating-point

@@ -1,7 +1,7 @@
 """CUDA's autocast policy, op by op, and aten op names: data, no torch.
 
 The lists are PyTorch's ``autocast_mode.cpp`` (aten overload names). The torch frontend
-registers kernels that apply them on CPU (``capture.pytorch.cuda_autocast``); the dtype
+registers kernels that apply them on CPU (``runtime.pytorch.cuda_autocast``); the dtype
 pass names the list an op falls in to explain its dtype, for ONNX models too.
 """
 from __future__ import annotations

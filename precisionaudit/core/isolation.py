@@ -16,21 +16,34 @@ time limit:
   JSON report) and its stdin is ``/dev/null``.
 
 The fork happens after torch is imported, so a child costs milliseconds, not an import.
-A forked child of a process that has already run a parallel torch kernel hangs in its first
-one (the OpenMP/BLAS thread pools do not survive ``fork``): a child keeps torch's threads
-only when the command's process has run no torch kernel (the command line, which imports
-torch only to fork), and runs on one thread otherwise (the Python API, the tests).
-Where ``os.fork`` does not exist (Windows) the code runs in-process, as before.
+What a child imports from installed libraries (a model file's ``transformers`` modelling
+code, seconds of imports) is lost with it, so the parent imports the same library modules
+before the next child (:func:`import_learned`): a scan of many models pays that import
+twice, not once per model. The model file and the modules beside it are never imported in
+the parent.
+
+Forking is safe only from a process that has run no torch kernel and holds no other
+threads' locks: a forked child of a process that has run a parallel kernel hangs in its first
+one (the OpenMP/BLAS pools do not survive ``fork``), and POSIX promises nothing to a child of
+a multi-threaded process. So a command forks only when its process had not imported torch
+when it began (the command line: its process imports torch only to fork). Elsewhere (the
+Python API, a test runner invoking the command in its own process) and where ``os.fork``
+does not exist (Windows) the code runs in-process, with the in-process guarantees. After the
+parent has imported learned library modules, whose import may have run kernels, the
+children run on one thread.
 """
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import pickle
 import select
 import signal
+import site
 import sys
+import sysconfig
 import time
 import traceback
 
@@ -41,7 +54,12 @@ KILL_GRACE_S = 2.0
 #: the exit status of a child that answered (anything else means it did not)
 _ANSWERED = 0
 
-_parent_computes = True
+#: whether in_child forks (see the module doc); set as each command begins
+_fork = False
+#: whether children run torch on one thread (the parent may have run torch kernels)
+_one_thread = False
+#: library modules children imported that this process has not imported yet
+_learned: list[str] = []
 
 
 class ChildLost(Exception):
@@ -57,10 +75,10 @@ class RemoteTraceback(Exception):
 
 
 def command_started() -> None:
-    """Called as a command begins: whether the children may keep torch's threads (see the
-    module doc). Only a process that has not imported torch yet has surely run no kernel."""
-    global _parent_computes
-    _parent_computes = "torch" in sys.modules
+    """Called as a command begins: whether its model code runs in children (see the module
+    doc). Only a process that has not imported torch yet has surely run no kernel."""
+    global _fork, _one_thread
+    _fork, _one_thread = hasattr(os, "fork") and "torch" not in sys.modules, False
 
 
 def in_child(fn, *args, timeout: float | None = None, **kwargs):
@@ -68,8 +86,8 @@ def in_child(fn, *args, timeout: float | None = None, **kwargs):
 
     Raises ChildLost when the child ends without an answer and TimeLimitExceeded at
     ``timeout`` seconds (None or 0: no limit); a real Ctrl-C or SIGTERM in the parent kills
-    the child before it propagates."""
-    if not hasattr(os, "fork"):
+    the child before it propagates. In-process where this process may not fork."""
+    if not _fork:
         return fn(*args, **kwargs)
     _flush()  # what the parent printed must not be printed again by the child
     read_fd, write_fd = os.pipe()
@@ -88,7 +106,8 @@ def in_child(fn, *args, timeout: float | None = None, **kwargs):
         _end(pid, status)
     if not data or status != _ANSWERED:
         raise ChildLost(_describe(status))
-    kind, payload, output = pickle.loads(data)
+    kind, payload, output, imported = pickle.loads(data)
+    _learned.extend(name for name in imported if name not in sys.modules)
     if output:  # the child's own stdout/stderr, where the parent's are no files (a test runner)
         sys.stderr.write(output)
     if kind == "raised":
@@ -107,18 +126,20 @@ def _child(read_fd, write_fd, fn, args, kwargs):
         os.setpgid(0, 0)  # its own process group: killed as a whole, out of the terminal's Ctrl-C
         _point_stdio()
         captured = _capture_unless_files()
-        if _parent_computes:
+        if _one_thread:
             _one_torch_thread()
+        modules_before = set(sys.modules)
         try:
             answer = ("value", fn(*args, **kwargs))
         except BaseException as exc:  # noqa: BLE001 - every way fn ends is the parent's to judge
             answer = ("raised", _transferable(exc))
         _flush()
         output = captured.getvalue() if captured is not None else ""
+        imported = _library_modules(set(sys.modules) - modules_before)
         try:
-            data = pickle.dumps((*answer, output))
+            data = pickle.dumps((*answer, output, imported))
         except Exception as exc:  # noqa: BLE001 - an answer that cannot travel is a bug of ours
-            data = pickle.dumps(("raised", _transferable(exc), output))
+            data = pickle.dumps(("raised", _transferable(exc), output, imported))
         with os.fdopen(write_fd, "wb") as pipe:
             pipe.write(data)
         code = _ANSWERED
@@ -126,6 +147,33 @@ def _child(read_fd, write_fd, fn, args, kwargs):
         with contextlib.suppress(BaseException):
             _flush()
         os._exit(code)
+
+
+def import_learned() -> None:
+    """Import the library modules earlier children imported (see the module doc), so that the
+    next child starts with them. One that fails to import here is skipped: the child imports
+    it again itself."""
+    global _one_thread
+    while _learned:
+        name = _learned.pop(0)
+        if name not in sys.modules:
+            _one_thread = True  # a library's import may run torch kernels
+            with contextlib.suppress(Exception, SystemExit):
+                importlib.import_module(name)
+
+
+def _library_modules(names) -> list[str]:
+    """Those of ``names`` (in import order) that come from the Python installation's library
+    folders: never the model file, nor modules beside it or in the user's project."""
+    folders = tuple({os.path.join(os.path.realpath(p), "") for p in (
+        *site.getsitepackages(), site.getusersitepackages(),
+        *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")))})
+    found = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name in names and path and os.path.realpath(path).startswith(folders):
+            found.append(name)
+    return found
 
 
 def _point_stdio():

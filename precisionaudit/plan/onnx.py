@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..capture.onnx.graph import TRANSPARENT, attribute, consumers, name_nodes, producers
 from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITY_RANK
+from ..runtime.onnx.graph import TRANSPARENT, attribute, consumers, name_nodes, producers
 from .file import UNBLOCKABLE_OP_TYPES, Override, OverridePlan, not_covered
 
 #: op types whose result can leave the low dtype's range although their inputs fit it.

@@ -15,9 +15,9 @@ import numpy as np
 
 from ...core.errors import UsageError
 from ...core.values import ValueOptions, merge, value_stats
+from ...runtime.onnx.graph import name_nodes
+from ...runtime.onnx.io import session, with_outputs
 from ..data import onnx_batches
-from .graph import name_nodes
-from .io import session, with_outputs
 from .model import Tensors, load_onnx
 
 
@@ -38,7 +38,7 @@ def watched_results(model) -> list[tuple[str, str]]:
 
 def measure_onnx(path: str, target, values: ValueOptions) -> OnnxMeasurement:
     """Per-node ranges over the batches, and where the float16 run first goes non-finite."""
-    from ...check.onnx.inputs import graph_inputs
+    from ...runtime.onnx.inputs import graph_inputs
 
     if values.weights:
         raise UsageError(f"{path}: --weights is for PyTorch model files; an ONNX model's "
@@ -75,11 +75,11 @@ def _exposed_session(model, names, path):
 def _low_session(model, watched, path):
     """The float16 conversion's emulated session and [(node, exposed name)], or (None, [])
     when the model does not convert (the scan reports that elsewhere)."""
-    from ...apply.onnx import convert
-    from ...check.onnx.emulate import emulate
+    from ...runtime.onnx.emulate import emulate
+    from ...runtime.onnx.float16 import to_float16
 
     try:
-        conversion = convert(model, None, "float16", keep_io_types=True, source=path)
+        conversion = to_float16(model, keep_io_types=True, source=path)
     except UsageError:
         return None, []
     emulated, visible = emulate(conversion.model)

@@ -18,7 +18,7 @@ from ...core.numerics import FP16_MAX
 from ...core.text import first_few
 from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
-from .graph import (
+from ...runtime.onnx.graph import (
     FLOAT_TYPES,
     INT_TYPES,
     STANDARD_DOMAINS,
@@ -29,7 +29,7 @@ from .graph import (
     name_nodes,
     tensor_info,
 )
-from .io import infer_shapes
+from ...runtime.onnx.io import infer_shapes
 from .validate import check_structure
 
 

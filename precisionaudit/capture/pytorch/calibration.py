@@ -18,9 +18,9 @@ import torch
 from ...core.errors import CaptureError, UsageError
 from ...core.numerics import LARGEST_FINITE, SMALLEST_SUBNORMAL, dtype_name
 from ...core.values import ValueOptions, call_key, merge, value_stats
+from ...runtime.pytorch.cuda_autocast import autocast_policy
 from ..data import pytorch_batches
 from .capture import is_significant
-from .cuda_autocast import autocast_policy
 from .model_file import call_user, entry_point, import_model_file, split_inputs
 from .offload import checkpoint_stats, load_offloaded, needs_offload
 from .recorder import Recorder, calls_the_model
@@ -156,7 +156,7 @@ def _reference_pass(model, args, kwargs, target, headroom, result, batch) -> boo
         if not math.isfinite(stats["max_abs"]) or stats["max_abs"] * headroom >= LARGEST_FINITE[name]:
             suspect.append(key)
 
-    from ...check.pytorch.execution import strict_fp32
+    from ...runtime.pytorch.execution import strict_fp32
 
     recorder = _StatsRecorder(model, on_call, flush_below=SMALLEST_SUBNORMAL[name] / 2)
     with torch.no_grad(), strict_fp32(), recorder:
@@ -167,7 +167,7 @@ def _reference_pass(model, args, kwargs, target, headroom, result, batch) -> boo
 @calls_the_model
 def _low_pass(model, args, kwargs, target, result, batch):
     """The policy's own run: where does the first inf/NaN appear?"""
-    from ...check.pytorch.execution import Runtime, numerics
+    from ...runtime.pytorch.execution import Runtime, numerics
 
     def on_call(key, tensor):
         if batch not in result.first_nonfinite and not torch.isfinite(tensor).all():

@@ -22,11 +22,12 @@ from ...core.errors import CaptureError
 from ...core.numerics import Target, dtype_name
 from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
-from .cuda_autocast import autocast_policy
-from .emulation import EmulatedKernels
+from ...runtime.pytorch.cuda_autocast import autocast_policy
+from ...runtime.pytorch.emulation import EmulatedKernels
+from ...runtime.pytorch.ops import CAST_FNS
 from .fakes import register_fakes
 from .model_file import as_module, build_without_weights, call_user, entry_points, on_meta, split_inputs
-from .recorder import CAST_FNS, Recorder, calls_the_model
+from .recorder import Recorder, calls_the_model
 from .user_code import describe, user_code
 
 #: aten ops that only re-view, alias or copy a tensor: not nodes, edges pass through them.
@@ -225,6 +226,18 @@ def _cast_floats(tree, dtype):
 
 # --------------------------------------------------------------------------- graph building
 def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object:
+    """The IR of one recorded forward: a node per significant user-level call, an edge per
+    tensor one call's ops hand to another's.
+
+    A call (``F.softmax``, ``x @ y``) is significant when one of its aten ops computes (not
+    only views or copies; a cast call, when it copies; a constant written by ``x[m] = v``
+    always). Its ``OpNode`` takes target and compute dtype from the last computing op and
+    ``autocast_cast`` from a dtype-changing copy autocast inserted. A call that is not
+    significant is no node: its ops resolve to the node they pass through, so edges skip
+    it. Model inputs become a node's ``sources``, parameters its ``params``, operands nothing
+    records its ``param_views`` / ``untracked_operands``. Graph attributes: the inputs,
+    parameters, modules and outputs of the forward.
+    """
     graph = new_graph(target=target.as_dict())
     tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
     graph.graph["inputs"] = [(dtype_name(t.dtype), tuple(t.shape)) for t in tensors]

@@ -14,10 +14,12 @@ import sys
 from dataclasses import dataclass, field
 
 import torch
-from torch.overrides import TorchFunctionMode, resolve_name
+from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
+
+from ...runtime.pytorch.ops import canonical_fn_name
 
 #: frames in these directories are not the user's: torch, this package, the standard library
 _SKIP_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
@@ -109,35 +111,6 @@ def _positions(code) -> list:
     return list(code.co_positions())
 
 
-def canonical_fn_name(func) -> str:
-    """'matmul' for Tensor.__matmul__, 'softmax' for F.softmax, 'mul' for __rmul__."""
-    name = getattr(func, "__name__", None) or resolve_name(func) or str(func)
-    if name == "__get__":  # properties such as Tensor.shape
-        name = getattr(getattr(func, "__self__", None), "__name__", name)
-    return canonical_name(name)
-
-
-def canonical_name(name: str) -> str:
-    """The canonical op name of a function name: 'torch.Tensor.__rmul__' → 'mul'.
-
-    Plans name ops this way, so ``apply_plan`` matches a hand-written 'F.softmax' or
-    '__matmul__' to the same calls a scan reports as 'softmax' and 'matmul'.
-    """
-    name = name.rsplit(".", 1)[-1]
-    if name.startswith("__") and name.endswith("__"):
-        name = name[2:-2]
-        if name.startswith(("r", "i")) and name[1:] in _BINARY:
-            name = name[1:]
-    return _ALIASES.get(name, name)
-
-
-#: user-level calls that are explicit casts (canonical names).
-CAST_FNS = frozenset({"to", "float", "half", "bfloat16", "double", "type", "type_as"})
-
-_BINARY = {"add", "sub", "mul", "truediv", "floordiv", "matmul", "pow", "mod", "and", "or", "xor"}
-_ALIASES = {"truediv": "div", "floordiv": "div", "getitem": "getitem", "setitem": "setitem",
-            "softmax": "softmax", "_softmax": "softmax", "multiply": "mul", "divide": "div",
-            "subtract": "sub", "true_divide": "div"}
 
 
 class _CallTracker(TorchFunctionMode):
@@ -166,7 +139,9 @@ def _assigned_number(fn: str, args) -> float | int | None:
     return None
 
 
-class _OpTap(TorchDispatchMode):
+class _AtenOpTap(TorchDispatchMode):
+    """Hands the recorder each aten op below autocast, with its arguments and result."""
+
     def __init__(self, recorder):
         super().__init__()
         self.recorder = recorder
@@ -264,7 +239,7 @@ class Recorder:
             torch.nn.modules.module.register_module_forward_pre_hook(self._pre_hook),
             torch.nn.modules.module.register_module_forward_hook(self._post_hook, always_call=True),
         ]
-        self._tap = _OpTap(self)
+        self._tap = _AtenOpTap(self)
         self._tracker = _CallTracker(self)
         self._tracker.__enter__()
         self._tap.__enter__()

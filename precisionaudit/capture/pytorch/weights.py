@@ -17,7 +17,7 @@ import torch
 
 from ...core.documents import require_regular_file
 from ...core.errors import UsageError
-from .dtypes import LOW_PRECISION
+from ...runtime.pytorch.dtypes import LOW_PRECISION
 from .model_file import as_module, call_user, entry_point, on_meta
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")

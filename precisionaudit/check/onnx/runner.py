@@ -19,12 +19,14 @@ import onnx
 
 from ... import __version__
 from ...apply.onnx import BF16_UNSUPPORTED, convert, resolve_plan
-from ...capture.onnx.graph import canonical_op, name_nodes, refuse_converted, tensor_info
-from ...capture.onnx.io import infer_shapes, session, verify, with_outputs
 from ...capture.onnx.model import load_onnx, module_of, source_of
 from ...core.errors import UsageError
 from ...core.text import first_few
 from ...plan.file import load_plan
+from ...runtime.onnx.emulate import NOTE, emulate
+from ...runtime.onnx.graph import canonical_op, name_nodes, refuse_converted, tensor_info
+from ...runtime.onnx.inputs import make_inputs, resolve_shapes
+from ...runtime.onnx.io import infer_shapes, session, verify, with_outputs
 from ..metrics import (
     BUDGET_ELEMENTS,
     check_reference,
@@ -34,8 +36,6 @@ from ..metrics import (
     variant_status,
 )
 from ..tolerance import tolerance_for
-from .emulate import NOTE, emulate
-from .inputs import make_inputs, resolve_shapes
 
 DEVICE = "onnxruntime-cpu"
 GEMM_OPS = {"MatMul", "Gemm", "Conv"}  # the nodes whose FLOPs the shares count
@@ -110,7 +110,7 @@ def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None,
     if values is None or values.data is None:
         return _check_inputs(path, model, plan_obj, dtype, tol, seed, input_shapes, device, None, started)
     from ...capture.data import onnx_batches
-    from .inputs import graph_inputs
+    from ...runtime.onnx.inputs import graph_inputs
 
     report = None
     names = [i.name for i in graph_inputs(model)]

@@ -20,8 +20,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ...apply.pytorch import CAST_FNS, QUERIES
-from ...capture.pytorch.recorder import canonical_fn_name, user_frame
+from ...capture.pytorch.recorder import user_frame
+from ...runtime.pytorch.ops import CAST_FNS, QUERIES, canonical_fn_name
 from ..metrics import BUDGET_ELEMENTS, divergence
 
 _SKIP_OPS = CAST_FNS | QUERIES | {"copy_", "detach", "requires_grad_", "register_hook"}
@@ -46,7 +46,7 @@ def _floats(out) -> list[torch.Tensor]:
             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel()]
 
 
-class _OpTap(TorchFunctionMode):
+class _CallOutputTap(TorchFunctionMode):
     """Hands the probe each torch call's output (keyed by module, op and occurrence), and the
     call that raised."""
 
@@ -99,7 +99,7 @@ class Probe:
         for name, module in self.model.named_modules():
             self._handles.append(module.register_forward_pre_hook(self._pre(name)))
             self._handles.append(module.register_forward_hook(self._post(name), always_call=True))
-        self._tap = _OpTap(self)
+        self._tap = _CallOutputTap(self)
         self._tap.__enter__()
         return self
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from ...core.errors import UsageError
 from ...core.target import Target
 from ...core.values import NO_VALUES, ValueOptions
 from ...plan.file import load_plan
+from ...runtime.pytorch import execution
 from ..metrics import (
     BUDGET_ELEMENTS,
     check_reference,
@@ -34,7 +36,6 @@ from ..metrics import (
     variant_status,
 )
 from ..tolerance import tolerance_for
-from . import execution
 from .divergence import Probe
 from .flops import GemmFlops
 from .grads import (
@@ -121,9 +122,9 @@ class Session:
         # variants' models are made before the reference runs: a forward may leave state on
         # the model (rotary cos/sin caches as plain attributes) that model.half() never
         # converts and that autocast would build in the low dtype
-        self._models = {id(None): _variant_model(model, target, None)}
+        self._models = {plan_key(None): _variant_model(model, target, None)}
         for plan in plans or ():
-            self._models[id(plan)] = _variant_model(model, target, plan)
+            self._models[plan_key(plan)] = _variant_model(model, target, plan)
         self._pristine = None
         if plans is None:  # plan --prune: variants to come are made from a copy kept before the reference
             self._pristine = copy.deepcopy(model) if target.mode == "pure" else _variant_model(model, target, None)
@@ -169,7 +170,8 @@ class Session:
     def variant(self, name: str, plan=None) -> dict:
         """The report entry of one low-precision run, with ``plan`` applied if given."""
         target, runtime = self.target, self.runtime
-        model = self._models.get(id(plan)) if self._keep_models else self._models.pop(id(plan), None)
+        key = plan_key(plan)
+        model = self._models.get(key) if self._keep_models else self._models.pop(key, None)
         if model is None:
             model = _variant_model(self.model if self._pristine is None else self._pristine, target, plan)
         handle = apply_plan(model, plan, warn=False, compilable=False) if plan is not None else None
@@ -261,6 +263,12 @@ def _describe_inputs(args, kwargs) -> str:
 def _widen(tree):
     from torch.utils import _pytree as pytree
     return pytree.tree_map_only(torch.Tensor, lambda t: t.float() if t.dtype in LOW else t, tree)
+
+
+def plan_key(plan) -> str | None:
+    """What a variant's model is made from: the plan's content (None: no plan). Not ``id(plan)``:
+    an id is reused once its plan is freed, and an equal plan read again has another."""
+    return None if plan is None else json.dumps(plan.to_dict(), sort_keys=True)
 
 
 def _variant_model(model, target, plan):

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils import _pytree as pytree
 
-from ...capture.pytorch.cuda_autocast import autocast_policy
 from ...core.errors import UsageError
-from ...capture.pytorch.emulation import EmulatedKernels
+from .cuda_autocast import autocast_policy
+from .emulation import EmulatedKernels
 
 DEVICE_CHOICES = ("auto", "cuda", "cpu", "cpu-emulated")
 EMULATION_NOTE = ("CUDA's low-precision kernels emulated on CPU: GEMMs, convolutions, log_softmax "

@@ -19,8 +19,8 @@ from __future__ import annotations
 import onnx
 from onnx import helper, numpy_helper
 
-from ...capture.onnx.graph import FLOAT, FLOAT16, elem_types
-from ...capture.onnx.io import infer_shapes, session
+from .graph import FLOAT, FLOAT16, elem_types
+from .io import infer_shapes, session
 
 #: ops whose float16 result is one of their float16 inputs' values: nothing to round.
 EXACT = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Expand", "Slice",

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..check.onnx.runner import Reference, run_variant
-from .onnx import assemble
+from ..plan.onnx import assemble
 
 ROUNDS = 2  # error-guided plans tried before the whole static plan
 
@@ -87,7 +87,7 @@ def pruned_plan(findings, model, path: str, target, min_severity: str, input_sha
     from ..check.onnx.runner import run_reference
     from ..check.tolerance import tolerance_for
     from ..core.errors import UsageError
-    from .onnx import hazard_units
+    from ..plan.onnx import hazard_units
 
     if target.dtype != "float16":
         raise UsageError(BF16_UNSUPPORTED)
@@ -103,9 +103,9 @@ def pruned_plan(findings, model, path: str, target, min_severity: str, input_sha
 def _pruned_on_data(units, model, path, target, values):
     """Pruned on each calibration batch; the plan keeps every hazard some batch needs."""
     from ..capture.data import onnx_batches
-    from ..check.onnx.inputs import graph_inputs
     from ..check.onnx.runner import run_reference
     from ..check.tolerance import tolerance_for
+    from ..runtime.onnx.inputs import graph_inputs
 
     kept, passed, runs, batches = set(), True, 0, 0
     names = [i.name for i in graph_inputs(model)]

@@ -16,8 +16,8 @@ import re
 import numpy as np
 from onnx import TensorProto
 
-from ...capture.onnx.graph import attribute, consumers
 from ...core.errors import UsageError
+from .graph import attribute, consumers
 
 FLOATS = {TensorProto.FLOAT: np.float32, TensorProto.DOUBLE: np.float64}
 INTS = {TensorProto.INT64: np.int64, TensorProto.INT32: np.int32, TensorProto.INT8: np.int8,

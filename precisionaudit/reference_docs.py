@@ -3,7 +3,7 @@
 
 They are made from the rule packs and the click commands, so they cannot drift from the
 code; a test regenerates them and compares. After changing a rule or a flag, run
-``python -m precisionaudit.report.reference_docs`` (it writes below ./docs, or the folder
+``python -m precisionaudit.reference_docs`` (it writes below ./docs, or the folder
 given).
 """
 from __future__ import annotations
@@ -29,9 +29,9 @@ def cli_page(group: click.Group) -> str:
 
 
 def all_pages() -> dict[str, str]:
-    from ..cli import main
-    from ..rules.docs import markdown_pages
-    from ..rules.engine import load_rules
+    from .cli import main
+    from .rules.docs import markdown_pages
+    from .rules.engine import load_rules
 
     return {**markdown_pages(load_rules(checks=False)), "cli.md": cli_page(main)}
 
@@ -50,7 +50,7 @@ def write(folder: str) -> list[str]:
 def _main(argv: list[str]) -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m precisionaudit.report.reference_docs",
+    parser = argparse.ArgumentParser(prog="python -m precisionaudit.reference_docs",
                                      description="Regenerate the rule pages and docs/cli.md.")
     parser.add_argument("folder", nargs="?", default="docs", help="where to write (default: docs)")
     for written_path in write(parser.parse_args(argv).folder):

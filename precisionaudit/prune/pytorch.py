@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .file import OverridePlan
+from ..plan.file import OverridePlan
 
 
 @dataclass

@@ -1,0 +1,167 @@
+"""Counts that say how well the package keeps its layout; ``python bench/layout_counts.py``.
+
+- imports against the stage order (``LAYERS`` below): a module importing a stage of its own
+  layer or of a layer above it;
+- import cycles between modules;
+- file-kind dispatch sites: ``.endswith(".onnx")`` occurrences, each one a place that
+  branches on the kind of model file;
+- the lines of the longest command function in ``cli.py``.
+
+The walk reads the source with ``ast`` (nothing is imported, so imports inside functions
+count too). ``LAYERS`` is the one statement of the stage order: tests/test_layout.py imports
+it from here and fails on any import against it and on any cycle.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import networkx as nx
+
+PACKAGE = Path(__file__).resolve().parent.parent / "precisionaudit"
+
+#: The stages, bottom to top. A module may import its own stage and any stage of a lower
+#: layer; stages that share a layer are siblings and do not import each other. A stage is
+#: the longest dotted prefix below ``precisionaudit`` that is named here: ``plan.file`` (the
+#: plan file's schema, a contract everyone reads) is its own stage, the rest of ``plan``
+#: another. ``precisionaudit`` is the package's ``__init__`` (the version, lazy names).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("precisionaudit", "core"),
+    ("ir", "plan.file"),
+    ("runtime",),          # runs models: device moves, CUDA-policy and kernel emulation, sessions
+    ("capture",),          # model file -> IR (and measured values)
+    ("analysis",),         # passes that annotate the IR
+    ("rules",),            # IR -> findings
+    ("scanner",),          # files -> capture -> analysis -> rules
+    ("settings",),         # config, suppressions, baselines over a scan
+    ("report", "plan"),    # findings -> text/json/sarif; findings -> override plan
+    ("apply",),            # plan -> a model in low precision
+    ("check",),            # A/B runs of the applied model against fp32
+    ("prune",),            # drops overrides that checks show are not needed
+    ("cli",),
+    ("reference_docs", "__main__"),  # generated docs of the commands; ``python -m``
+)
+RANK = {stage: rank for rank, layer in enumerate(LAYERS) for stage in layer}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def stage(module: str) -> str:
+    """``precisionaudit.check.onnx.runner`` → ``check``; ``precisionaudit.plan.file`` → ``plan.file``.
+
+    A module outside ``LAYERS`` is its own top-level part (``precisionaudit.x.y`` → ``x``).
+    """
+    parts = module.split(".")[1:]
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in RANK:
+            return ".".join(parts[:end])
+    return parts[0] if parts else "precisionaudit"
+
+
+def imported_from(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute module a ``from ... import`` reads from."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(source: str, module: str, is_package: bool, known: set[str]) -> list[tuple[int, str]]:
+    """(line, module) for each package module that ``source`` imports.
+
+    ``from pkg import name`` reads ``pkg.name`` when that is a module of ``known``.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "precisionaudit"]
+        elif isinstance(node, ast.ImportFrom):
+            source_module = imported_from(node, module, is_package)
+            if source_module.split(".")[0] != "precisionaudit":
+                continue
+            for alias in node.names:
+                full = f"{source_module}.{alias.name}"
+                found.append((node.lineno, full if full in known else source_module))
+    return found
+
+
+def import_graph() -> nx.DiGraph:
+    """Modules and the package modules each imports; an edge keeps the lines it is on."""
+    found = modules()
+    graph = nx.DiGraph()
+    graph.add_nodes_from(found)
+    for module, path in found.items():
+        for line, target in imports(path.read_text(), module, path.name == "__init__.py", set(found)):
+            if target != module:
+                graph.add_edge(module, target)
+                graph.edges[module, target].setdefault("lines", set()).add(line)
+    return graph
+
+
+def against_the_order(importer: str, imported: str) -> bool:
+    """True when ``importer`` may not import ``imported``: a sibling or a higher stage."""
+    low, high = stage(imported), stage(importer)
+    return low != high and RANK.get(low, len(LAYERS)) >= RANK.get(high, len(LAYERS))
+
+
+def upward_imports(graph: nx.DiGraph) -> list[str]:
+    """'importer:line -> imported' for each import against the stage order."""
+    return sorted(f"{a}:{line} -> {b}" for a, b, lines in graph.edges(data="lines")
+                  if against_the_order(a, b) for line in sorted(lines))
+
+
+def unknown_stages(graph: nx.DiGraph) -> list[str]:
+    """Modules whose stage ``LAYERS`` does not name: a new stage has to be placed there."""
+    return sorted(m for m in graph if stage(m) not in RANK)
+
+
+def cycles(graph: nx.DiGraph) -> list[list[str]]:
+    """Each set of modules that import one another, directly or round a loop (a strongly
+    connected component of more than one module), sorted."""
+    return sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
+
+
+def dispatch_sites() -> list[str]:
+    """'file:line' of each ``.endswith(".onnx")``."""
+    return [f"{path.relative_to(PACKAGE.parent)}:{n}" for path in modules().values()
+            for n, line in enumerate(path.read_text().splitlines(), 1) for _ in range(line.count('endswith(".onnx")'))]
+
+
+def longest_command() -> tuple[str, int]:
+    """The ``cli.py`` function decorated as a command with the most lines (def to last line)."""
+    tree = ast.parse((PACKAGE / "cli.py").read_text())
+    commands = [(f.name, f.end_lineno - f.lineno + 1) for f in tree.body if isinstance(f, ast.FunctionDef)
+                and any("command" in ast.unparse(d) for d in f.decorator_list)]
+    return max(commands, key=lambda c: c[1])
+
+
+def main() -> None:
+    graph = import_graph()
+    upward, loops, sites = upward_imports(graph), cycles(graph), dispatch_sites()
+    name, lines = longest_command()
+    importers = {u.split(":")[0] for u in upward}
+    print(f"imports against the stage order: {len(upward)} (in {len(importers)} modules)")
+    print("".join(f"  {u}\n" for u in upward), end="")
+    print(f"import cycles between modules (groups that import one another): {len(loops)}")
+    print("".join(f"  {', '.join(c)}\n" for c in loops), end="")
+    print(f'file-kind dispatch sites (endswith(".onnx")): {len(sites)}')
+    print("".join(f"  {s}\n" for s in sites), end="")
+    print(f"longest cli.py command: {name} ({lines} lines)")
+    if unknown_stages(graph):
+        print(f"modules of no stage in LAYERS: {', '.join(unknown_stages(graph))}")
+    if "-v" in sys.argv[1:]:
+        for layer in LAYERS:
+            print("  " + ", ".join(layer))
+
+
+if __name__ == "__main__":
+    main()
