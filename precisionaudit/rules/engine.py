@@ -19,7 +19,7 @@ import yaml
 from ..core.errors import UsageError
 from ..core.findings import Finding
 from ..core.schema import schema_error
-from .registry import CHECKS, Hit, param, running_rule  # noqa: F401  (param: README's rules.engine.param)
+from .registry import CHECKS, Hit, param, running_rule  # noqa: F401  (param: packs once read engine.param)
 from .schema import RULE_SCHEMA
 
 ENTRY_POINT_GROUP = "precisionaudit.rules"
