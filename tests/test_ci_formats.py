@@ -130,3 +130,24 @@ def test_github_escapes_properties_and_message():
     assert props.startswith("error file=a%2Cb%3Ac.py,line=3,")
     assert message.startswith("100%25 over%0Arange")
     assert out.count("\n") == 1
+
+
+def _sarif_rules(dtype):
+    from precisionaudit.core.target import Target
+    from precisionaudit.report import sarif
+
+    run = sarif.report([], [], Target(dtype, "autocast", "cuda"))["runs"][0]
+    return {r["id"]: r for r in run["tool"]["driver"]["rules"]}
+
+
+def test_sarif_default_level_is_the_rules_severity_for_the_runs_dtype():
+    """PA105 is an error in float16 and a warning in bfloat16 (its YAML severity)."""
+    levels = {dtype: _sarif_rules(dtype)["PA105"]["defaultConfiguration"]["level"]
+              for dtype in ("float16", "bfloat16")}
+    assert levels == {"float16": "error", "bfloat16": "warning"}
+
+
+def test_sarif_tags_each_rule_family():
+    tags = {rule_id: r["properties"]["tags"] for rule_id, r in _sarif_rules("float16").items()}
+    assert {tags[i][0] for i in ("PA301", "PA302", "PA303")} == {"measurement"}
+    assert (tags["PA001"], tags["PA105"], tags["PA201"]) == (["suppression"], ["precision"], ["performance"])

@@ -1,4 +1,6 @@
 """`precisionaudit rules`: the catalog and each rule's documentation page."""
+import re
+
 import pytest
 
 from precisionaudit.rules.engine import load_rules
@@ -44,6 +46,20 @@ def test_every_rule_has_a_full_doc_page(cli, rule):
     page = cli("rules", rule.id).stdout
     for section in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
         assert section in page, f"{rule.id} lacks {section}"
+
+
+def test_notes_come_after_use_instead_and_hold_the_kernel_sources(cli):
+    """The CUDA/cuBLAS sources behind PA106 are a Notes section, last, not part of what it does."""
+    page = cli("rules", "PA106").stdout
+    before, notes = page.split("## Notes\n")
+    assert "## Use instead" in before and "CUDABlas.cpp" in notes and "CUDABlas.cpp" not in before
+    assert not notes.lstrip().startswith("#") and "## " not in notes
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.id)
+def test_what_it_does_cites_no_source_file(rule):
+    """Kernel and library source files (SoftMax.cu, CUDABlas.cpp, ...) belong in doc.notes."""
+    assert not re.search(r"\w\.(cu|cuh|cpp|cc|h)\b", rule.doc["what"]), rule.id
 
 
 def test_rule_page_by_name(cli):

@@ -39,6 +39,7 @@ def test_one_page_per_rule_and_no_page_without_a_rule():
     assert all(f"[{i}]({i}.md)" in catalog for i in ids)
     page = _read("rules/PA106.md")
     assert page.startswith("# PA106 attention-logits-overflow\n") and "## Use instead" in page
+    assert page.index("## Use instead") < page.index("## Notes\n") and "CUDABlas.cpp" in page.split("## Notes")[1]
     assert "```python\nscores = (q @ k.transpose(-2, -1)) / math.sqrt(d)" in page
 
 

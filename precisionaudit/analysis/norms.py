@@ -1,8 +1,6 @@
 """Hand-written normalisation: mean of squares, variance as c * c, rsqrt/sqrt of a variance."""
 from ..ir.graph import producers
 
-SQUARES = {"pow", "square", "mul"}
-
 
 def _is_square(graph, name) -> bool:
     node = graph.nodes[name]

@@ -21,10 +21,6 @@ LARGEST_FINITE = {"float16": FP16_MAX, "bfloat16": 3.3895313892515355e38, "float
 SMALLEST_SUBNORMAL = {"float16": 2.0**-24, "bfloat16": 2.0**-133, "float32": 2.0**-149}
 #: smallest positive normal value of each float dtype (torch.finfo(dtype).tiny)
 SMALLEST_NORMAL = {"float16": 2.0**-14, "bfloat16": 2.0**-126, "float32": 2.0**-126}
-#: smallest positive subnormal value of each float dtype (smaller values round to 0)
-SMALLEST_SUBNORMAL = {"float16": 2.0**-24, "bfloat16": 2.0**-133, "float32": 2.0**-149}
-#: largest finite value of each float dtype (torch.finfo(dtype).max)
-FLOAT_MAX = {"float16": FP16_MAX, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}
 #: largest integer N such that every integer in [0, N] is exact in the dtype
 EXACT_INTEGER_LIMIT = {"float16": 2048, "bfloat16": 256, "float32": 2**24}
 #: unit roundoff 2^-(stored significand bits + 1): the largest relative change storing a value makes

@@ -11,7 +11,8 @@ from .strict_json import dumps, finite
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 FINGERPRINT_KEY = "precisionaudit/v1"
-TAGS = {"PA0": "suppression", "PA1": "precision", "PA2": "performance"}
+#: a rule family's tag (a rule pack's rules are tagged precision)
+TAGS = {"PA0": "suppression", "PA1": "precision", "PA2": "performance", "PA3": "measurement"}
 
 
 def _artifact(path: str) -> dict:
@@ -22,10 +23,11 @@ def _artifact(path: str) -> dict:
     return {"uri": uri, "uriBaseId": "%SRCROOT%"}
 
 
-def _rule(rule) -> dict:
+def _rule(rule, dtype: str) -> dict:
+    """The rule as SARIF describes it; its default level is its severity for the run's dtype."""
     from ..rules.docs import page_url, render_markdown, render_rule
 
-    level = rule.severity_for("float16")
+    level = rule.severity_for(dtype)
     return {"id": rule.id, "name": rule.name,
             "shortDescription": {"text": rule.summary},
             "fullDescription": {"text": (rule.doc.get("what") or rule.summary).strip()},
@@ -68,7 +70,7 @@ def report(results, findings, target, rules=None) -> dict:
                      for r in errors]
     root = os.path.abspath(os.getcwd()).replace(os.sep, "/").rstrip("/") + "/"
     run = {"tool": {"driver": {"name": "precisionaudit", "version": __version__,
-                               "semanticVersion": __version__, "rules": [_rule(r) for r in rules]}},
+                               "semanticVersion": __version__, "rules": [_rule(r, target.dtype) for r in rules]}},
            "originalUriBaseIds": {"%SRCROOT%": {"uri": "file://" + quote(root)}},
            "invocations": [{"executionSuccessful": not errors,
                             "toolExecutionNotifications": notifications}],

@@ -55,6 +55,12 @@ def render_catalog(rules, width: int | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: a rule page's sections: (title, the YAML doc key, shown as code). Notes (the kernel
+#: sources and hardware facts behind the rule) come last: a reader wants the fix first.
+SECTIONS = (("What it does", "what", False), ("Why is this bad?", "why", False),
+            ("Example", "bad", True), ("Use instead", "good", True), ("Notes", "notes", False))
+
+
 def render_rule(rule) -> str:
     doc = rule.doc
     parts = [f"{rule.id} {rule.name}", "", f"Default severity: {_severity(rule)}"]
@@ -62,8 +68,7 @@ def render_rule(rule) -> str:
         parts.append("Runs without example inputs (module structure).")
     if tuple(rule.modes) != ("autocast", "pure"):
         parts.append(f"Applies in mode: {', '.join(rule.modes)}")
-    for title, key in (("What it does", "what"), ("Why is this bad?", "why"),
-                       ("Example", "bad"), ("Use instead", "good")):
+    for title, key, _ in SECTIONS:
         if doc.get(key):
             parts += ["", f"## {title}", doc[key].rstrip()]
     if page_url(rule.id):
@@ -83,8 +88,7 @@ def render_markdown(rule, page: bool = False) -> str:
                     else f" Applies in mode: {', '.join(rule.modes)}.")]
     else:
         parts = [f"**{rule.id} {rule.name}**: {rule.summary}"]
-    for title, key, code in (("What it does", "what", False), ("Why is this bad?", "why", False),
-                             ("Example", "bad", True), ("Use instead", "good", True)):
+    for title, key, code in SECTIONS:
         if doc.get(key):
             body = doc[key].rstrip()
             parts.append(f"## {title}\n" + (f"```python\n{body}\n```" if code else body))
@@ -103,7 +107,8 @@ def markdown_pages(rules) -> dict[str, str]:
         "# Rule catalog\n\nRule ids are stable: new rules get new ids, none is renumbered. "
         "PA0xx are about precisionaudit itself, PA1xx precision hazards (values that overflow, "
         "underflow or lose their precision), PA2xx Tensor Core performance hints (never "
-        "errors). `precisionaudit rules ID` shows a page in the terminal.\n\n" + "\n".join(rows) + "\n")
+        "errors), PA3xx hazards in measured values (calibration data, real weights: `--data`, "
+        "`--weights`). `precisionaudit rules ID` shows a page in the terminal.\n\n" + "\n".join(rows) + "\n")
     return pages
 
 

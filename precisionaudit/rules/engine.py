@@ -7,7 +7,6 @@ and those a settings file names in ``rule-packs``.
 """
 from __future__ import annotations
 
-import contextvars
 import functools
 import os
 import pathlib
@@ -20,6 +19,7 @@ import yaml
 from ..core.errors import UsageError
 from ..core.findings import Finding
 from ..core.schema import schema_error
+from .registry import CHECKS, Hit, param, running_rule  # noqa: F401  (param: packs once read engine.param)
 from .schema import RULE_SCHEMA
 
 ENTRY_POINT_GROUP = "precisionaudit.rules"
@@ -44,6 +44,7 @@ class Rule:
     severity_cases: dict = field(default_factory=dict)  # case a check reports → severity, when
     params: dict = field(default_factory=dict)  # thresholds its check reads (``param``)
     source: str = ""
+    bundled: bool = False  # ships with precisionaudit: its templates are formatted strictly
 
     def severity_for(self, dtype: str, case: str | None = None) -> str:
         if case is not None:
@@ -63,7 +64,7 @@ def _parse(data, source: str, checks: bool = True) -> Rule:
     check = data.get("check")
     if checks and check and check not in _checks():
         raise UsageError(f"{source}: check {check!r} is not a registered Python check")
-    fields = dict(data, source=source)
+    fields = dict(data, source=source, bundled=source in _BUNDLED_SOURCES)
     if isinstance(fields["severity"], str):
         fields["severity"] = {"default": fields["severity"]}
     if "modes" in fields:
@@ -77,18 +78,10 @@ def _parse(data, source: str, checks: bool = True) -> Rule:
     return rule
 
 
-#: the rule whose check is running (``param`` reads its thresholds)
-_running: contextvars.ContextVar = contextvars.ContextVar("rule")
-
-
-def param(name: str):
-    """The threshold ``name`` of the rule whose check is running (its YAML ``params``)."""
-    return _running.get().params[name]
-
-
 def _checks() -> dict:
-    """The registered Python checks; imported on first use because they import torch."""
-    from .checks import CHECKS
+    """The registered Python checks; the bundled ones are imported on first use because
+    they import torch."""
+    from . import checks  # noqa: F401  (registers the bundled checks)
 
     return CHECKS
 
@@ -183,13 +176,25 @@ def _matches(rule: Rule, node: dict) -> bool:
     return all(node.get(k) == v for k, v in rule.match.get("where", {}).items())
 
 
-class _Template(dict):
+class _Lenient(dict):
+    """A rule pack's placeholder that nothing supplies stays as written: ``{name}``."""
+
     def __missing__(self, key):
         return "{" + key + "}"
 
 
-def _format(template: str, values: dict) -> str:
-    return string.Formatter().vformat(template, (), _Template(values)).strip()
+class TemplateError(Exception):
+    """A bundled rule's message or fix names a placeholder that no value supplies: a bug."""
+
+
+def _format(rule: Rule, template: str, values: dict) -> str:
+    if not rule.bundled:
+        values = _Lenient(values)
+    try:
+        return string.Formatter().vformat(template, (), values).strip()
+    except KeyError as exc:
+        raise TemplateError(f"{rule.source}: {template!r} names {{{exc.args[0]}}}, which neither the "
+                            "node nor the check supplies") from None
 
 
 def run_rules(graph, rules: list[Rule], target, path: str, model: str) -> list[Finding]:
@@ -201,70 +206,76 @@ def run_rules(graph, rules: list[Rule], target, path: str, model: str) -> list[F
             continue
         if target.mode not in rule.modes or (structure_only and rule.needs_inputs):
             continue
-        token = _running.set(rule)
+        token = running_rule.set(rule)
         try:
             hits = _hits(rule, graph, checks, target)
         finally:
-            _running.reset(token)
-        for name, evidence in hits:
-            findings.append(_finding(rule, graph, name, dict(evidence), target, path, model))
+            running_rule.reset(token)
+        findings += [_finding(rule, graph, hit, target, path, model) for hit in hits]
     return findings
 
 
-def _hits(rule, graph, checks, target) -> list:
-    """(node name or None, evidence) of every place ``rule`` fires."""
-    hits = []
+def _hits(rule, graph, checks, target) -> list[Hit]:
+    """Every place ``rule`` fires."""
     if rule.scope == "graph":
-        return checks[rule.check](graph, target)
+        return [_as_hit(found) for found in checks[rule.check](graph, target)]
+    hits = []
     for name, node in graph.nodes(data=True):
         if not _matches(rule, node):
             continue
-        evidence = checks[rule.check](graph, name, node, target) if rule.check else {}
-        if evidence is not None and evidence is not False:
-            hits.append((name, evidence))
+        found = checks[rule.check](graph, name, node, target) if rule.check else Hit(name)
+        if found is not None and found is not False:
+            hits.append(_as_hit(found, name))
     return hits
 
 
-def _finding(rule, graph, name, evidence, target, path, model) -> Finding:
-    node = graph.nodes[name] if name is not None else {}
-    case = evidence.pop("case", None)
-    if "severity" in evidence or (case is not None and case not in rule.severity_cases):
-        raise UsageError(f"{rule.source}: its check reported severity {evidence.get('severity', case)!r}: "
+def _as_hit(found, name=None) -> Hit:
+    """A check's result as a Hit. A rule pack's check may return the evidence dict (``case``
+    in it names its severity case) or, from a graph check, ``(node name, evidence)``."""
+    if isinstance(found, Hit):
+        return found
+    if name is None:
+        name, found = found
+    values = dict(found)
+    return Hit(name, values, case=values.pop("case", None))
+
+
+def _finding(rule, graph, hit: Hit, target, path, model) -> Finding:
+    node = graph.nodes[hit.node] if hit.node is not None else {}
+    if "severity" in hit.values or (hit.case is not None and hit.case not in rule.severity_cases):
+        raise UsageError(f"{rule.source}: its check reported severity {hit.values.get('severity', hit.case)!r}: "
                          "checks name a case of the rule's severity_cases, the YAML says its severity")
-    severity = rule.severity_for(target.dtype, case)
-    module = evidence.pop("module", node.get("module", ""))
-    column = None if "line" in evidence else node.get("column")  # a check's own line has none
-    line = evidence.pop("line", node.get("line"))
+    severity = rule.severity_for(target.dtype, hit.case)
+    module = hit.module if hit.module is not None else node.get("module", "")
+    column = None if hit.line is not None else node.get("column")  # a check's own line has none
+    line = hit.line if hit.line is not None else node.get("line")
     dtype = node.get("compute_dtype") or target.dtype
     values = {**node, "dtype": dtype, "target_dtype": target.dtype, "module": module or "<root>",
-              **evidence}
-    fix = {k: _format_value(v, values) for k, v in rule.fix.items()}
-    if "fix_ops" in evidence:  # the check knows the whole chain that must move to fp32
-        fix["ops"] = evidence.pop("fix_ops")
-    # a site the rule's usual fix cannot mend (a plan cannot change the dtype of a tensor
-    # written in place): the check names the code change instead
-    fix.update(evidence.pop("fix_instead", {}))
-    if evidence.get("fix_whole"):  # modules that are nothing but a planned op: kept whole
-        fix["whole_modules"] = evidence.pop("fix_whole")
-    evidence.pop("fix_whole", None)
+              **hit.values}
+    fix = {k: _format_value(rule, v, values) for k, v in rule.fix.items()}
+    if hit.fix.ops is not None:  # the check knows the whole chain that must move to fp32
+        fix["ops"] = list(hit.fix.ops)
+    fix.update(hit.fix.instead)
+    if hit.fix.whole_modules:
+        fix["whole_modules"] = list(hit.fix.whole_modules)
     if fix:
         fix.setdefault("module", module)
     file = node.get("file")
-    evidence = {"dtype": dtype, **evidence}
+    evidence = {"dtype": dtype, **hit.values}
     if file and line and not _same_file(file, path):
         # the op is in library code (transformers, ...): the finding stays on the model file
         evidence["source"] = f"{file}:{line}"
         line = column = None
     return Finding(rule=rule.id, name=rule.name, severity=severity, path=path, line=line, column=column,
-                   model=model, node=name, op=node.get("op"), module=module,
-                   message=_format(rule.message, values), evidence=evidence, fix=fix)
+                   model=model, node=hit.node, op=node.get("op"), module=module,
+                   message=_format(rule, rule.message, values), evidence=evidence, fix=fix)
 
 
-def _format_value(value, values):
+def _format_value(rule, value, values):
     if isinstance(value, str):
-        return _format(value, values)
+        return _format(rule, value, values)
     if isinstance(value, list):
-        return [_format_value(v, values) for v in value]
+        return [_format_value(rule, v, values) for v in value]
     return value
 
 

@@ -37,6 +37,7 @@ RULE_SCHEMA = {
         "message": _TEXT,
         "fix": {"type": "object", "required": ["action"], "properties": {"action": {"enum": list(FIX_ACTIONS)}}},
         "doc": {"type": "object", "required": ["what", "why"], "additionalProperties": False,
-                "properties": {k: _TEXT for k in ("what", "why", "bad", "good")}},
+                # notes: the sources behind the rule (kernel files, cuBLAS/cuDNN facts)
+                "properties": {k: _TEXT for k in ("what", "why", "bad", "good", "notes")}},
     },
 }
