@@ -2,7 +2,7 @@
 
 Kept free of torch (numpy rounds the values): ONNX scans and conversions, and the CLI's
 start, must not pay for a torch import. The torch dtypes live on the torch side
-(``capture.pytorch.dtypes``).
+(``runtime.pytorch.dtypes``).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Severities and thresholds are data here, not prose: ``severity_cases`` names the cases a
 check can report (with the severity each gets and when it applies, worded from
-``params``), and ``params`` holds the numbers a check reads through ``engine.param``.
+``params``), and ``params`` holds the numbers a check reads through ``registry.param``.
 """
 from __future__ import annotations
 
