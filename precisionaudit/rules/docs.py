@@ -40,15 +40,15 @@ def render_catalog(rules, width: int | None = None) -> str:
     if width is None:
         width = shutil.get_terminal_size((100, 24)).columns
     rows = [("id", "name", "default", "summary")] + [(r.id, r.name, _severity(r), r.summary) for r in rules]
-    widths = [max(len(row[i]) for row in rows) for i in range(2)]
-    spare = width - sum(widths) - 6  # what the severity and summary columns share
-    longest = [max(len(row[i]) for row in rows) for i in (2, 3)]
-    severity = min(longest[0], max(SEVERITY_COLUMN, spare - longest[1]), spare - SUMMARY_COLUMN_MIN)
-    widths.append(max(SEVERITY_COLUMN_MIN, severity))
-    widths.append(max(SUMMARY_COLUMN_MIN, spare - widths[2]))
+    longest = [max(len(row[i]) for row in rows) for i in range(4)]
+    spare = width - longest[0] - longest[1] - 6  # what the severity and summary columns share
+    severity = max(SEVERITY_COLUMN_MIN, min(longest[2], max(SEVERITY_COLUMN, spare - longest[3]),
+                                            spare - SUMMARY_COLUMN_MIN))
+    widths = [longest[0], longest[1], severity, max(SUMMARY_COLUMN_MIN, spare - severity)]
     lines = []
     for row in rows:
-        cells = [[c] for c in row[:2]] + [textwrap.wrap(c, w, break_on_hyphens=False) or [""] for c, w in zip(row[2:], widths[2:])]
+        cells = [[row[0]], [row[1]]] + [textwrap.wrap(c, w, break_on_hyphens=False) or [""]
+                                        for c, w in zip(row[2:], widths[2:])]
         for i in range(max(map(len, cells))):
             parts = [cell[i] if i < len(cell) else "" for cell in cells]
             lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths)).rstrip())
