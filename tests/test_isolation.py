@@ -208,3 +208,15 @@ def test_library_modules_a_child_imports_are_imported_here_before_the_next(tmp_p
     isolation.import_learned()
     assert library in sys.modules, "the parent imports what the child imported from the library"
     assert "users_own_module" not in sys.modules, "a module beside the model is never imported here"
+
+
+def test_what_the_child_prints_reaches_the_parent_where_its_streams_are_no_files(forking, monkeypatch):
+    """An application (or click's CliRunner) whose sys.stdout/sys.stderr are StringIOs still gets
+    what the model printed, on stderr: the child's copies of those objects die with it."""
+    import io
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    monkeypatch.setattr(sys, "stderr", err)
+    assert in_child(lambda: print("from the model") or 7) == 7
+    assert err.getvalue() == "from the model\n" and sys.stdout.getvalue() == ""

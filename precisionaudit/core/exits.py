@@ -45,7 +45,7 @@ def guarded(fn):
     @functools.wraps(fn)
     def wrapper(*args, debug=False, **kwargs):
         click.get_current_context().meta["precisionaudit.debug"] = debug
-        command_started()  # whether model children may keep torch's threads
+        command_started()  # whether the model's code runs in a child process (core.isolation)
         try:
             with handled_signals():
                 return fn(*args, **kwargs)
