@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("capture",),          # model file -> IR (and measured values)
     ("analysis",),         # passes that annotate the IR
     ("rules",),            # IR -> findings
+    ("training",),         # training scripts and configs, read statically -> findings
     ("scanner",),          # files -> capture -> analysis -> rules
     ("settings",),         # config, suppressions, baselines over a scan
     ("report", "plan"),    # findings -> text/json/sarif; findings -> override plan

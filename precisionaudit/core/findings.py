@@ -13,8 +13,9 @@ SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 #: least severity ``precisionaudit plan`` turns into overrides by default.
 PLANNED_ACTIONS = ("keep_fp32", "disable_autocast")
 #: every fix action a rule may name: the planned ones, and the code or shape changes the
-#: reports spell out (use another function, return float32 outputs, pad a dimension)
-FIX_ACTIONS = (*PLANNED_ACTIONS, "replace", "cast_output", "pad")
+#: reports spell out (use another function, return float32 outputs, pad a dimension, and an
+#: ``edit`` of training code: ``to`` says it in words; ``scan --fix`` applies those it can)
+FIX_ACTIONS = (*PLANNED_ACTIONS, "replace", "cast_output", "pad", "edit")
 PLAN_MIN_SEVERITY = "warning"
 
 

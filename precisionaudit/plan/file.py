@@ -241,5 +241,5 @@ def not_covered(f) -> str:
     where = f"{f.path}:{f.line}" if f.line else f.path
     fix = f.fix
     what = {"replace": f"use {fix.get('use')} instead", "cast_output": "return float32 outputs",
-            "pad": f"pad to {fix.get('to')}"}.get(fix.get("action"), fix.get("action"))
+            "pad": f"pad to {fix.get('to')}", "edit": fix.get("to")}.get(fix.get("action"), fix.get("action"))
     return f"{f.rule} {f.op} in {f.module or '<root>'} ({where}): {what}"

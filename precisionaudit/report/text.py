@@ -37,6 +37,8 @@ def _fix_text(fix: dict) -> str:
         return f"fix: use {fix.get('use')} instead of {ops}"
     if action == "cast_output":
         return "fix: return float32 outputs (.float())"
+    if action == "edit":
+        return f"fix: {fix.get('to')}"
     if action == "disable_autocast":
         return f"fix: run {ops} inside torch.autocast(..., enabled=False) for the upcast to hold"
     return f"fix: {action}"

@@ -187,7 +187,9 @@ class TemplateError(Exception):
     """A bundled rule's message or fix names a placeholder that no value supplies: a bug."""
 
 
-def _format(rule: Rule, template: str, values: dict) -> str:
+def format_template(rule: Rule, template: str, values: dict) -> str:
+    """``template`` (a rule's message or fix text) filled from ``values``; strict for bundled
+    rules (an unknown placeholder is a TemplateError), lenient for packs."""
     if not rule.bundled:
         values = _Lenient(values)
     try:
@@ -202,7 +204,7 @@ def run_rules(graph, rules: list[Rule], target, path: str, model: str) -> list[F
     checks = _checks()
     findings = []
     for rule in rules:
-        if rule.scope == "source":  # produced from the source text (suppressions.py), not the graph
+        if rule.scope in ("source", "training"):  # from source text (suppressions.py, training/)
             continue
         if target.mode not in rule.modes or (structure_only and rule.needs_inputs):
             continue
@@ -268,12 +270,12 @@ def _finding(rule, graph, hit: Hit, target, path, model) -> Finding:
         line = column = None
     return Finding(rule=rule.id, name=rule.name, severity=severity, path=path, line=line, column=column,
                    model=model, node=hit.node, op=node.get("op"), module=module,
-                   message=_format(rule, rule.message, values), evidence=evidence, fix=fix)
+                   message=format_template(rule, rule.message, values), evidence=evidence, fix=fix)
 
 
 def _format_value(rule, value, values):
     if isinstance(value, str):
-        return _format(rule, value, values)
+        return format_template(rule, value, values)
     if isinstance(value, list):
         return [_format_value(rule, v, values) for v in value]
     return value

@@ -31,7 +31,7 @@ RULE_SCHEMA = {
             "ops": {"type": "array", "items": {"type": "string"}},
             "where": {"type": "object"}}},
         "check": {"type": "string"},
-        "scope": {"enum": ["node", "graph", "source"]},
+        "scope": {"enum": ["node", "graph", "source", "training"]},
         "needs_inputs": {"type": "boolean"},
         "modes": {"type": "array", "minItems": 1, "items": {"enum": list(MODES)}},
         "message": _TEXT,

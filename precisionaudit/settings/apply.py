@@ -20,7 +20,7 @@ def scan_with_settings(paths, target, rules, known_ids, config: Config, entry, i
     """(results, findings) of a scan as the project's settings want to see them."""
     from ..scanner import scan  # imports torch only once there is a model to scan
 
-    graph_rules = [r for r in rules if r.scope != "source"]  # source rules are applied below
+    graph_rules = [r for r in rules if r.scope not in ("source", "training")]  # source rules: below
     results, findings = scan(paths, target, graph_rules, entry, inputs, root=config.root,
                              timeout=timeout, values=values)
     return results, apply_settings(findings, results, rules, known_ids, config, target)
