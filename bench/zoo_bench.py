@@ -23,6 +23,7 @@ on two checkouts to compare (``PYTHONPATH=OTHER python bench/zoo_bench.py``).
 from __future__ import annotations
 
 import argparse
+import json
 import ast
 import collections
 import functools
@@ -46,6 +47,8 @@ def main(argv=None):
     parser.add_argument("--models", nargs="*")
     parser.add_argument("--targets", nargs="*", default=list(TARGETS))
     parser.add_argument("--verdicts", help="hand-judged sites (Markdown table) for the FP share")
+    parser.add_argument("--json", help="write every finding (per model and target) to this file, to diff "
+                                       "two checkouts' runs")
     args = parser.parse_args(argv)
     from precisionaudit.rules.engine import load_rules
 
@@ -57,6 +60,7 @@ def main(argv=None):
     frontends = collections.Counter()
     errors = []
     target_sites = collections.defaultdict(dict)  # target → (rule, source) → (Site, a message)
+    dumped = {}
     for target_text in args.targets:
         dtype, mode = target_text.split(":")
         for name in models:
@@ -71,6 +75,9 @@ def main(argv=None):
                 sites[f.rule].add((f.evidence.get("source") or f.line, f.op, f.message))
                 target_sites[target_text].setdefault((f.rule, site_of(f)), (identify(f), f"{name}: {f.message}"))
             frontends[result.frontend] += 1
+            dumped[f"{name} {target_text}"] = {
+                "status": result.status, "frontend": result.frontend, "nodes": result.nodes,
+                "findings": [portable(f) for f in findings]}
             cells = ", ".join(f"{r} {n}" + (f" ({len(sites[r])})" if len(sites[r]) != n else "")
                               for r, n in sorted(by_rule.items())) or "-"
             if result.status != "ok":
@@ -87,6 +94,9 @@ def main(argv=None):
               f"({len(target_sites[target_text])} distinct sites)")
     if errors:
         print("scan errors: " + ", ".join(errors))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(dumped, fh, indent=1, sort_keys=True)
     not_true = report_verdicts(read_verdicts(args.verdicts), target_sites) if args.verdicts else []
     return 1 if errors or not_true else 0
 
@@ -114,6 +124,15 @@ def scan_model(name: str, target_text: str, rules):
 def loud_findings(findings) -> list:
     """The findings at warning or above: the ones the false-positive share is about."""
     return [f for f in findings if f.severity in ("error", "warning")]
+
+
+def portable(finding) -> dict:
+    """A finding as JSON with no checkout or venv path in it, so two checkouts' runs diff."""
+    data = finding.to_json()
+    data.update(path=site_of(finding), model=data["model"].rsplit(":", 1)[-1])
+    if "source" in data["evidence"]:
+        data["evidence"] = {**data["evidence"], "source": site_of(finding)}
+    return data
 
 
 def site_of(finding) -> str:
