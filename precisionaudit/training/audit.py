@@ -24,3 +24,17 @@ def audit_file(path: str, rules) -> list:
         if check is not None:
             findings += [training_finding(rule, path, hit) for hit in check(subject)]
     return findings
+
+
+def audit_files(paths, rules) -> tuple[list, list[str]]:
+    """(findings, error lines) over ``paths``: a file that cannot be read or parsed is one
+    error line naming it, and the other files are still audited."""
+    from ..core.errors import UsageError
+
+    findings, errors = [], []
+    for path in paths:
+        try:
+            findings += audit_file(path, rules)
+        except UsageError as exc:
+            errors.append(str(exc))
+    return findings, errors
