@@ -263,9 +263,33 @@ def op_keys(rec) -> collections.Counter:
     return keys
 
 
+def call_keys(rec) -> collections.Counter:
+    """Counter of (module, call, floating dtypes it read from outside, floating dtypes its ops
+    computed in, its result's floating dtypes) over a Recorder's user-level calls: the same
+    comparison one level up, where backend-specific aten names (cuDNN's batch norm, CPU's
+    mkldnn kernels) do not count."""
+    keys = collections.Counter()
+    for call in rec.calls:
+        ops = [rec.ops[i] for i in call.ops]
+        if not ops:
+            continue
+        inside = set(call.ops)
+        external = {str(r.dtype) for op in ops for r in op.inputs if _floating(r)
+                    and not (isinstance(r.producer, int) and r.producer in inside)}
+        computed = {str(r.dtype) for op in ops if op.target != CAST for r in op.inputs if _floating(r)}
+        keys[(call.module, call.fn, tuple(sorted(external)), tuple(sorted(computed)),
+              tuple(str(o.dtype) for o in ops[-1].outputs if _floating(o)))] += 1
+    return keys
+
+
+def _floating(ref) -> bool:
+    """A floating tensor (the masks and indices an op reads are not the autocast policy's)."""
+    return ref.dtype is not None and ref.dtype.is_floating_point
+
+
 def is_float_key(key) -> bool:
     """A key whose op reads or writes a floating tensor: what the autocast policy decides."""
-    return any("float" in d for d in (*key[2], *key[3]))
+    return any("float" in d for part in key[2:] if isinstance(part, (tuple, list)) for d in part)
 
 
 def _key(call, op) -> tuple:
@@ -337,9 +361,13 @@ def compare_dtypes(path: str, entry: str, dtype: str, device: str) -> dict:
     a, b = op_keys(real), op_keys(emulated)
     only_real, only_emulated = a - b, b - a
     dtype_pairs, one_side_float, one_side_other = pair_differences(only_real, only_emulated)
+    ca, cb = call_keys(real), call_keys(emulated)
+    call_pairs, _, _ = pair_differences(ca - cb, cb - ca)
     row.update(status="ok", ops_real=sum(a.values()), ops_emulated=sum(b.values()),
                matched=sum((a & b).values()), mismatches=dtype_pairs,
                one_side_float=one_side_float, one_side_other=one_side_other,
+               calls=sum(ca.values()), call_mismatches=call_pairs,
+               calls_only_real=_listed(ca - cb, 12), calls_only_emulated=_listed(cb - ca, 12),
                only_real=_listed(only_real), only_emulated=_listed(only_emulated))
     return row
 
@@ -400,7 +428,10 @@ def table_dtypes(ctx, section, budget):
         "Per module and aten op the surplus of each side is paired: a dtype mismatch is the same op in the "
         "same module with other dtypes on each side (a policy error: target 0); an op on one side only is a "
         "different path (e.g. HF drops an all-ones mask after an .item() check that fake tensors cannot "
-        "answer, so the scan's capture keeps it), split into ops with a floating tensor and int/bool-only ops")
+        "answer, so the scan's capture keeps it), split into ops with a floating tensor and int/bool-only ops. "
+        "Call level: the same pairing per user-level call (module, torch function) keyed by the dtypes it "
+        "read from outside, the dtypes its ops computed in and its result's, where backend-specific aten "
+        "names (cuDNN batch norm, CPU mkldnn kernels) do not count")
     models = dtype_models(ctx.dry, ctx.args.all_models)
     rows = section["rows"]
     skipped = []
@@ -433,18 +464,24 @@ def _dtypes_table(ctx, section):
     body = [[f"{r['model']}:{r['entry']}", r["dtype"], r.get("frontend", ""), r["status"],
              r.get("ops_real", ""), r.get("ops_emulated", ""), r.get("matched", ""),
              "" if r.get("mismatches") is None else r["mismatches"], r.get("one_side_float", ""),
-             r.get("one_side_other", ""), r.get("error", "")[:120]] for r in rows]
+             r.get("one_side_other", ""), r.get("call_mismatches", ""), r.get("error", "")[:120]] for r in rows]
     lines = md_table(["model", "dtype", "scan frontend", "status", "ops real", "ops emulated",
                       "matched", "dtype mismatches", "float ops on one side only",
-                      "int/bool ops on one side only", "error"], body)
+                      "int/bool ops on one side only", "call-level dtype mismatches", "error"], body)
     total = sum(r["mismatches"] or 0 for r in rows)
+    calls = sum(r.get("call_mismatches") or 0 for r in rows)
+    lines += ["", f"total call-level dtype mismatches: {calls}"]
     lines += ["", f"total dtype mismatches: {total} over {sum(1 for r in rows if r['status'] == 'ok')} "
               f"compared models (target 0)"]
-    detail = [r for r in rows if r.get("mismatches") or r.get("one_side_float") or r.get("one_side_other")]
+    detail = [r for r in rows if r.get("mismatches") or r.get("one_side_float") or r.get("one_side_other")
+              or r.get("call_mismatches")]
     if detail:
         lines += ["", "mismatches (module, aten op, in dtypes, out dtypes, count):"]
         for r in detail:
             lines.append(f"- {r['model']}:{r['entry']} {r['dtype']}")
+            if r.get("call_mismatches"):
+                lines += [f"  - call, real only: {k}" for k in r["calls_only_real"]]
+                lines += [f"  - call, emulated only: {k}" for k in r["calls_only_emulated"]]
             for side in ("only_real", "only_emulated"):
                 keys = sorted(r[side], key=lambda k: not is_float_key(k))  # float ones first
                 lines += [f"  - {side.replace('_', ' ')}: {k}" for k in keys[:12]]

@@ -31,6 +31,7 @@ def test_real_cuda_autocast_gives_every_op_the_dtypes_the_scan_records(path, dty
     row = gpu_truth.compare_dtypes(path, "get_model", dtype, "cuda")
     assert row["status"] == "ok", row
     assert row["mismatches"] == 0, (row["only_real"], row["only_emulated"])
+    assert row["call_mismatches"] == 0, (row["calls_only_real"], row["calls_only_emulated"])
 
 
 @pytest.mark.parametrize("name,mode,baseline", [
