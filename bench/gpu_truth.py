@@ -1014,8 +1014,9 @@ def table_step_time(ctx, section, budget):
         plan_text = open(plan).read() if code == 0 else f"plan failed ({code}): {err.strip()[-300:]}"
         section.setdefault("plans", {})[attn] = plan_text
         overrides = [ln for ln in plan_text.splitlines() if ln.startswith("- module:")]
-        variants = ["fp32", "fp32+tf32", "amp fp16", "amp fp16 + plan"] if attn == "eager" else \
-            ["fp32", "amp fp16", "amp fp16 + plan", "amp bf16"]
+        # the most telling first: a section cut at its budget loses the extras
+        variants = ["fp32", "amp fp16", "amp fp16 + plan", "fp32+tf32"] if attn == "eager" else \
+            ["amp fp16", "fp32", "amp fp16 + plan", "amp bf16"]
         for variant in variants:
             if budget.left() < 0:
                 section["notes"].append(f"not reached within the budget: {attn} {variant}")
