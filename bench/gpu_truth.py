@@ -265,7 +265,8 @@ def op_keys(rec) -> collections.Counter:
 
 def call_keys(rec) -> collections.Counter:
     """Counter of (module, call, floating dtypes it read from outside, floating dtypes its ops
-    computed in, its result's floating dtypes) over a Recorder's user-level calls: the same
+    computed in, the dtype of its last op's first floating output: the call's result; SDPA's
+    log-sum-exp, cuDNN's weight buffer are the backend's) over a Recorder's user-level calls: the same
     comparison one level up, where backend-specific aten names (cuDNN's batch norm, CPU's
     mkldnn kernels) do not count."""
     keys = collections.Counter()
@@ -277,8 +278,9 @@ def call_keys(rec) -> collections.Counter:
         external = {str(r.dtype) for op in ops for r in op.inputs if _floating(r)
                     and not (isinstance(r.producer, int) and r.producer in inside)}
         computed = {str(r.dtype) for op in ops if op.target != CAST for r in op.inputs if _floating(r)}
+        result = next((str(o.dtype) for o in ops[-1].outputs if _floating(o)), None)
         keys[(call.module, call.fn, tuple(sorted(external)), tuple(sorted(computed)),
-              tuple(str(o.dtype) for o in ops[-1].outputs if _floating(o)))] += 1
+              (result,) if result else ())] += 1
     return keys
 
 
