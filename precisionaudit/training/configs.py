@@ -1,0 +1,220 @@
+"""Distributed-training config files, read statically: DeepSpeed JSON configs and accelerate
+config YAMLs. ``config_kind`` says whether a .json/.yaml is one (any other JSON or YAML in a
+repository is skipped); ``read_config`` parses it and keeps the line and column of each key,
+so a finding points at the key it is about.
+
+Torch-free and fast: a scan calls ``config_kind`` on every .json of a repository
+(tokenizer.json files of 10 MB included), so it looks for a telling key in the raw text
+before it parses anything.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from ..core.errors import UsageError
+
+#: top-level keys only a DeepSpeed config has (deepspeed/runtime/constants.py, config.py)
+DEEPSPEED_KEYS = frozenset((
+    "zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu",
+    "zero_allow_untested_optimizer", "communication_data_type", "steps_per_print",
+    "wall_clock_breakdown", "prescale_gradients", "gradient_predivide_factor",
+    "zero_force_ds_cpu_optimizer", "activation_checkpointing", "flops_profiler"))
+#: keys a DeepSpeed config shares with other files (a dump of HF TrainingArguments has
+#: ``fp16: true`` and ``gradient_accumulation_steps``): they tell only as DeepSpeed's
+#: sections, an object with ``enabled``
+DEEPSPEED_SECTIONS = ("fp16", "bf16", "bfloat16")
+#: top-level keys of an accelerate config (``accelerate config`` writes both; accelerate's
+#: commands/config/config_args.py reads them)
+ACCELERATE_KEYS = frozenset(("compute_environment", "distributed_type"))
+
+_DEEPSPEED_HINT = re.compile(r'"(?:%s)"\s*:' % "|".join(sorted(DEEPSPEED_KEYS | set(DEEPSPEED_SECTIONS))))
+_ACCELERATE_HINT = re.compile(r"^(?:%s)\s*:" % "|".join(sorted(ACCELERATE_KEYS)), re.MULTILINE)
+
+JSON_SUFFIXES = (".json",)
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass
+class Config:
+    """One parsed config: its data and where each key is."""
+
+    path: str
+    kind: str  # "deepspeed" | "accelerate"
+    data: object
+    #: key path (tuple of keys / list indexes) -> (line, column), 1-based
+    _where: object = field(repr=False, default=None)
+
+    def get(self, *path, default=None):
+        """The value at ``path`` (``get("fp16", "enabled")``), ``default`` if absent."""
+        value = self.data
+        for key in path:
+            if isinstance(value, dict) and key in value:
+                value = value[key]
+            elif isinstance(value, list) and isinstance(key, int) and 0 <= key < len(value):
+                value = value[key]
+            else:
+                return default
+        return value
+
+    def position(self, *path) -> tuple[int, int]:
+        """(line, column) of the key ``path`` ends with; (1, 1) if it is not in the file."""
+        return self._where(path) or (1, 1)
+
+
+def config_kind(path: str) -> str | None:
+    """"deepspeed" for a DeepSpeed JSON config, "accelerate" for an accelerate config YAML,
+    None for any other file (the scan skips it).
+
+    A DeepSpeed config has a top-level key only DeepSpeed reads (``zero_optimization``,
+    ``train_micro_batch_size_per_gpu``...) or an ``fp16``/``bf16`` section with ``enabled``;
+    an accelerate config has ``compute_environment`` or ``distributed_type``. A file that
+    names such a key but does not parse is claimed, so that ``read_config`` reports it.
+    """
+    lower = path.lower()
+    if lower.endswith(JSON_SUFFIXES):
+        kind, hint, parse = "deepspeed", _DEEPSPEED_HINT, _json_data
+    elif lower.endswith(YAML_SUFFIXES):
+        kind, hint, parse = "accelerate", _ACCELERATE_HINT, _yaml_data
+    else:
+        return None
+    try:
+        text = _read_text(path)
+    except UsageError:
+        return None  # not text: no config of ours
+    if not hint.search(text):
+        return None
+    try:
+        data = parse(path, text)
+    except UsageError:
+        return kind
+    return kind if _is_kind(kind, data) else None
+
+
+def _is_kind(kind: str, data) -> bool:
+    if not isinstance(data, dict):
+        return False
+    if kind == "accelerate":
+        return any(k in data for k in ACCELERATE_KEYS)
+    return any(k in data for k in DEEPSPEED_KEYS) or any(
+        isinstance(data.get(k), dict) and "enabled" in data[k] for k in DEEPSPEED_SECTIONS)
+
+
+def read_config(path: str, kind: str) -> Config:
+    """``path`` parsed as a ``kind`` config. Bad JSON/YAML is a UsageError
+    ``path:line:col: ...`` (one line, exit 2), never a traceback."""
+    text = _read_text(path)
+    if kind == "deepspeed":
+        return _read_json(path, text)
+    if kind == "accelerate":
+        return _read_yaml(path, text)
+    raise ValueError(f"not a config kind: {kind!r}")
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+    if b"\0" in raw:
+        raise UsageError(f"{path}: not a text file")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}:{line}: not UTF-8 ({exc.reason})") from None
+
+
+# --- JSON (DeepSpeed) ---------------------------------------------------------------------
+
+def _json_data(path: str, text: str, pairs_hook=None):
+    try:
+        return json.loads(text, object_pairs_hook=pairs_hook)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: invalid JSON: nested too deeply") from None
+
+
+def _read_json(path: str, text: str) -> Config:
+    from .json_keys import KeyPositions
+
+    duplicated = []
+
+    def as_dict(pairs):
+        data = dict(pairs)
+        if len(data) != len(pairs):
+            duplicated.append(True)
+        return data
+
+    data = _json_data(path, text, as_dict)
+    keys = KeyPositions(text) if duplicated else None
+    if duplicated:
+        # DeepSpeed loads its config with dict_raise_error_on_duplicate_keys
+        # (deepspeed/runtime/config_utils.py): such a file never starts a job
+        (_, key), offset = keys.duplicates[0]
+        line, column = keys.line_column(offset)
+        raise UsageError(f"{path}:{line}:{column}: duplicate key {key!r} (DeepSpeed refuses a config "
+                         "with duplicate keys)")
+
+    def where(key_path):
+        nonlocal keys
+        if keys is None:  # scanned on first use: most configs have no finding
+            keys = KeyPositions(text)
+        offset = keys.offset(key_path)
+        return None if offset is None else keys.line_column(offset)
+
+    return Config(path, "deepspeed", data, where)
+
+
+# --- YAML (accelerate) --------------------------------------------------------------------
+
+def _yaml_data(path: str, text: str):
+    return _compose_yaml(path, text)[0]
+
+
+def _compose_yaml(path: str, text: str):
+    """(data, root node): the node tree keeps each key's mark (line, column)."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = (exc.problem or exc.context or "cannot parse").strip()
+        raise UsageError(f"{path}{where}: invalid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: invalid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
+    return data, node
+
+
+def _read_yaml(path: str, text: str) -> Config:
+    data, node = _compose_yaml(path, text)
+
+    def where(key_path):
+        current = node
+        mark = None
+        for key in key_path:
+            found = None
+            if current is not None and current.id == "mapping":
+                for key_node, value_node in current.value:  # the last of repeated keys wins
+                    if getattr(key_node, "value", None) == key:
+                        found = key_node, value_node
+            elif current is not None and current.id == "sequence" and isinstance(key, int) \
+                    and 0 <= key < len(current.value):
+                found = current.value[key], current.value[key]
+            if found is None:
+                return None
+            mark, current = found[0].start_mark, found[1]
+        return (mark.line + 1, mark.column + 1) if mark else None
+
+    return Config(path, "accelerate", data, where)
