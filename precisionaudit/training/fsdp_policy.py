@@ -1,0 +1,103 @@
+"""FSDP mixed-precision policies in a training script, read statically: each
+``MixedPrecision(...)`` (FSDP1) and ``MixedPrecisionPolicy(...)`` (FSDP2, ``fully_shard``)
+call, with the dtypes its arguments may take. Shared by PA421 (the reduce dtype) and PA422
+(fp16 compute and the loss scaler).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from .dtype_values import possible_dtypes
+
+#: the qualified names each policy class is reachable by in torch 2.x
+FSDP1_POLICIES = frozenset((
+    "torch.distributed.fsdp.MixedPrecision", "torch.distributed.fsdp.api.MixedPrecision",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.MixedPrecision"))
+FSDP2_POLICIES = frozenset((
+    "torch.distributed.fsdp.MixedPrecisionPolicy",
+    "torch.distributed.fsdp._fully_shard.MixedPrecisionPolicy",
+    "torch.distributed.fsdp._fully_shard._fsdp_api.MixedPrecisionPolicy",
+    "torch.distributed._composable.fsdp.MixedPrecisionPolicy"))
+#: the dataclass fields in declaration order: positional arguments map onto them
+#: (torch/distributed/fsdp/api.py, torch/distributed/fsdp/_fully_shard/_fsdp_api.py)
+_FIELDS = {1: ("param_dtype", "reduce_dtype", "buffer_dtype"),
+           2: ("param_dtype", "reduce_dtype", "output_dtype")}
+
+
+@dataclass
+class Policy:
+    """One policy call. ``param``/``reduce`` are ``possible_dtypes`` results: a list of
+    possibilities, or None when unknown; an argument not given is ``[Possible(None)]``."""
+
+    call: cst.Call
+    version: int  # 1: FullyShardedDataParallel's MixedPrecision, 2: fully_shard's policy
+    api: str  # the class name as the script wrote it: "MixedPrecision", "MP"
+    param: list | None
+    reduce: list | None
+
+
+def fsdp_policies(script) -> list[Policy]:
+    """Every FSDP mixed-precision policy call of ``script``, in source order. A call with
+    ``*args``/``**kwargs`` has unknown dtypes."""
+    from .dtype_values import Possible
+
+    policies = []
+    for call in _calls(script.module):
+        names = script.names_of(call.func)
+        version = 1 if names & FSDP1_POLICIES else 2 if names & FSDP2_POLICIES else None
+        if version is None:
+            continue
+        given: dict = {}
+        unknown = False
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                unknown = True
+            elif arg.keyword is not None:
+                given[arg.keyword.value] = arg.value
+            elif index < len(_FIELDS[version]):
+                given[_FIELDS[version][index]] = arg.value
+
+        def dtypes(field):
+            if unknown:
+                return None
+            if field not in given:
+                return [Possible(None)]
+            return possible_dtypes(script, given[field])
+
+        api = script.module.code_for_node(call.func).strip()
+        policies.append(Policy(call, version, api, dtypes("param_dtype"), dtypes("reduce_dtype")))
+    return policies
+
+
+def _calls(module):
+    found = []
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node):
+            found.append(node)
+
+    module.visit(Calls())
+    return found
+
+
+def calls_to(script, qualified: frozenset) -> list[cst.Call]:
+    """The calls of ``script`` whose callee resolves to one of ``qualified``."""
+    return [c for c in _calls(script.module) if script.names_of(c.func) & qualified]
+
+
+def all_calls(script) -> list[cst.Call]:
+    return _calls(script.module)
+
+
+def enclosing(script, node) -> str:
+    """The functions and classes around ``node``, outermost first (``Trainer.setup``);
+    "" at module level."""
+    names = []
+    parent = script.parents.get(node)
+    while parent is not None:
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+            names.append(parent.name.value)
+        parent = script.parents.get(parent)
+    return ".".join(reversed(names))
