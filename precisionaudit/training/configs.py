@@ -139,7 +139,7 @@ def _json_data(path: str, text: str, pairs_hook=None):
 
 
 def _read_json(path: str, text: str) -> Config:
-    from .json_keys import KeyPositions
+    from .json_keys import first_repeated_key, key_offset, line_column
 
     duplicated = []
 
@@ -150,21 +150,17 @@ def _read_json(path: str, text: str) -> Config:
         return data
 
     data = _json_data(path, text, as_dict)
-    keys = KeyPositions(text) if duplicated else None
     if duplicated:
         # DeepSpeed loads its config with dict_raise_error_on_duplicate_keys
         # (deepspeed/runtime/config_utils.py): such a file never starts a job
-        (_, key), offset = keys.duplicates[0]
-        line, column = keys.line_column(offset)
+        key, offset = first_repeated_key(text)
+        line, column = line_column(text, offset)
         raise UsageError(f"{path}:{line}:{column}: duplicate key {key!r} (DeepSpeed refuses a config "
                          "with duplicate keys)")
 
     def where(key_path):
-        nonlocal keys
-        if keys is None:  # scanned on first use: most configs have no finding
-            keys = KeyPositions(text)
-        offset = keys.offset(key_path)
-        return None if offset is None else keys.line_column(offset)
+        offset = key_offset(text, key_path)  # found when asked: most configs have no finding
+        return None if offset is None else line_column(text, offset)
 
     return Config(path, "deepspeed", data, where)
 

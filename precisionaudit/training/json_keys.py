@@ -1,87 +1,84 @@
-"""Where each key of a JSON document is: the stdlib ``json`` module gives values, not
+"""Where the keys of a JSON document are: the stdlib ``json`` module gives values, not
 positions, and a finding about a DeepSpeed config must point at its key.
 
-One pass over the text with one regular expression (strings and the six structural
-characters; numbers, literals and blanks are skipped by the search), with an explicit
-stack: no recursion, so depth costs nothing, and a 10 MB file is one C-level regex walk.
-The text must already be valid JSON (``json.loads`` checked it): the scanner does not
-validate, it only follows the structure.
+``key_offset`` finds one key path by walking down it: at each level it reads the keys with
+json's own string scanner and steps over the values it does not want with json's C
+decoder (``raw_decode``), so the cost is one C pass over what precedes the key, and the
+Python loop runs once per sibling on the path, not once per token of the file.
+``first_repeated_key`` finds a key repeated in one object, which only a full pass can
+(one regular expression over the text, an explicit stack: no recursion).
+Both need text that ``json.loads`` already accepted: they follow the structure, they do
+not validate it.
 """
 from __future__ import annotations
 
-import bisect
 import re
 
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:,]', re.DOTALL)
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\],]', re.DOTALL)
+_BLANK = re.compile(r"[ \t\n\r]*")
 
 
-class KeyPositions:
-    """Offsets of the keys of one JSON text, by key path (``("fp16", "loss_scale")``).
+def key_offset(text: str, path) -> int | None:
+    """The offset of the last key of ``path`` (object keys and array indexes) in ``text``,
+    None if absent. A repeated key resolves to its first occurrence (``read_config``
+    refuses repeated keys, as DeepSpeed does)."""
+    import json
 
-    Containers are numbered in the order they open; ``_child[(container, key)]`` is the
-    container a key (or array index) holds, ``_key[(container, key)]`` the key's offset.
-    Memory is one entry per key, whatever the depth. A repeated key keeps its last
-    occurrence, as ``json.loads`` keeps the last value.
-    """
+    decoder, scan = json.JSONDecoder(), json.decoder.scanstring
+    pos = _BLANK.match(text, 0).end()
+    found = None
+    for want in path:
+        if pos >= len(text) or text[pos] not in "{[":
+            return None
+        is_object = text[pos] == "{"
+        pos = _BLANK.match(text, pos + 1).end()
+        index, found = 0, None
+        while text[pos] not in "}]":
+            if is_object:
+                key_at = pos
+                key, pos = scan(text, pos + 1)
+                pos = _BLANK.match(text, _BLANK.match(text, pos).end() + 1).end()  # past ':'
+                if key == want:
+                    found = key_at
+                    break
+            elif index == want:
+                found = pos
+                break
+            pos = _BLANK.match(text, decoder.raw_decode(text, pos)[1]).end()
+            if text[pos] == ",":
+                pos = _BLANK.match(text, pos + 1).end()
+            index += 1
+        if found is None:
+            return None
+    return found
 
-    def __init__(self, text: str):
-        self.text = text
-        self._key: dict = {}
-        self._child: dict = {}
-        self.duplicates: list[tuple[tuple, int]] = []  # (container, key) offsets seen twice
-        self._newlines: list[int] | None = None
-        self._scan()
 
-    def _scan(self) -> None:
-        import json
+def first_repeated_key(text: str) -> tuple[str, int] | None:
+    """(key, offset of its second occurrence) for the first key repeated within one
+    object, None if none is. One regular-expression pass with an explicit stack of the
+    open containers' keys: no recursion, whatever the depth."""
+    import json
 
-        decode = json.decoder.scanstring
-        stack: list[list] = []  # [container id, is_object, expecting_key, pending key]
-        count = 0
-        for match in _TOKEN.finditer(self.text):
-            token = match.group()
-            first = token[0]
-            if first in "{[":
-                container = count
-                count += 1
-                if stack:
-                    top = stack[-1]
-                    self._child[(top[0], top[3])] = container
-                stack.append([container, first == "{", first == "{", 0 if first == "[" else None])
-            elif first in "}]":
-                stack.pop()
-            elif first == ",":
-                top = stack[-1]
-                if top[1]:
-                    top[2] = True
-                else:
-                    top[3] += 1
-            elif first == '"' and stack and stack[-1][2]:
-                top = stack[-1]
-                key = decode(token, 1)[0]
-                slot = (top[0], key)
-                if slot in self._key:
-                    self.duplicates.append((slot, match.start()))
-                self._key[slot] = match.start()
-                top[2], top[3] = False, key
-            # ':' and string values need nothing
+    decode = json.decoder.scanstring
+    stack: list[list] = []  # per open container: [keys seen (None: an array), expecting a key]
+    for match in _TOKEN.finditer(text):
+        first = text[match.start()]
+        if first in "{[":
+            stack.append([set() if first == "{" else None, first == "{"])
+        elif first in "}]":
+            stack.pop()
+        elif first == ",":
+            stack[-1][1] = stack[-1][0] is not None
+        elif stack and stack[-1][1]:  # a string where a key is expected
+            key = decode(match.group(), 1)[0]
+            if key in stack[-1][0]:
+                return key, match.start()
+            stack[-1][0].add(key)
+            stack[-1][1] = False
+    return None
 
-    def offset(self, path) -> int | None:
-        """The offset of the last key of ``path`` (keys and array indexes), None if absent."""
-        container = 0
-        for i, key in enumerate(path):
-            slot = (container, key)
-            if i == len(path) - 1:
-                return self._key.get(slot)
-            container = self._child.get(slot)
-            if container is None:
-                return None
-        return None
 
-    def line_column(self, offset: int) -> tuple[int, int]:
-        """1-based line and column of ``offset``."""
-        if self._newlines is None:
-            self._newlines = [m.start() for m in re.finditer("\n", self.text)]
-        line = bisect.bisect_left(self._newlines, offset)
-        start = self._newlines[line - 1] + 1 if line else 0
-        return line + 1, offset - start + 1
+def line_column(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of ``offset`` in ``text``."""
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
