@@ -135,7 +135,7 @@ HEAD = "import torch\n"
     ("from torch.distributed.fsdp import MixedPrecision\nDT = torch.bfloat16\n"
      "def wrap():\n    return MixedPrecision(param_dtype=DT)", True),
     # a class of the same name that is not torch's
-    ("class MixedPrecision:\n    def __init__(self, **kw):\n        pass\n"
+    ("class MixedPrecision:  # not torch.distributed.fsdp's\n    def __init__(self, **kw):\n        pass\n"
      "p = MixedPrecision(param_dtype=torch.bfloat16)", False),
 ])
 def test_pa421_fires_exactly_when_fsdp_reduces_in_low_precision(rules, tmp_path, code, fires):

@@ -5,6 +5,7 @@ call, with the dtypes its arguments may take. Shared by PA421 (the reduce dtype)
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import libcst as cst
@@ -38,13 +39,30 @@ class Policy:
     reduce: list | None
 
 
+#: per script, what PA421 and PA422 both read: found once
+_POLICIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def may_use_fsdp_policies(text: str) -> bool:
+    """A textual prefilter, before any LibCST metadata: a policy class is imported from,
+    or reached through, a module path with ``fsdp`` in it."""
+    return "MixedPrecision" in text and "fsdp" in text
+
+
 def fsdp_policies(script) -> list[Policy]:
     """Every FSDP mixed-precision policy call of ``script``, in source order. A call with
     ``*args``/``**kwargs`` has unknown dtypes."""
+    if script not in _POLICIES:
+        _POLICIES[script] = _find_policies(script)
+    return _POLICIES[script]
+
+
+def _find_policies(script) -> list[Policy]:
     from .dtype_values import Possible
 
     policies = []
-    for call in _calls(script.module):
+    for call in all_calls(script):
         names = script.names_of(call.func)
         version = 1 if names & FSDP1_POLICIES else 2 if names & FSDP2_POLICIES else None
         if version is None:
@@ -82,13 +100,11 @@ def _calls(module):
     return found
 
 
-def calls_to(script, qualified: frozenset) -> list[cst.Call]:
-    """The calls of ``script`` whose callee resolves to one of ``qualified``."""
-    return [c for c in _calls(script.module) if script.names_of(c.func) & qualified]
-
-
 def all_calls(script) -> list[cst.Call]:
-    return _calls(script.module)
+    """Every call of ``script``, in source order."""
+    if script not in _CALLS:
+        _CALLS[script] = _calls(script.module)
+    return _CALLS[script]
 
 
 def enclosing(script, node) -> str:

@@ -10,7 +10,7 @@ fp16/bf16; "auto" (the HF integration fills it in) is unknown and stays silent.
 from __future__ import annotations
 
 from ..dtype_values import LOW_DTYPES, combine, condition_text
-from ..fsdp_policy import enclosing, fsdp_policies
+from ..fsdp_policy import enclosing, fsdp_policies, may_use_fsdp_policies
 from ..registry import TrainingHit, training_check
 
 _TORCH = {"float16": "torch.float16", "bfloat16": "torch.bfloat16"}
@@ -19,7 +19,7 @@ _REDUCED = dict(what="reduced across data-parallel ranks", over="ranks")
 
 @training_check("PA421", reads="script")
 def fsdp_reduce(script):
-    if "MixedPrecision" not in script.text:  # cheap before any LibCST metadata
+    if not may_use_fsdp_policies(script.text):  # cheap, before any LibCST metadata
         return
     for policy in fsdp_policies(script):
         if policy.param is None or policy.reduce is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..dtype_values import condition_text
-from ..fsdp_policy import all_calls, enclosing, fsdp_policies
+from ..fsdp_policy import all_calls, enclosing, fsdp_policies, may_use_fsdp_policies
 from ..registry import TrainingHit, training_check
 
 SHARDED_SCALERS = frozenset(("torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
@@ -30,7 +30,7 @@ SCALING_FRAMEWORKS = frozenset(("accelerate", "lightning", "pytorch_lightning", 
 
 @training_check("PA422", reads="script")
 def fp16_fsdp_scaler(script):
-    if "MixedPrecision" not in script.text:
+    if not may_use_fsdp_policies(script.text):  # cheap, before any LibCST metadata
         return
     fp16 = []
     for policy in fsdp_policies(script):
