@@ -163,6 +163,40 @@ def test_pa421_says_under_which_flag_it_holds(rules, tmp_path):
     assert found[9].message.endswith("(when --fp16 is not set)") and found[9].evidence["dtype"] == "bfloat16"
 
 
+@pytest.mark.parametrize("body,condition", [
+    ("    dtype = torch.float32\n    if args.bf16:\n        dtype = torch.bfloat16\n", "when --bf16 is set"),
+    ("    if args.fp16:\n        dtype = torch.float32\n    else:\n        dtype = torch.bfloat16\n",
+     "when --fp16 is not set"),
+    ("    if args.fp32:\n        dtype = torch.float32\n    elif use_bf16:\n        dtype = torch.bfloat16\n"
+     "    else:\n        dtype = torch.float32\n", "when --fp32 is not set and use_bf16"),
+    ("    dtype = torch.float32\n    dtype = torch.bfloat16\n", None),  # the last binding holds
+    ("    dtype = torch.bfloat16\n    dtype = torch.float32\n", "silent"),
+    ("    dtype = torch.float32\n    for _ in range(2):\n        dtype = torch.bfloat16\n", "silent"),  # a loop
+    ("    dtype = torch.float32\n    if args.a:\n        if args.b:\n            dtype = torch.bfloat16\n",
+     "silent"),  # overridden only when two conditions hold: not said simply, so not said
+])
+def test_pa421_follows_a_dtype_through_if_branches(rules, tmp_path, body, condition):
+    path = script(tmp_path, HEAD + "from torch.distributed.fsdp import MixedPrecision\n"
+                  "def main(args, use_bf16):\n" + body + "    return MixedPrecision(param_dtype=dtype)\n")
+    found = [f for f in audit_file(path, rules) if f.rule == "PA421"]
+    if condition == "silent":
+        assert found == []
+    else:
+        (finding,) = found
+        assert finding.evidence.get("condition") == condition
+
+
+def test_pa421_reads_the_binding_before_the_use_not_one_after_it(rules, tmp_path):
+    path = script(tmp_path, HEAD + (
+        "from torch.distributed.fsdp import MixedPrecision\n"
+        "def main():\n"
+        "    dtype = torch.float32\n"
+        "    policy = MixedPrecision(param_dtype=dtype)\n"
+        "    dtype = torch.bfloat16  # reused for something else\n"
+        "    return policy, dtype\n"))
+    assert findings(path, rules) == []
+
+
 # --- PA421 in DeepSpeed configs ---------------------------------------------------------------
 
 @pytest.mark.parametrize("body,fires", [
@@ -258,3 +292,25 @@ def test_pa423_knows_bf16s_old_name(rules, tmp_path):
     text = '{\n "train_batch_size": 8,\n "fp16": {"enabled": true},\n "bfloat16": {\n  "enabled": true}\n}'
     (finding,) = audit_file(config(tmp_path, text), rules)
     assert (finding.op, finding.line, finding.column) == ("bfloat16.enabled", 5, 3)
+
+
+def test_an_accelerate_config_is_read_and_reported_on_only_when_it_parses(rules, tmp_path):
+    """accelerate has no config key for FSDP's reduce dtype (its FSDP plugin makes
+    MixedPrecision(param_dtype=bf16, reduce_dtype=bf16) from mixed_precision, unless the
+    script passes its own policy): the YAML is read, and nothing is claimed about it."""
+    from precisionaudit.core.errors import UsageError
+
+    good = config(tmp_path, "compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\n"
+                            "fsdp_config:\n  fsdp_version: 2\nmixed_precision: bf16\n", "fsdp.yaml")
+    bad = config(tmp_path, "distributed_type: FSDP\nmixed_precision: [bf16\n", "bad.yaml")
+    assert findings(good, rules) == []
+    with pytest.raises(UsageError, match=r"bad\.yaml:3:1: invalid YAML"):
+        audit_file(bad, rules)
+
+
+def test_a_deepspeed_config_that_does_not_parse_is_one_line_naming_the_place(rules, tmp_path):
+    from precisionaudit.core.errors import UsageError
+
+    path = config(tmp_path, '{\n  "zero_optimization": {"stage": 2},\n  "fp16": {"enabled": true\n}\n')
+    with pytest.raises(UsageError, match=r"ds_config\.json:5:1: invalid JSON: Expecting ',' delimiter$"):
+        audit_file(path, rules)

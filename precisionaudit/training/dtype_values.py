@@ -45,8 +45,7 @@ def possible_dtypes(script, node, hops: int = 0) -> list[Possible] | None:
         if len(dtypes) == 1 and len(names) == 1:
             return [Possible(dtypes.pop())]
         if isinstance(node, cst.Name):
-            bound = _single_binding(script, node)
-            return None if bound is None else possible_dtypes(script, bound, hops + 1)
+            return _possible_bound(script, node, hops)
         return None
     if isinstance(node, cst.IfExp):
         test = script.module.code_for_node(node.test).strip()
@@ -58,14 +57,37 @@ def possible_dtypes(script, node, hops: int = 0) -> list[Possible] | None:
     return None
 
 
+def _possible_bound(script, name, hops):
+    bound = _bound_values(script, name)
+    if bound is None:
+        return None
+    possibles = []
+    for value, conditions in bound:
+        choice = possible_dtypes(script, value, hops + 1)
+        if choice is None:
+            return None
+        for condition in conditions:
+            choice = _with(choice, condition)
+        possibles += choice
+    return possibles
+
+
 def _with(possibles, condition):
     return [Possible(p.dtype, p.conditions | {condition}) for p in possibles
             if (condition[0], not condition[1]) not in p.conditions]
 
 
-def _single_binding(script, name: cst.Name):
-    """The value ``name`` is bound to where it is bound exactly once, by a plain
-    ``NAME = value``; None otherwise (reassigned, a parameter, an import, a loop target)."""
+def _bound_values(script, name: cst.Name) -> list | None:
+    """[(value, conditions)] for the plain ``NAME = value`` bindings of ``name`` and the
+    ``if`` branches each sits in; None when any binding is something else (a parameter, an
+    import, a loop target, a binding inside a loop or ``try``) or the branches leave the
+    outcome unclear.
+
+    Bindings are taken in source order (LibCST scopes are not flow-sensitive): a later
+    binding overrides an earlier one on the paths it is made on; one made after the use in
+    the same scope is not read by it (a global read in a function may be rebound later:
+    every binding counts there).
+    ``x = fp32`` then ``if args.bf16: x = bf16`` is fp32 "when --bf16 is not set"."""
     scope = script.scopes.get(name)
     if scope is None:
         return None
@@ -73,11 +95,43 @@ def _single_binding(script, name: cst.Name):
         assignments = list(scope[name.value])
     except Exception:  # noqa: BLE001 - LibCST raises on names it cannot place
         return None
-    if len(assignments) != 1:
+    if not assignments or len(assignments) > _MAX_HOPS:
         return None
-    target = getattr(assignments[0], "node", None)
-    if not isinstance(target, cst.Name):
-        return None
+    used_at = script.positions[name].start
+    bound = []
+    for assignment in assignments:
+        target = getattr(assignment, "node", None)
+        value = _assigned_value(script, target) if isinstance(target, cst.Name) else None
+        conditions = _branch_conditions(script, target) if value is not None else None
+        if conditions is None:
+            return None
+        at = script.positions[target].start
+        if getattr(assignment, "scope", None) is scope and (at.line, at.column) > (used_at.line, used_at.column):
+            continue  # rebound after the use, in the same function: not what the use reads
+        bound.append((at, value, conditions))
+    bound.sort(key=lambda b: (b[0].line, b[0].column))
+    values = []
+    for i, (_, value, conditions) in enumerate(bound):
+        reached = set(conditions)
+        for _, _, later in bound[i + 1:]:
+            if any((c, not t) in later for c, t in reached):
+                continue  # the later binding is on another branch
+            if not later:
+                reached = None  # overridden on every path
+                break
+            if len(later) != 1:
+                return None  # overridden when two or more conditions hold: not said simply
+            (code, truth), = later
+            if (code, truth) in reached:
+                reached = None  # overridden on every path this binding is on
+                break
+            reached.add((code, not truth))
+        if reached is not None:
+            values.append((value, frozenset(reached)))
+    return values or None
+
+
+def _assigned_value(script, target: cst.Name):
     parent = script.parents.get(target)
     assign = script.parents.get(parent) if isinstance(parent, cst.AssignTarget) else None
     if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
@@ -85,6 +139,29 @@ def _single_binding(script, name: cst.Name):
     if isinstance(parent, cst.AnnAssign) and parent.value is not None:
         return parent.value
     return None
+
+
+_OPAQUE = (cst.For, cst.While, cst.Try, cst.TryStar, cst.Match, cst.Lambda, cst.ListComp, cst.SetComp,
+           cst.DictComp, cst.GeneratorExp)
+
+
+def _branch_conditions(script, node) -> frozenset | None:
+    """The (test, truth) of every ``if``/``elif``/``else`` branch around ``node`` up to its
+    function, class or module; None inside a loop or ``try`` (the binding may run any
+    number of times)."""
+    conditions, child = set(), node
+    parent = script.parents.get(child)
+    while parent is not None and not isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+        if isinstance(parent, _OPAQUE):
+            return None
+        if isinstance(parent, cst.If):
+            test = script.module.code_for_node(parent.test).strip()
+            if child is parent.body:
+                conditions.add((test, True))
+            elif child is parent.orelse:
+                conditions.add((test, False))
+        child, parent = parent, script.parents.get(parent)
+    return frozenset(conditions)
 
 
 def combine(*choices):
