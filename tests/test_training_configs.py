@@ -58,13 +58,36 @@ def test_config_kind_claims_deepspeed_and_accelerate_configs_only(tmp_path, name
 
 
 def test_a_broken_file_naming_a_deepspeed_key_is_claimed_and_reported_at_its_line(tmp_path):
-    text = '{\n  "train_batch_size": 8,\n  "fp16": {"enabled": true,}\n}\n'
+    text = '{\n  "train_batch_size": 8,\n  "fp16": {"enabled" true}\n}\n'
     path = write(tmp_path, "ds.json", text)
     assert config_kind(path) == "deepspeed"
     with pytest.raises(UsageError) as error:
         read_config(path, "deepspeed")
-    message = str(error.value)
-    assert message.startswith(f"{path}:3:28: invalid JSON") and "\n" not in message
+    assert str(error.value) == f"{path}:3:22: invalid JSON: Expecting ':' delimiter"
+
+
+HJSON = """{
+  // ZeRO 2, as DeepSpeed's hjson reader allows
+  "zero_optimization": {"stage": 2,},  # a trailing comma and a hash comment
+  /* a block
+     comment */
+  "fp16": {"enabled": true, "loss_scale": 1, "note": "// and # in a string stay",},
+}
+"""
+
+
+def test_comments_and_trailing_commas_are_read_as_deepspeed_reads_them(tmp_path):
+    path = write(tmp_path, "ds.json", HJSON)
+    assert config_kind(path) == "deepspeed"
+    config = read_config(path, "deepspeed")
+    assert config.get("fp16", "note") == "// and # in a string stay"
+    assert config.position("fp16", "loss_scale") == where(HJSON, '"loss_scale"')
+
+
+def test_hjson_beyond_comments_is_reported_where_strict_json_stopped(tmp_path):
+    path = write(tmp_path, "ds.json", '{\n  // unquoted keys\n  zero_optimization: {stage: 2}\n}')
+    with pytest.raises(UsageError, match=r"ds\.json:2:3: invalid JSON: Expecting property name"):
+        read_config(path, "deepspeed")
 
 
 def test_a_broken_json_naming_no_deepspeed_key_is_not_ours(tmp_path):

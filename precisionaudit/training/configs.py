@@ -3,6 +3,8 @@ config YAMLs. ``config_kind`` says whether a .json/.yaml is one (any other JSON 
 repository is skipped); ``read_config`` parses it and keeps the line and column of each key,
 so a finding points at the key it is about.
 
+DeepSpeed reads its JSON with hjson: comments and trailing commas are read too.
+
 Torch-free and fast: a scan calls ``config_kind`` on every .json of a repository
 (tokenizer.json files of 10 MB included), so it looks for a telling key in the raw text
 before it parses anything.
@@ -130,12 +132,42 @@ def _read_text(path: str) -> str:
 # --- JSON (DeepSpeed) ---------------------------------------------------------------------
 
 def _json_data(path: str, text: str, pairs_hook=None):
+    return _parse_json(path, text, pairs_hook)[0]
+
+
+def _parse_json(path: str, text: str, pairs_hook=None):
+    """(data, the text the data was read from). DeepSpeed reads its config with hjson,
+    whose most used extensions over JSON are comments and trailing commas: a text that is
+    not JSON is read again with those blanked out (same length, same line breaks, so every
+    position stays where it was). Anything else hjson allows (unquoted keys or strings)
+    is bad input here, reported where strict JSON stopped."""
     try:
-        return json.loads(text, object_pairs_hook=pairs_hook)
+        return json.loads(text, object_pairs_hook=pairs_hook), text
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        error = UsageError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}")
     except RecursionError:
         raise UsageError(f"{path}: invalid JSON: nested too deeply") from None
+    blanked = _blank_comments(text)
+    if blanked == text:
+        raise error
+    try:
+        return json.loads(blanked, object_pairs_hook=pairs_hook), blanked
+    except (json.JSONDecodeError, RecursionError):
+        raise error from None
+
+
+_COMMENT = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|//[^\n]*|#[^\n]*|/\*.*?\*/', re.DOTALL)
+_TRAILING_COMMA = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|,(?=\s*[}\]])', re.DOTALL)
+
+
+def _blank_comments(text: str) -> str:
+    """``text`` with hjson's comments and trailing commas turned into blanks (strings are
+    left alone: a ``#`` or ``//`` inside one is text)."""
+    def blank(match):
+        token = match.group()
+        return token if token[0] == '"' else re.sub(r"[^\n]", " ", token)
+
+    return _TRAILING_COMMA.sub(blank, _COMMENT.sub(blank, text))
 
 
 def _read_json(path: str, text: str) -> Config:
@@ -149,7 +181,7 @@ def _read_json(path: str, text: str) -> Config:
             duplicated.append(True)
         return data
 
-    data = _json_data(path, text, as_dict)
+    data, text = _parse_json(path, text, as_dict)
     if duplicated:
         # DeepSpeed loads its config with dict_raise_error_on_duplicate_keys
         # (deepspeed/runtime/config_utils.py): such a file never starts a job
