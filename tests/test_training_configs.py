@@ -90,8 +90,9 @@ def test_hjson_beyond_comments_is_reported_where_strict_json_stopped(tmp_path):
         read_config(path, "deepspeed")
 
 
-def test_a_broken_json_naming_no_deepspeed_key_is_not_ours(tmp_path):
+def test_a_broken_json_naming_no_deepspeed_only_key_is_not_ours(tmp_path):
     assert config_kind(write(tmp_path, "x.json", '{"name": ')) is None
+    assert config_kind(write(tmp_path, "args.json", '{"fp16": {"enabled": true}, ')) is None
 
 
 def test_binary_and_non_utf8_files_are_skipped_by_kind_and_one_line_when_read(tmp_path):

@@ -32,6 +32,7 @@ DEEPSPEED_SECTIONS = ("fp16", "bf16", "bfloat16")
 ACCELERATE_KEYS = frozenset(("compute_environment", "distributed_type"))
 
 _DEEPSPEED_HINT = re.compile(r'"(?:%s)"\s*:' % "|".join(sorted(DEEPSPEED_KEYS | set(DEEPSPEED_SECTIONS))))
+_DEEPSPEED_STRONG = re.compile(r'"(?:%s)"\s*:' % "|".join(sorted(DEEPSPEED_KEYS)))
 _ACCELERATE_HINT = re.compile(r"^(?:%s)\s*:" % "|".join(sorted(ACCELERATE_KEYS)), re.MULTILINE)
 
 JSON_SUFFIXES = (".json",)
@@ -72,13 +73,14 @@ def config_kind(path: str) -> str | None:
     A DeepSpeed config has a top-level key only DeepSpeed reads (``zero_optimization``,
     ``train_micro_batch_size_per_gpu``...) or an ``fp16``/``bf16`` section with ``enabled``;
     an accelerate config has ``compute_environment`` or ``distributed_type``. A file that
-    names such a key but does not parse is claimed, so that ``read_config`` reports it.
+    does not parse is claimed when it names a key of the first kind (not just ``fp16``), so
+    that ``read_config`` reports it.
     """
     lower = path.lower()
     if lower.endswith(JSON_SUFFIXES):
-        kind, hint, parse = "deepspeed", _DEEPSPEED_HINT, _json_data
+        kind, hint, strong, parse = "deepspeed", _DEEPSPEED_HINT, _DEEPSPEED_STRONG, _json_data
     elif lower.endswith(YAML_SUFFIXES):
-        kind, hint, parse = "accelerate", _ACCELERATE_HINT, _yaml_data
+        kind, hint, strong, parse = "accelerate", _ACCELERATE_HINT, _ACCELERATE_HINT, _yaml_data
     else:
         return None
     try:
@@ -89,8 +91,8 @@ def config_kind(path: str) -> str | None:
         return None
     try:
         data = parse(path, text)
-    except UsageError:
-        return kind
+    except UsageError:  # broken: ours to report only if a key no other file has says so
+        return kind if strong.search(text) else None
     return kind if _is_kind(kind, data) else None
 
 
