@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 
 from ..core.errors import UsageError
 
-#: top-level keys only a DeepSpeed config has (deepspeed/runtime/constants.py, config.py)
-DEEPSPEED_KEYS = frozenset((
-    "zero_optimization", "train_batch_size", "train_micro_batch_size_per_gpu",
-    "zero_allow_untested_optimizer", "communication_data_type", "steps_per_print",
-    "wall_clock_breakdown", "prescale_gradients", "gradient_predivide_factor",
-    "zero_force_ds_cpu_optimizer", "activation_checkpointing", "flops_profiler"))
+#: top-level keys no other file is likely to have (deepspeed/runtime/constants.py): they
+#: claim even a file that does not parse, so that its error is reported
+DEEPSPEED_ONLY_KEYS = frozenset((
+    "zero_optimization", "train_micro_batch_size_per_gpu", "zero_allow_untested_optimizer",
+    "communication_data_type", "zero_force_ds_cpu_optimizer", "prescale_gradients",
+    "gradient_predivide_factor", "wall_clock_breakdown", "flops_profiler"))
+#: top-level keys that make a parsed JSON object a DeepSpeed config
+DEEPSPEED_KEYS = DEEPSPEED_ONLY_KEYS | {"train_batch_size", "steps_per_print", "activation_checkpointing"}
 #: keys a DeepSpeed config shares with other files (a dump of HF TrainingArguments has
 #: ``fp16: true`` and ``gradient_accumulation_steps``): they tell only as DeepSpeed's
 #: sections, an object with ``enabled``
@@ -32,7 +34,7 @@ DEEPSPEED_SECTIONS = ("fp16", "bf16", "bfloat16")
 ACCELERATE_KEYS = frozenset(("compute_environment", "distributed_type"))
 
 _DEEPSPEED_HINT = re.compile(r'"(?:%s)"\s*:' % "|".join(sorted(DEEPSPEED_KEYS | set(DEEPSPEED_SECTIONS))))
-_DEEPSPEED_STRONG = re.compile(r'"(?:%s)"\s*:' % "|".join(sorted(DEEPSPEED_KEYS)))
+_DEEPSPEED_STRONG = re.compile(r'"(?:%s)"\s*:' % "|".join(sorted(DEEPSPEED_ONLY_KEYS)))
 _ACCELERATE_HINT = re.compile(r"^(?:%s)\s*:" % "|".join(sorted(ACCELERATE_KEYS)), re.MULTILINE)
 
 JSON_SUFFIXES = (".json",)
@@ -73,8 +75,9 @@ def config_kind(path: str) -> str | None:
     A DeepSpeed config has a top-level key only DeepSpeed reads (``zero_optimization``,
     ``train_micro_batch_size_per_gpu``...) or an ``fp16``/``bf16`` section with ``enabled``;
     an accelerate config has ``compute_environment`` or ``distributed_type``. A file that
-    does not parse is claimed when it names a key of the first kind (not just ``fp16``), so
-    that ``read_config`` reports it.
+    does not parse is claimed when it names a key only DeepSpeed has
+    (``DEEPSPEED_ONLY_KEYS``: not ``fp16`` or ``train_batch_size``), so that
+    ``read_config`` reports it.
     """
     lower = path.lower()
     if lower.endswith(JSON_SUFFIXES):
