@@ -58,7 +58,7 @@ def test_config_kind_claims_deepspeed_and_accelerate_configs_only(tmp_path, name
 
 
 def test_a_broken_file_naming_a_deepspeed_key_is_claimed_and_reported_at_its_line(tmp_path):
-    text = '{\n  "train_batch_size": 8,\n  "fp16": {"enabled" true}\n}\n'
+    text = '{\n  "train_micro_batch_size_per_gpu": 8,\n  "fp16": {"enabled" true}\n}\n'
     path = write(tmp_path, "ds.json", text)
     assert config_kind(path) == "deepspeed"
     with pytest.raises(UsageError) as error:
@@ -180,7 +180,7 @@ def test_deeply_nested_arrays_parse_and_keys_inside_them_are_found(tmp_path):
 
 
 def test_nesting_past_the_parsers_reach_is_one_line_not_a_traceback(tmp_path):
-    text = '{"train_batch_size": 1, "a": ' + "[" * 200_000 + "]" * 200_000 + "}"
+    text = '{"zero_optimization": {}, "a": ' + "[" * 200_000 + "]" * 200_000 + "}"
     path = write(tmp_path, "ds.json", text)
     assert config_kind(path) == "deepspeed"
     with pytest.raises(UsageError, match=r"ds\.json: invalid JSON: nested too deeply$"):
