@@ -1,8 +1,9 @@
 """What dtype an expression of a training script stands for, statically, on each path the
-code allows: ``torch.bfloat16``; ``torch.half`` through an alias; a name bound once to one
-(``DTYPE = torch.bfloat16``); ``torch.float16 if args.fp16 else torch.bfloat16``, which is
-float16 "when --fp16 is set" and bfloat16 otherwise. Anything else is unknown (None), and a
-rule stays silent on an unknown.
+code allows: ``torch.bfloat16``; ``torch.half`` through an alias; a name bound to one
+(``DTYPE = torch.bfloat16``, or in ``if``/``else`` branches);
+``torch.float16 if args.fp16 else torch.bfloat16``, which is float16 "when --fp16 is set"
+and bfloat16 otherwise. Anything else is unknown (None), and a rule stays silent on an
+unknown.
 """
 from __future__ import annotations
 

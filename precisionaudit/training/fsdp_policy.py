@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from .dtype_values import possible_dtypes
+from .dtype_values import Possible, possible_dtypes
 
 #: the qualified names each policy class is reachable by in torch 2.x
 FSDP1_POLICIES = frozenset((
@@ -59,8 +59,6 @@ def fsdp_policies(script) -> list[Policy]:
 
 
 def _find_policies(script) -> list[Policy]:
-    from .dtype_values import Possible
-
     policies = []
     for call in all_calls(script):
         names = script.names_of(call.func)
