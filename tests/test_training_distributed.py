@@ -197,6 +197,29 @@ def test_pa421_reads_the_binding_before_the_use_not_one_after_it(rules, tmp_path
     assert findings(path, rules) == []
 
 
+ACCELERATE = HEAD + "from accelerate import FullyShardedDataParallelPlugin\n"
+
+
+@pytest.mark.parametrize("policy,fires", [
+    ('"bf16"', True),  # set_mixed_precision: param_dtype = reduce_dtype = bf16
+    ('"fp8"', True),  # fp8 maps to bf16 there
+    ('"fp32"', False),
+    ('{"param_dtype": torch.bfloat16, "reduce_dtype": torch.bfloat16, "buffer_dtype": torch.bfloat16}', True),
+    ('{"param_dtype": torch.bfloat16, "reduce_dtype": torch.float32, "buffer_dtype": torch.bfloat16}', False),
+    ('{"param_dtype": torch.bfloat16}', False),  # accelerate refuses a dict without every key
+    ("policy_from_config", False),
+])
+def test_pa421_reads_accelerates_fsdp_plugin(rules, tmp_path, policy, fires):
+    path = script(tmp_path, ACCELERATE + f"plugin = FullyShardedDataParallelPlugin(mixed_precision_policy={policy})\n")
+    found = [(f.rule, f.line) for f in audit_file(path, rules)]
+    assert found == ([("PA421", 3)] if fires else [])
+
+
+def test_an_accelerate_plugin_without_a_policy_is_left_to_the_accelerator(rules, tmp_path):
+    path = script(tmp_path, ACCELERATE + "plugin = FullyShardedDataParallelPlugin(fsdp_version=2)\n")
+    assert findings(path, rules) == []
+
+
 # --- PA421 in DeepSpeed configs ---------------------------------------------------------------
 
 @pytest.mark.parametrize("body,fires", [

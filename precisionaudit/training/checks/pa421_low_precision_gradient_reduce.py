@@ -33,11 +33,15 @@ def fsdp_reduce(script):
         condition = None if len(low) == len(paths) else " or ".join(
             condition_text(conditions) for _, _, conditions in low)
         line, column = script.line_column(policy.call)
+        fix_to = (f"pass reduce_dtype=torch.float32 to {policy.api}(...): compute stays in low "
+                  "precision, gradients are summed in fp32")
+        if policy.written is not None:  # accelerate's plugin
+            setting = policy.written
+            fix_to = (f'mixed_precision_policy={{"param_dtype": ..., "reduce_dtype": torch.float32, '
+                      f'...}} in {policy.api}(...), or a MixedPrecision with reduce_dtype=torch.float32')
         yield TrainingHit(
             line, column, condition=condition, subject=policy.api, scope=enclosing(script, policy.call),
-            values=dict(_REDUCED, dtype=dtype, setting=setting,
-                        fix_to=f"pass reduce_dtype=torch.float32 to {policy.api}(...): "
-                               "compute stays in low precision, gradients are summed in fp32"))
+            values=dict(_REDUCED, dtype=dtype, setting=setting, fix_to=fix_to))
 
 
 def _reduced_in(param: str | None, reduce: str | None) -> tuple[str | None, str]:

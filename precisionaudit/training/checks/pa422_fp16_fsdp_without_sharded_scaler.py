@@ -34,7 +34,7 @@ def fp16_fsdp_scaler(script):
         return
     fp16 = []
     for policy in fsdp_policies(script):
-        if not policy.param:
+        if not policy.param or policy.version == 0:  # accelerate's plugin: accelerate scales
             continue
         paths = [p.conditions for p in policy.param if p.dtype == "float16"]
         if paths:
