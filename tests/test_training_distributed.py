@@ -54,7 +54,8 @@ def config(tmp_path, text, name="ds_config.json"):
 
 @pytest.mark.parametrize("name", ["pa421_low_precision_gradient_reduce_hazard.py",
                                   "pa422_fp16_fsdp_without_sharded_scaler_hazard.py",
-                                  "pa422_fsdp2_fp16_no_scaler_hazard.py"])
+                                  "pa422_fsdp2_fp16_no_scaler_hazard.py",
+                                  "pa423_deepspeed_dict_hazard.py"])
 def test_a_hazard_script_gives_its_findings_on_the_marked_lines(rules, name):
     path = os.path.join(TRAINING, name)
     assert sorted(findings(path, rules)) == sorted(marked(path)) != []
@@ -337,3 +338,24 @@ def test_a_deepspeed_config_that_does_not_parse_is_one_line_naming_the_place(rul
     path = config(tmp_path, '{\n  "zero_optimization": {"stage": 2},\n  "fp16": {"enabled": true\n}\n')
     with pytest.raises(UsageError, match=r"ds_config\.json:5:1: invalid JSON: Expecting ',' delimiter$"):
         audit_file(path, rules)
+
+
+@pytest.mark.parametrize("code,expected", [
+    ('cfg = {"train_batch_size": 8, "communication_data_type": "bf16"}', [("PA421", 2)]),
+    ('cfg = {"fp16": {"enabled": True, "loss_scale": 1.0}}', [("PA423", 2)]),
+    ('cfg = {"fp16": {"enabled": True}, "bf16": {"enabled": True}}', [("PA423", 2)]),
+    ('cfg = {"fp16": {"enabled": use_fp16, "loss_scale": 1}}', []),  # computed: unknown
+    ('cfg = {"fp16": {"enabled": True, "loss_scale": scale}}', []),
+    ('hp = {"lr": 1e-4, "fp16": True, "data_types": {"grad_accum_dtype": "bf16"}}', []),  # not DeepSpeed's
+    ('cfg = {"train_batch_size": 8, "communication_data_type": "bf16".upper()}', []),  # computed
+    ('cfg = {"zero_optimization": {"stage": 2}, "fp16": {"enabled": True, "loss_scale": 0}}', []),
+])
+def test_deepspeed_configs_written_in_a_script_are_read_like_json(rules, tmp_path, code, expected):
+    assert findings(script(tmp_path, "import deepspeed\n" + code + "\n"), rules) == expected
+
+
+def test_a_key_of_a_script_config_is_found_at_its_column(rules, tmp_path):
+    path = script(tmp_path, 'import deepspeed\nc = {\n    "fp16": {\n        "enabled": True, "loss_scale": 1}}\n')
+    (finding,) = audit_file(path, rules)
+    assert (finding.line, finding.column, finding.op) == (4, 26, "fp16.loss_scale")
+

@@ -4,7 +4,7 @@ accumulated across micro-steps) in bf16/fp16.
 Script: an FSDP ``MixedPrecision`` / FSDP2 ``MixedPrecisionPolicy`` whose reduce dtype is
 low, explicitly or because it is unset and follows a low ``param_dtype`` (both FSDP1's
 ``FlatParamHandle._init_param_reduce_dtypes`` and FSDP2's ``foreach_reduce`` do that).
-DeepSpeed JSON: ``communication_data_type`` or ``data_types.grad_accum_dtype`` set to
+DeepSpeed JSON (or a dict literal of a script): ``communication_data_type`` or ``data_types.grad_accum_dtype`` set to
 fp16/bf16; "auto" (the HF integration fills it in) is unknown and stays silent.
 """
 from __future__ import annotations
@@ -12,12 +12,20 @@ from __future__ import annotations
 from ..dtype_values import LOW_DTYPES, combine, condition_text
 from ..fsdp_policy import enclosing, fsdp_policies, may_use_fsdp_policies
 from ..registry import TrainingHit, training_check
+from ..script_configs import deepspeed_dicts
 
 _TORCH = {"float16": "torch.float16", "bfloat16": "torch.bfloat16"}
 _REDUCED = dict(what="reduced across data-parallel ranks", over="ranks")
 
 
 @training_check("PA421", reads="script")
+def script_reduce(script):
+    """FSDP policies, and DeepSpeed configs written as dict literals."""
+    yield from fsdp_reduce(script)
+    for config in deepspeed_dicts(script):
+        yield from deepspeed_reduce(config)
+
+
 def fsdp_reduce(script):
     if not may_use_fsdp_policies(script.text):  # cheap, before any LibCST metadata
         return

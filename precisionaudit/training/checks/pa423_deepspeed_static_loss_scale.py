@@ -1,6 +1,6 @@
-"""PA423 deepspeed-static-loss-scale: a DeepSpeed config whose fp16 training has no loss
-scaling (a static ``loss_scale`` of at most 1; 0 is DeepSpeed's dynamic scaling), or with
-fp16 and bf16 both enabled (DeepSpeed refuses to start:
+"""PA423 deepspeed-static-loss-scale: a DeepSpeed config (JSON, or a dict literal of a
+script) whose fp16 training has no loss scaling (a static ``loss_scale`` of at most 1; 0
+is DeepSpeed's dynamic scaling), or with fp16 and bf16 both enabled (DeepSpeed refuses to start:
 ``'bfloat16 and fp16 modes cannot be simultaneously enabled'``, runtime/config.py).
 
 Values are read as DeepSpeed's pydantic models read them (``DeepSpeedFP16Config``:
@@ -10,6 +10,7 @@ value DeepSpeed would not take is unknown, and the check stays silent.
 from __future__ import annotations
 
 from ..registry import TrainingHit, training_check
+from ..script_configs import deepspeed_dicts
 
 _TRUE = (True, 1, "true", "True", "1", "yes", "on")
 _FALSE = (False, 0, "false", "False", "0", "no", "off")
@@ -58,3 +59,10 @@ def deepspeed_loss_scale(config):
                                               "gradients under 6e-8 flush to zero in fp16 and small ones "
                                               "lose their precision",
                                       fix_to='"loss_scale": 0 (dynamic loss scaling)'))
+
+
+@training_check("PA423", reads="script")
+def script_loss_scale(script):
+    """The same, on DeepSpeed configs written as dict literals in a script."""
+    for config in deepspeed_dicts(script):
+        yield from deepspeed_loss_scale(config)
