@@ -70,7 +70,7 @@ def fp16_fsdp_scaler(script):
             scope=enclosing(script, policy.call),
             values=dict(setting=f"param_dtype=torch.float16 in {policy.api}(...)",
                         problem="and no loss scaler is made or used in this file: fp16 gradients "
-                                "under 6e-8 flush to zero and small ones lose their precision",
+                                "under 3e-8 round to zero and small ones lose their precision",
                         fix_to=("scale the loss with torch.distributed.fsdp.sharded_grad_scaler."
                                 "ShardedGradScaler" if policy.version == 1 else
                                 "scale the loss with torch.amp.GradScaler (FSDP2 syncs its inf "

@@ -56,7 +56,7 @@ def deepspeed_loss_scale(config):
         line, column = config.position("fp16", "loss_scale")
         yield TrainingHit(line, column, case="unscaled", scope="fp16", subject="fp16.loss_scale",
                           values=dict(problem=f"a static loss_scale of {fp16['loss_scale']} scales nothing: "
-                                              "gradients under 6e-8 flush to zero in fp16 and small ones "
+                                              "gradients under 3e-8 round to zero in fp16 and small ones "
                                               "lose their precision",
                                       fix_to='"loss_scale": 0 (dynamic loss scaling)'))
 
