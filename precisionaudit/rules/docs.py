@@ -30,7 +30,7 @@ def _severity(rule) -> str:
 
 #: the catalog's severity column wraps past this; the summary takes what the terminal has left
 SEVERITY_COLUMN, SEVERITY_COLUMN_MIN = 24, 12
-SUMMARY_COLUMN_MIN = 30
+SUMMARY_COLUMN_MIN, SUMMARY_COLUMN_FLOOR = 30, 12
 
 
 def render_catalog(rules, width: int | None = None) -> str:
@@ -44,7 +44,9 @@ def render_catalog(rules, width: int | None = None) -> str:
     spare = width - longest[0] - longest[1] - 6  # what the severity and summary columns share
     severity = max(SEVERITY_COLUMN_MIN, min(longest[2], max(SEVERITY_COLUMN, spare - longest[3]),
                                             spare - SUMMARY_COLUMN_MIN))
-    widths = [longest[0], longest[1], severity, max(SUMMARY_COLUMN_MIN, spare - severity)]
+    # past the minimums (a 32-letter rule name at 80 columns) the summary still takes only
+    # what is left, down to a narrow column, rather than overflow the terminal
+    widths = [longest[0], longest[1], severity, max(SUMMARY_COLUMN_FLOOR, spare - severity)]
     lines = []
     for row in rows:
         cells = [[row[0]], [row[1]]] + [textwrap.wrap(c, w, break_on_hyphens=False) or [""]
