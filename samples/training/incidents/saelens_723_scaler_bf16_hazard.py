@@ -2,15 +2,15 @@
 
 Sources (read):
   https://github.com/decoderesearch/SAELens/pull/723 (merged)
-  https://github.com/decoderesearch/SAELens/blob/main/sae_lens/training/sae_trainer.py (after)
+  sae_lens/training/sae_trainer.py before the PR (read from the code index: the scaler lines
+  below are quoted from it)
 
 "``SAETrainer`` constructs a ``torch.amp.GradScaler`` and routes every training step through
 scale / unscale_ / step / update ... SAELens never autocasts to fp16 - all three autocast
 sites hardcode bfloat16 ... It can silently skip optimizer steps when its inf check trips ...
 With ``autocast=True`` on an SAE holding bfloat16 parameters it raises: NotImplementedError:
-"_amp_foreach_non_finite_check_and_unscale_cuda" not implemented for 'BFloat16'". The
-pre-PR scaler lines are reconstructed from that description; the rest is the file after the
-PR. The finding should name the condition "when cfg.autocast is set".
+"_amp_foreach_non_finite_check_and_unscale_cuda" not implemented for 'BFloat16'". Cut
+down from the pre-PR file. The finding should name the condition "when cfg.autocast is set".
 """
 import contextlib
 
@@ -24,10 +24,10 @@ class SAETrainer:
         self.sae = sae
         self.data_provider = data_provider
         self.optimizer = Adam(sae.parameters(), lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2))
-        device_type = torch.device(self.cfg.device).type
-        self.grad_scaler = torch.amp.GradScaler(device=device_type, enabled=self.cfg.autocast)  # expect: PA404
+        # Setup autocast if using
+        self.grad_scaler = torch.amp.GradScaler(device=self.cfg.device, enabled=self.cfg.autocast)  # expect: PA404
         if self.cfg.autocast:
-            self.autocast_if_enabled = torch.autocast(device_type=device_type, dtype=torch.bfloat16, enabled=self.cfg.autocast)
+            self.autocast_if_enabled = torch.autocast(device_type=self.cfg.device, dtype=torch.bfloat16, enabled=self.cfg.autocast)
         else:
             self.autocast_if_enabled = contextlib.nullcontext()
 
@@ -42,8 +42,9 @@ class SAETrainer:
         with self.autocast_if_enabled:
             train_step_output = self.sae.training_forward_pass(sae_in)
 
-        self.grad_scaler.scale(train_step_output.loss).backward()
-        self.grad_scaler.unscale_(self.optimizer)
+        # Grad scaler will rescale gradients if autocast is enabled
+        self.grad_scaler.scale(train_step_output.loss).backward()  # loss.backward() if not autocasting
+        self.grad_scaler.unscale_(self.optimizer)  # needed to clip correctly
         torch.nn.utils.clip_grad_norm_(sae.parameters(), 1.0)
         self.grad_scaler.step(self.optimizer)
         self.grad_scaler.update()
