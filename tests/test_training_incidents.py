@@ -3,7 +3,9 @@ mixed-precision training incidents, each a hazard and its fixed twin.
 
 What is asserted:
 - a ``*_hazard.py`` reports exactly the (rule, line) pairs its ``# expect: PA4NN`` comments mark,
-  and no other finding of a PA4xx rule;
+  and no other finding of a PA4xx rule; where the hazard holds only under a flag the marker says
+  so (``# expect: PA401 [if use_amp], PA409``) and that finding's condition must name one of
+  the ``|``-separated words (the flag, as the code spells it);
 - a ``*_fixed.py`` reports none of its hazard's rules, except where a ``# residual: PA4NN``
   comment marks a hazard the maintainers' fix left in place (reported exactly there);
 - a JSON hazard reports the key paths listed in ``config_expectations.json`` (JSON has no
@@ -32,7 +34,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "samples", "training", "incidents")
 CONFIG_EXPECTATIONS = os.path.join(CORPUS, "config_expectations.json")
 CONTRACT_IDS = {f"PA40{i}" for i in range(1, 10)} | {"PA421", "PA422", "PA423"}
-_MARKER = re.compile(r"#\s*(expect|residual):\s*(PA\d{3}(?:\s*,\s*PA\d{3})*)\s*$")
+_ITEM = r"PA\d{3}(?:\s*\[if [^\]]+\])?"
+_MARKER = re.compile(r"#\s*(expect|residual):\s*(%s(?:\s*,\s*%s)*)\s*$" % (_ITEM, _ITEM))
+_PART = re.compile(r"(PA\d{3})(?:\s*\[if ([^\]]+)\])?")
 
 
 def _files(suffix: str) -> list[str]:
@@ -45,6 +49,11 @@ def _twin(hazard: str) -> str:
 
 def _markers(name: str, kind: str) -> list[tuple[str, int]]:
     """(rule, line) of every ``# kind: PA...`` comment in a corpus script (comments only)."""
+    return [(rule, line) for rule, line, _ in _conditional_markers(name, kind)]
+
+
+def _conditional_markers(name: str, kind: str) -> list[tuple[str, int, tuple]]:
+    """(rule, line, condition words) of every ``# kind: PA... [if a|b]`` comment."""
     with open(os.path.join(CORPUS, name), encoding="utf-8") as f:
         source = f.read()
     found = []
@@ -53,7 +62,9 @@ def _markers(name: str, kind: str) -> list[tuple[str, int]]:
             continue
         m = _MARKER.search(tok.string)
         if m and m.group(1) == kind:
-            found += [(rule.strip(), tok.start[0]) for rule in m.group(2).split(",")]
+            for part in _PART.finditer(m.group(2)):
+                words = tuple(w.strip() for w in part.group(2).split("|")) if part.group(2) else ()
+                found.append((part.group(1), tok.start[0], words))
     return found
 
 
@@ -97,10 +108,14 @@ def _training_rules() -> tuple:
 
 
 @functools.cache
-def _found(name: str) -> tuple:
-    """(rule, line) of every PA4xx finding of auditing one corpus file, audited once."""
+def _findings(name: str) -> tuple:
+    """Every PA4xx finding of auditing one corpus file (audited once per session)."""
     findings = audit_file(os.path.join(CORPUS, name), list(_training_rules()))
-    return tuple((f.rule, f.line) for f in findings if f.rule.startswith("PA4"))
+    return tuple(f for f in findings if f.rule.startswith("PA4"))
+
+
+def _found(name: str) -> tuple:
+    return tuple((f.rule, f.line) for f in _findings(name))
 
 
 def _require(rule: str) -> None:
@@ -143,6 +158,24 @@ def test_hazard_reports_exactly_the_marked_lines(name, rule):
     found = [line for r, line in _found(name) if r == rule]
     assert _matches(found, expected), (
         f"{name}: {rule} expected on line(s) {sorted(set().union(*expected))}, reported on {sorted(found)}")
+
+
+def _condition_cases() -> list:
+    return [pytest.param(name, rule, line, words, id=f"{name}-{rule}-{line}")
+            for name in _files("_hazard.py")
+            for rule, line, words in _conditional_markers(name, "expect") if words]
+
+
+@pytest.mark.parametrize("name, rule, line, words", _condition_cases())
+def test_a_conditional_hazard_names_its_condition(name, rule, line, words):
+    """The hazard holds only under a flag: the message must say under which one."""
+    _require(rule)
+    conditions = [str(f.evidence.get("condition", "")) for f in _findings(name)
+                  if f.rule == rule and f.line == line]
+    if not conditions:
+        pytest.fail(f"{name}:{line}: no {rule} finding (the marked-lines test says where)")
+    assert any(w.lower() in c.lower() for c in conditions for w in words), (
+        f"{name}:{line}: {rule} condition {conditions} names none of {list(words)}")
 
 
 @pytest.mark.parametrize("name, rule", _rule_cases("_fixed.py", _fixed_rules)

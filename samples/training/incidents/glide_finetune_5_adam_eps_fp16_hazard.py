@@ -32,7 +32,7 @@ def run_glide_finetune(glide_model, glide_diffusion, dataloader, learning_rate=1
         glide_model = glide_model.half()
     glide_model.to(device)
     glide_model.train()
-    optimizer = th.optim.AdamW([x for x in glide_model.parameters() if x.requires_grad], lr=learning_rate, weight_decay=adam_weight_decay)  # expect: PA406, PA407
+    optimizer = th.optim.AdamW([x for x in glide_model.parameters() if x.requires_grad], lr=learning_rate, weight_decay=adam_weight_decay)  # expect: PA406 [if use_fp16|fp16], PA407 [if use_fp16|fp16]
     for batch in dataloader:
         loss = base_train_step(glide_model, glide_diffusion, batch, device)
         loss.backward()

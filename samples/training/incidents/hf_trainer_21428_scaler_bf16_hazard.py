@@ -30,7 +30,7 @@ class Trainer:
             self.use_cuda_amp = True
             self.amp_dtype = torch.float16 if args.fp16 else torch.bfloat16
             self.do_grad_scaling = True
-            self.scaler = torch.cuda.amp.GradScaler()  # expect: PA404, PA409
+            self.scaler = torch.cuda.amp.GradScaler()  # expect: PA404 [if fp16|bf16], PA409
 
     def training_step(self, inputs):
         self.model.train()

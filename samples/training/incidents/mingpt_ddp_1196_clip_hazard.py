@@ -42,7 +42,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             if self.config.use_amp:
                 self.scaler.scale(loss).backward()
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_norm_clip)  # expect: PA401
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_norm_clip)  # expect: PA401 [if use_amp]
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
             else:

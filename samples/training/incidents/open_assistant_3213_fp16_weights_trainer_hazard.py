@@ -24,7 +24,7 @@ def get_model(conf):
         dtype = torch.float16
     elif conf.dtype in ["bf16", "bfloat16"]:
         dtype = torch.bfloat16
-    model = AutoModelForCausalLM.from_pretrained(conf.model_name, cache_dir=conf.cache_dir, torch_dtype=dtype)  # expect: PA405
+    model = AutoModelForCausalLM.from_pretrained(conf.model_name, cache_dir=conf.cache_dir, torch_dtype=dtype)  # expect: PA405 [if dtype|fp16|float16]
     return model
 
 

@@ -21,7 +21,7 @@ def train_one_epoch(model, loader, optimizer, criterion, device):
             outputs = model(images, metadata)
             loss = criterion(outputs, targets)
         optimizer.zero_grad()
-        loss.backward()  # expect: PA403
+        loss.backward()  # expect: PA403 [if cuda|device]
         optimizer.step()
 
 

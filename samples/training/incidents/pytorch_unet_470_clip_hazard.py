@@ -36,7 +36,7 @@ def train_model(model, device, train_loader, epochs: int = 5, learning_rate: flo
 
             optimizer.zero_grad(set_to_none=True)
             grad_scaler.scale(loss).backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), gradient_clipping)  # expect: PA401
+            torch.nn.utils.clip_grad_norm_(model.parameters(), gradient_clipping)  # expect: PA401 [if amp]
             grad_scaler.step(optimizer)
             grad_scaler.update()
         scheduler.step(0.0)

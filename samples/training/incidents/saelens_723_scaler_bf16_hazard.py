@@ -25,7 +25,7 @@ class SAETrainer:
         self.data_provider = data_provider
         self.optimizer = Adam(sae.parameters(), lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2))
         # Setup autocast if using
-        self.grad_scaler = torch.amp.GradScaler(device=self.cfg.device, enabled=self.cfg.autocast)  # expect: PA404
+        self.grad_scaler = torch.amp.GradScaler(device=self.cfg.device, enabled=self.cfg.autocast)  # expect: PA404 [if autocast]
         if self.cfg.autocast:
             self.autocast_if_enabled = torch.autocast(device_type=self.cfg.device, dtype=torch.bfloat16, enabled=self.cfg.autocast)
         else:

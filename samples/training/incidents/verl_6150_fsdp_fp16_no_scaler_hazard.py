@@ -30,7 +30,7 @@ class FSDPEngine:
         param_dtype = self.param_dtype
         reduce_dtype = torch.float32
         buffer_dtype = torch.float32
-        mixed_precision = MixedPrecision(param_dtype=param_dtype, reduce_dtype=reduce_dtype, buffer_dtype=buffer_dtype)  # expect: PA422
+        mixed_precision = MixedPrecision(param_dtype=param_dtype, reduce_dtype=reduce_dtype, buffer_dtype=buffer_dtype)  # expect: PA422 [if param_dtype|fp16|float16]
         return FSDP(module, mixed_precision=mixed_precision, use_orig_params=True)
 
     def forward_step(self, micro_batch):
@@ -43,7 +43,7 @@ class FSDPEngine:
         self.optimizer.zero_grad()
         for micro_batch in micro_batches:
             loss = self.forward_step(micro_batch) / len(micro_batches)
-            loss.backward()  # expect: PA403
+            loss.backward()  # expect: PA403 [if param_dtype|fp16|float16]
         grad_norm = self.module.clip_grad_norm_(max_norm=self.config.get("grad_clip", 1.0))
         self.optimizer.step()
         return grad_norm

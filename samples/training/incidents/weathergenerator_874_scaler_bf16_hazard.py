@@ -33,7 +33,7 @@ class Trainer:
         beta2 = 1.0 - kappa * (1.0 - 0.999)
         eps = 1e-08 / np.sqrt(kappa)
         self.optimizer = torch.optim.AdamW(self.ddp_model.parameters(), lr=cf.lr_start, weight_decay=cf.weight_decay, betas=(beta1, beta2), eps=eps)
-        self.grad_scaler = torch.amp.GradScaler("cuda")  # expect: PA404
+        self.grad_scaler = torch.amp.GradScaler("cuda")  # expect: PA404 [if attention_dtype|mixed_precision_dtype|bf16|bfloat16]
         for epoch in range(cf.num_epochs):
             self.train(epoch)
 
