@@ -11,6 +11,7 @@ from functools import cached_property
 
 import libcst as cst
 from libcst import metadata
+from libcst.metadata.base_provider import LazyValue
 
 from ..core.errors import UsageError
 
@@ -58,7 +59,10 @@ class Script:
 
     def names_of(self, node) -> set[str]:
         """The qualified names ``node`` may stand for (empty when unknown)."""
-        return {q.name for q in self.qualified_names.get(node, ())}
+        names = self.qualified_names.get(node, ())
+        if isinstance(names, LazyValue):  # QualifiedNameProvider resolves each node on demand
+            names = names()
+        return {q.name for q in names}
 
     def line_column(self, node) -> tuple[int, int]:
         """Where ``node`` starts: 1-based line and column."""

@@ -1,0 +1,119 @@
+"""PA405 low-precision-params-with-scaler: parameters made fp16 and then trained with a
+GradScaler, which refuses fp16 gradients.
+
+``GradScaler.unscale_`` and ``GradScaler.step`` call ``_unscale_grads_(..., allow_fp16=False)``
+(torch/amp/grad_scaler.py), which raises ``ValueError("Attempting to unscale FP16
+gradients.")`` for any parameter whose ``.grad`` is float16 (pytorch #74739). The HF Trainer
+with ``fp16=True`` steps through accelerate's ``torch.amp.GradScaler`` the same way.
+FSDP's ``ShardedGradScaler`` allows fp16 gradients and is not matched.
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+from ..params import constructions, module_dtypes, optimizer_sites, unfused_paths
+from ..registry import TrainingHit, training_check
+from ..values import Possible, all_calls, argument, condition_words, conjoin, position, truths
+from ._sites import scope_name
+
+GRAD_SCALERS = frozenset({"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.cuda.amp.GradScaler",
+                          "torch.cuda.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler",
+                          "torch.cpu.amp.grad_scaler.GradScaler"})
+#: Trainer classes that train with accelerate's GradScaler when their args say fp16=True
+TRAINER_PACKAGES = ("transformers", "trl")
+
+
+@training_check("PA405")
+def low_precision_params_with_scaler(script):
+    if "GradScaler" not in script.text and "Trainer" not in script.text:
+        return
+    hits = {}
+    for call in all_calls(script):
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("step", "unscale_"):
+            found = _scaler_steps(script, call)
+        elif _is_trainer(script, call):
+            found = _trainer_trains(script, call)
+        else:
+            continue
+        for possible, how in found:
+            key = possible.origin
+            if key not in hits or len(possible.condition) < len(hits[key][0].condition):
+                hits[key] = (possible, how)
+    for origin, (possible, how) in sorted(hits.items(), key=lambda item: position(script, item[0])):
+        line, column = script.line_column(origin)
+        values = {"conversion": _conversion_words(script, origin), "how": how}
+        yield TrainingHit(line, column, values, condition_words(possible.condition), scope=scope_name(script, origin),
+                          subject=_subject(origin))
+
+
+def _scaler_steps(script, call) -> list:
+    """(fp16 possibility, how) where ``call`` is ``scaler.step(opt)`` / ``scaler.unscale_(opt)``
+    of an enabled torch GradScaler over an optimizer of fp16 parameters."""
+    optimizer = argument(call, "optimizer", 0)
+    if optimizer is None:
+        return []
+    stepping = call.func.attr.value == "step"
+    enabled = []
+    for made, condition in constructions(script, call.func.value):
+        if not script.names_of(made.func) & GRAD_SCALERS:
+            continue
+        given = argument(made, "enabled")
+        paths = [Possible(True)] if given is None else truths(script, given)
+        enabled += [p.condition | condition for p in paths if p.value is True]
+    if not enabled:
+        return []
+    sites = {id(s.call): s for s in optimizer_sites(script)}
+    found = []
+    for made, condition in constructions(script, optimizer):
+        site = sites.get(id(made))
+        if site is None:
+            continue
+        # a fused optimizer unscales inside its kernel: scaler.step() does not call unscale_
+        unfused = unfused_paths(script, made, site.short_name) if stepping else [frozenset()]
+        for dtype in site.param_dtypes:
+            if dtype.value != "float16":
+                continue
+            for path in enabled:
+                for plain in unfused:
+                    found += conjoin([dtype], condition | path | plain)
+    how = f"GradScaler.{call.func.attr.value}({script.module.code_for_node(optimizer)}) at line {script.line_column(call)[0]}"
+    return [(p, how) for p in found]
+
+
+def _is_trainer(script, call) -> bool:
+    return any(n.split(".")[0] in TRAINER_PACKAGES and n.endswith("Trainer") for n in script.names_of(call.func))
+
+
+def _trainer_trains(script, call) -> list:
+    """(fp16 possibility, how) where ``call`` builds an HF/TRL Trainer over a model of fp16
+    parameters with ``fp16=True`` arguments (and no DeepSpeed/FSDP, which manage fp16 themselves)."""
+    model, args = argument(call, "model", 0), argument(call, "args", 1)
+    if model is None or args is None:
+        return []
+    fp16_paths = []
+    for made, condition in constructions(script, args):
+        if not any(n.split(".")[0] in TRAINER_PACKAGES for n in script.names_of(made.func)):
+            continue
+        if any(argument(made, key) is not None for key in ("deepspeed", "fsdp")):
+            continue
+        given = argument(made, "fp16")
+        if given is not None:
+            fp16_paths += [p.condition | condition for p in truths(script, given) if p.value is True]
+    found = []
+    for dtype in module_dtypes(script, model, position(script, call)):
+        if dtype.value == "float16":
+            for path in fp16_paths:
+                found += conjoin([dtype], path)
+    how = f"a Trainer with fp16=True at line {script.line_column(call)[0]}"
+    return [(p, how) for p in found]
+
+
+def _conversion_words(script, origin) -> str:
+    code = script.module.code_for_node(origin)
+    return code if len(code) <= 60 else code[:57] + "..."
+
+
+def _subject(origin) -> str | None:
+    func = getattr(origin, "func", None)
+    return func.attr.value if isinstance(func, cst.Attribute) else None
