@@ -110,8 +110,17 @@ def _trainer_trains(script, call) -> list:
 
 
 def _conversion_words(script, origin) -> str:
-    code = script.module.code_for_node(origin)
-    return code if len(code) <= 60 else code[:57] + "..."
+    """``model.half()``, ``AutoModel.from_pretrained(..., torch_dtype=torch.float16)``: the
+    call with only its dtype argument, on one line."""
+    code = script.module.code_for_node
+    func = " ".join(code(origin.func).split())
+    if len(func) > 60:
+        func = "..." + func[-57:]
+    dtype_args = [a for a in origin.args if a.keyword is not None and a.keyword.value in ("dtype", "torch_dtype")]
+    dtype_args = dtype_args or [a for a in origin.args if a.keyword is None and "device" not in code(a.value)][:1]
+    shown = ", ".join(f"{a.keyword.value}={code(a.value)}" if a.keyword else code(a.value) for a in dtype_args)
+    more = "..., " if shown and len(dtype_args) < len(origin.args) else "..." if origin.args and not shown else ""
+    return f"{func}({more}{' '.join(shown.split())})"
 
 
 def _subject(origin) -> str | None:
