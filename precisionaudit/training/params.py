@@ -39,8 +39,11 @@ WRAPPERS = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.Dis
                       "torch.nn.parallel.DataParallel", "torch.compile"})
 #: from_pretrained arguments that load a quantized model: its trained parameters are adapters
 QUANTIZED = ("quantization_config", "load_in_8bit", "load_in_4bit")
-#: what a file must mention for parameter dtypes to be worth analysing
-LOW_PRECISION_WORDS = re.compile(r"half|float16|bfloat16|fp16|bf16")
+#: what a file must mention for parameter dtypes to be worth analysing: a low dtype and a
+#: call of a torch.optim class. The LibCST metadata costs seconds on a large file (trainer.py),
+#: and most files of a library build no optimizer.
+LOW_PRECISION_WORDS = re.compile(r"\.half\b|float16|bfloat16|fp16|bf16")
+OPTIMIZER_CALL = re.compile(r"\b(%s)\s*\(" % "|".join(sorted(TORCH_OPTIMIZERS)))
 
 
 #: optimizers with a fused kernel (``fused=True``; torch 2.13 sets ``_step_supports_amp_scaling``)
@@ -68,7 +71,8 @@ _SITES: WeakKeyDictionary = WeakKeyDictionary()
 def optimizer_sites(script) -> list[OptimizerSite]:
     """The script's torch.optim optimizers (computed once per script)."""
     if script not in _SITES:
-        _SITES[script] = _find_sites(script) if LOW_PRECISION_WORDS.search(script.text) else []
+        worth = OPTIMIZER_CALL.search(script.text) and LOW_PRECISION_WORDS.search(script.text)
+        _SITES[script] = _find_sites(script) if worth else []
     return _SITES[script]
 
 
@@ -83,7 +87,9 @@ def torch_optimizer_name(script, call: cst.Call) -> str | None:
 def _find_sites(script) -> list:
     sites = []
     for call in all_calls(script):
-        name = torch_optimizer_name(script, call) if "optim" in script.text else None
+        if _last_name(call.func) not in TORCH_OPTIMIZERS:
+            continue  # read without metadata: most calls are not an optimizer's
+        name = torch_optimizer_name(script, call)
         if name is None:
             continue
         params = argument(call, "params", 0)
@@ -94,6 +100,14 @@ def _find_sites(script) -> list:
             possible += conjoin(module_dtypes(script, module, position(script, call)), condition)
         sites.append(OptimizerSite(call, name, tuple(possible)))
     return sites
+
+
+def _last_name(func) -> str | None:
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
 
 
 # ----------------------------------------------------------------------------- params -> modules

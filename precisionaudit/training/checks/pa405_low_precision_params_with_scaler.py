@@ -9,9 +9,11 @@ FSDP's ``ShardedGradScaler`` allows fp16 gradients and is not matched.
 """
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
-from ..params import constructions, module_dtypes, optimizer_sites, unfused_paths
+from ..params import LOW_PRECISION_WORDS, OPTIMIZER_CALL, constructions, module_dtypes, optimizer_sites, unfused_paths
 from ..registry import TrainingHit, training_check
 from ..values import Possible, all_calls, argument, condition_words, conjoin, position, truths
 from ._sites import scope_name
@@ -21,16 +23,24 @@ GRAD_SCALERS = frozenset({"torch.amp.GradScaler", "torch.amp.grad_scaler.GradSca
                           "torch.cpu.amp.grad_scaler.GradScaler"})
 #: Trainer classes that train with accelerate's GradScaler when their args say fp16=True
 TRAINER_PACKAGES = ("transformers", "trl")
+#: the words a file needs for the Trainer route to be read at all
+TRAINER_CALL, FP16_ARGUMENT = re.compile(r"Trainer\s*\("), re.compile(r"\bfp16\s*=")
 
 
 @training_check("PA405")
 def low_precision_params_with_scaler(script):
-    if "GradScaler" not in script.text and "Trainer" not in script.text:
+    text = script.text
+    scaled = "GradScaler" in text and OPTIMIZER_CALL.search(text)
+    if not ((scaled or (TRAINER_CALL.search(text) and FP16_ARGUMENT.search(text))) and LOW_PRECISION_WORDS.search(text)):
         return
     hits = {}
+    # the metadata (scopes, qualified names) is resolved only past these syntactic gates
+    fp16_sites = any(p.value == "float16" for s in optimizer_sites(script) for p in s.param_dtypes)
     for call in all_calls(script):
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("step", "unscale_"):
+            if not fp16_sites:
+                continue
             found = _scaler_steps(script, call)
         elif _is_trainer(script, call):
             found = _trainer_trains(script, call)
@@ -82,6 +92,10 @@ def _scaler_steps(script, call) -> list:
 
 
 def _is_trainer(script, call) -> bool:
+    func = call.func
+    last = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    if not last.endswith("Trainer"):
+        return False
     return any(n.split(".")[0] in TRAINER_PACKAGES and n.endswith("Trainer") for n in script.names_of(call.func))
 
 
