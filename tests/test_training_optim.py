@@ -302,13 +302,23 @@ def test_a_trainer_with_deepspeed_or_without_fp16_is_not_reported(tmp_path):
     assert found == [("PA405", 5, "when --fp16 is set")]
 
 
-def test_a_file_without_low_precision_words_is_not_analysed(tmp_path, monkeypatch):
-    """The textual prefilter: nothing is resolved for a file that never names a low dtype."""
-    from precisionaudit.training import params
+def test_a_file_none_of_these_checks_can_fire_on_is_not_parsed(tmp_path, monkeypatch):
+    """The textual gate: no LibCST parse (nor metadata) for a file that builds no optimizer
+    over a low dtype, names no GradScaler and no fp16 Trainer."""
+    from precisionaudit.training import source
 
-    monkeypatch.setattr(params, "_find_sites", lambda script: pytest.fail("analysed"))
+    monkeypatch.setattr(source, "read_script", lambda path: pytest.fail("parsed"))
     assert audit_code(tmp_path, """
         import torch
         model = Net()
         opt = torch.optim.Adam(model.parameters())
     """) == []
+
+
+def test_a_skipped_file_that_does_not_parse_is_still_reported(tmp_path):
+    from precisionaudit.core.errors import UsageError
+
+    path = tmp_path / "broken.py"
+    path.write_text("import torch\n\ndef f(:\n    pass\n")
+    with pytest.raises(UsageError, match=r"broken\.py:\d+:\d+: cannot parse"):
+        audit_file(str(path), RULES)

@@ -68,11 +68,16 @@ class OptimizerSite:
 _SITES: WeakKeyDictionary = WeakKeyDictionary()
 
 
+def mentions_an_optimizer(text: str) -> bool:
+    """Whether a file may build a torch.optim optimizer over low-precision parameters:
+    it names ``optim`` (the import), calls an optimizer class and names a low dtype."""
+    return "optim" in text and bool(OPTIMIZER_CALL.search(text)) and bool(LOW_PRECISION_WORDS.search(text))
+
+
 def optimizer_sites(script) -> list[OptimizerSite]:
     """The script's torch.optim optimizers (computed once per script)."""
     if script not in _SITES:
-        worth = OPTIMIZER_CALL.search(script.text) and LOW_PRECISION_WORDS.search(script.text)
-        _SITES[script] = _find_sites(script) if worth else []
+        _SITES[script] = _find_sites(script) if mentions_an_optimizer(script.text) else []
     return _SITES[script]
 
 

@@ -13,7 +13,7 @@ import re
 
 import libcst as cst
 
-from ..params import LOW_PRECISION_WORDS, OPTIMIZER_CALL, constructions, module_dtypes, optimizer_sites, unfused_paths
+from ..params import LOW_PRECISION_WORDS, constructions, mentions_an_optimizer, module_dtypes, optimizer_sites, unfused_paths
 from ..registry import TrainingHit, training_check
 from ..values import Possible, all_calls, argument, condition_words, conjoin, position, truths
 from ._sites import scope_name
@@ -27,11 +27,16 @@ TRAINER_PACKAGES = ("transformers", "trl")
 TRAINER_CALL, FP16_ARGUMENT = re.compile(r"Trainer\s*\("), re.compile(r"\bfp16\s*=")
 
 
-@training_check("PA405")
+def mentions_a_scaler_or_trainer(text: str) -> bool:
+    """Whether a file may train fp16 parameters with a GradScaler or an fp16 Trainer."""
+    scaled = "GradScaler" in text and mentions_an_optimizer(text)
+    trainer = "Trainer" in text and bool(TRAINER_CALL.search(text) and FP16_ARGUMENT.search(text))
+    return scaled or (trainer and bool(LOW_PRECISION_WORDS.search(text)))
+
+
+@training_check("PA405", mentions=mentions_a_scaler_or_trainer)
 def low_precision_params_with_scaler(script):
-    text = script.text
-    scaled = "GradScaler" in text and OPTIMIZER_CALL.search(text)
-    if not ((scaled or (TRAINER_CALL.search(text) and FP16_ARGUMENT.search(text))) and LOW_PRECISION_WORDS.search(text)):
+    if not mentions_a_scaler_or_trainer(script.text):
         return
     hits = {}
     # the metadata (scopes, qualified names) is resolved only past these syntactic gates

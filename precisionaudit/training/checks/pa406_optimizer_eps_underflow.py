@@ -14,7 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ...core.numerics import SMALLEST_SUBNORMAL, rounds_to
-from ..params import optimizer_sites, unfused_paths
+from ..params import mentions_an_optimizer, optimizer_sites, unfused_paths
 from ..registry import TrainingHit, training_check
 from ..values import UNKNOWN, Possible, argument, bound_values, conjoin, condition_words, numbers
 from ._sites import scope_name
@@ -27,7 +27,7 @@ EPS = {
     "Adagrad": (1e-10, 5, "sqrt(state_sum) + eps"),
     "Adadelta": (1e-6, 3, "sqrt(square_avg + eps)"),
 }
-@training_check("PA406")
+@training_check("PA406", mentions=mentions_an_optimizer)
 def optimizer_eps_underflow(script):
     for site in optimizer_sites(script):
         if site.short_name not in EPS:

@@ -11,7 +11,7 @@ and are not reported.
 from __future__ import annotations
 
 from ...core.numerics import UNIT_ROUNDOFF
-from ..params import optimizer_sites
+from ..params import mentions_an_optimizer, optimizer_sites
 from ..registry import TrainingHit, training_check
 from ..values import condition_words
 from ._sites import scope_name
@@ -19,7 +19,7 @@ from ._sites import scope_name
 LOW = ("float16", "bfloat16")
 
 
-@training_check("PA407")
+@training_check("PA407", mentions=mentions_an_optimizer)
 def no_fp32_master_weights(script):
     for site in optimizer_sites(script):
         low = [p for p in site.param_dtypes if p.value in LOW]
