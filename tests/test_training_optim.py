@@ -150,6 +150,20 @@ def test_the_dtype_follows_flags_if_branches_and_calls(tmp_path):
     assert found == [("PA406", 6, "when --half_precision is set"), ("PA407", 6, "when --half_precision is set")]
 
 
+def test_a_submodule_of_a_converted_model_and_a_branch_that_trains_then_returns(tmp_path):
+    found = audit_code(tmp_path, """
+        import torch
+        def main(args):
+            model = Net()
+            model.config.use_cache = False
+            if args.pure_bf16:
+                model.bfloat16()
+                opt = torch.optim.AdamW(model.encoder.parameters(), lr=1e-4)
+                return train(model, opt)
+    """)
+    assert found == [("PA407", 8, "when --pure_bf16 is set")]
+
+
 def test_a_conversion_inside_an_if_is_conditional(tmp_path):
     found = audit_code(tmp_path, """
         import torch
@@ -210,6 +224,33 @@ def test_a_conversion_inside_an_if_is_conditional(tmp_path):
     opt = torch.optim.AdamW(model.parameters())
     train(model, opt)
     model.half()
+    """,
+    # DeepSpeed keeps fp32 master weights for the optimizer it is given
+    """
+    model = Net().half()
+    optimizer = torch.optim.AdamW(model.parameters())
+    engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config="ds.json")
+    """,
+    # accelerate may run DeepSpeed from its config
+    """
+    model = AutoModelForCausalLM.from_pretrained("x", dtype=torch.bfloat16)
+    model, optimizer = accelerator.prepare(model, torch.optim.AdamW(model.parameters()))
+    """,
+    # transformers' PEFT integration: the trained parameters are the adapter's
+    """
+    model = AutoModelForCausalLM.from_pretrained("x", torch_dtype=torch.float16)
+    model.add_adapter(lora_config)
+    model.config.use_cache = False
+    opt = torch.optim.AdamW(model.parameters())
+    """,
+    # converted in an evaluation branch that returns
+    """
+    model = Net()
+    if args.eval_only:
+        model.half()
+        evaluate(model)
+        return
+    opt = torch.optim.AdamW(model.parameters())
     """,
     # tensors, not the model, are halved
     """
@@ -293,13 +334,15 @@ def test_a_trainer_with_deepspeed_or_without_fp16_is_not_reported(tmp_path):
     found = audit_code(tmp_path, """
         import torch
         from transformers import AutoModel, Trainer, TrainingArguments
-        def main(args):
+        from trl import SFTTrainer
+        def main(args, lora):
             model = AutoModel.from_pretrained("x", dtype=torch.float16)
             a = Trainer(model=model, args=TrainingArguments("o", fp16=True, deepspeed="ds.json"))
             b = Trainer(model=model, args=TrainingArguments("o", bf16=True))
             c = Trainer(model, TrainingArguments("o", fp16=args.fp16))
+            d = SFTTrainer(model=model, args=TrainingArguments("o", fp16=True), peft_config=lora)
     """)
-    assert found == [("PA405", 5, "when --fp16 is set")]
+    assert found == [("PA405", 6, "when --fp16 is set")]
 
 
 def test_a_file_none_of_these_checks_can_fire_on_is_not_parsed(tmp_path, monkeypatch):

@@ -33,6 +33,9 @@ DTYPE_CONVERSIONS = ("to", "type")
 #: methods of nn.Module that return the module itself, its parameters' dtype unchanged
 KEEPS_DTYPE = frozenset({"cuda", "cpu", "train", "eval", "xpu", "mps", "share_memory", "to_empty", "zero_grad",
                          "requires_grad_"})
+#: methods that change which parameters a module trains (a new submodule, adapters, freezing)
+MUTATIONS = frozenset({"requires_grad_", "add_module", "register_module", "apply", "add_adapter", "load_adapter",
+                       "enable_adapters", "set_adapter", "init_adapter"})
 #: wrappers whose ``.parameters()`` are the wrapped module's
 WRAPPERS = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.DistributedDataParallel",
                       "torch.nn.parallel.distributed.DistributedDataParallel", "torch.nn.DataParallel",
@@ -98,13 +101,37 @@ def _find_sites(script) -> list:
         if name is None:
             continue
         params = argument(call, "params", 0)
-        if params is None:
+        if params is None or _handed_to_a_wrapper(script, call):
             continue
         possible = []
         for module, condition in modules_of_params(script, params):
             possible += conjoin(module_dtypes(script, module, position(script, call)), condition)
         sites.append(OptimizerSite(call, name, tuple(possible)))
     return sites
+
+
+#: calls that take an optimizer and may keep fp32 master weights (or scale) for it:
+#: deepspeed.initialize (fp16/bf16 optimizers), apex amp.initialize (O2), accelerate's
+#: prepare (which may run DeepSpeed from its config)
+MASTER_WEIGHT_WRAPPERS = frozenset({"initialize", "prepare", "prepare_optimizer", "FP16_Optimizer"})
+
+
+def _handed_to_a_wrapper(script, call) -> bool:
+    """Whether the optimizer ``call`` makes is passed to DeepSpeed, apex or accelerate: what
+    then updates the parameters is not known from here."""
+    holder = script.parents.get(call)
+    if isinstance(holder, cst.Arg):
+        outer = script.parents.get(holder)
+        if isinstance(outer, cst.Call) and _last_name(outer.func) in MASTER_WEIGHT_WRAPPERS:
+            return True
+    if not isinstance(holder, cst.Assign):  # opt = AdamW(...): the call is the value
+        return False
+    names = {_plain(t.target) for t in holder.targets} - {None}
+    for other in all_calls(script):
+        if _last_name(other.func) in MASTER_WEIGHT_WRAPPERS and any(
+                _plain(arg.value) in names for arg in other.args):
+            return True
+    return False
 
 
 def _last_name(func) -> str | None:
@@ -171,6 +198,8 @@ def module_dtypes(script, module, at, depth: int = 0) -> list:
         return _name_dtypes(script, module, at, depth)
     if _is_self_attribute(module):
         return _attribute_dtypes(script, module, at, depth)
+    if isinstance(module, cst.Attribute):  # model.encoder: a submodule converts with its model
+        return module_dtypes(script, module.value, at, depth + 1)
     return [Possible(UNKNOWN)]
 
 
@@ -287,6 +316,8 @@ def _apply_events(script, name: str, scope_root, after, before, start: list) -> 
             continue
         if kind == "rebind":
             break
+        if _leaves_early(script, event, before):
+            continue
         condition = path_condition(script, event)
         if kind == "mutate":
             possible = [Possible(UNKNOWN)]
@@ -334,7 +365,7 @@ def _scan_events(script, name: str, scope_root) -> list:
             converted = conversion_dtypes(script, call)
             if converted is not None:
                 events.append((call, converted))
-        elif method == "requires_grad_" or method in ("add_module", "register_module", "apply"):
+        elif method in MUTATIONS:
             events.append((call, "mutate"))
         elif method in ("parameters", "named_parameters") and _is_loop_iterable(script, call):
             events.append((call, "mutate"))  # for p in model.parameters(): p.requires_grad = False / p.data = ...
@@ -350,9 +381,18 @@ def _scan_events(script, name: str, scope_root) -> list:
             value = getattr(statement, "value", None)
             if value is None or not _same_module(value, name):
                 events.append((target, "rebind"))
-        elif isinstance(target, cst.Attribute) and _chain_root(target) == name:
+        elif (isinstance(target, cst.Attribute) and _chain_root(target.value) == name
+              and _chain_root(target.value) == _plain(target.value) and isinstance(getattr(
+                  script.parents.get(node), "value", None), cst.Call)):
             events.append((target, "mutate"))  # model.lm_head = nn.Linear(...): a new fp32 head
     return sorted(events, key=lambda e: position(script, e[0]))
+
+
+def _plain(expr) -> str | None:
+    """``model`` or ``self.model`` for exactly that expression, else None."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    return _dotted(expr)
 
 
 def _same_module(value, name) -> bool:
@@ -470,3 +510,22 @@ def unfused_paths(script, call, short_name: str) -> list:
     if given is None:
         return [frozenset()]
     return [p.condition for p in truths(script, given) if p.value is False]
+
+
+def _leaves_early(script, node, before) -> bool:
+    """Whether ``node`` sits in an ``if``/``else`` block that ends with ``return`` or
+    ``raise`` and does not hold the position ``before`` (an evaluation-only branch: what it
+    converts never reaches the code after it)."""
+    parent = script.parents.get(node)
+    while parent is not None and not isinstance(parent, (cst.FunctionDef, cst.Module)):
+        if isinstance(parent, cst.IndentedBlock) and isinstance(script.parents.get(parent), (cst.If, cst.Else)):
+            span = script.positions[parent]
+            if (span.start.line, span.start.column) <= before <= (span.end.line, span.end.column):
+                parent = script.parents.get(parent)
+                continue
+            last = parent.body[-1] if parent.body else None
+            if isinstance(last, cst.SimpleStatementLine) and any(
+                    isinstance(small, (cst.Return, cst.Raise)) for small in last.body):
+                return True
+        parent = script.parents.get(parent)
+    return False
