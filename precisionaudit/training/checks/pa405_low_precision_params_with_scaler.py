@@ -109,7 +109,7 @@ def _trainer_trains(script, call) -> list:
     parameters with ``fp16=True`` arguments (and no DeepSpeed/FSDP, which manage fp16 themselves)."""
     model, args = argument(call, "model", 0), argument(call, "args", 1)
     if model is None or args is None or argument(call, "peft_config") is not None:
-        return []  # TRL applies the PEFT config: the trained adapters are fp32
+        return []  # TRL applies the PEFT config: it trains the adapters, not the converted weights
     fp16_paths = []
     for made, condition in constructions(script, args):
         if not any(n.split(".")[0] in TRAINER_PACKAGES for n in script.names_of(made.func)):
