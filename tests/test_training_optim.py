@@ -105,6 +105,19 @@ def test_eps_passed_by_position_and_in_param_groups(tmp_path):
     assert [f for f in found if f[0] == "PA406"] == [("PA406", 7, None)]
 
 
+def test_keyword_arguments_unpacked_from_a_dict_make_eps_and_fused_unknown(tmp_path):
+    """nanoGPT: ``extra_args = dict(fused=True) if use_fused else dict()``."""
+    found = audit_code(tmp_path, """
+        import torch
+        def main(use_fused, kwargs):
+            model = Net().half()
+            extra_args = dict(fused=True) if use_fused else dict()
+            a = torch.optim.AdamW(model.parameters(), lr=1e-3, **extra_args)
+            b = torch.optim.AdamW(model.parameters(), **kwargs)
+    """)
+    assert [f for f in found if f[0] == "PA406"] == []
+
+
 def test_bf16_parameters_never_underflow_eps_but_lose_small_updates(tmp_path):
     found = audit_code(tmp_path, """
         import torch

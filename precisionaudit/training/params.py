@@ -505,7 +505,10 @@ def constructions(script, expr, depth: int = 0) -> list:
 
 
 def unfused_paths(script, call, short_name: str) -> list:
-    """The conditions under which optimizer ``call`` is not fused ([] when always fused)."""
+    """The conditions under which optimizer ``call`` is not fused ([] when it always is, or
+    when a ``**kwargs`` may say)."""
+    if any(arg.star == "**" for arg in call.args):
+        return []  # AdamW(groups, **extra_args): fused may be in there (nanoGPT)
     given = argument(call, "fused") if short_name in FUSED else None
     if given is None:
         return [frozenset()]

@@ -37,6 +37,8 @@ def optimizer_eps_underflow(script):
         if _groups_set_eps(script, argument(call, "params", 0)):
             continue
         given = argument(call, "eps", index)
+        if given is None and any(arg.star for arg in call.args):
+            continue  # eps may be in *args / **kwargs: unknown
         eps_values = [Possible(default)] if given is None else numbers(script, given)
         not_fused = unfused_paths(script, call, site.short_name)
         hits = []
