@@ -177,6 +177,18 @@ def test_a_submodule_of_a_converted_model_and_a_branch_that_trains_then_returns(
     assert found == [("PA407", 8, "when --pure_bf16 is set")]
 
 
+def test_glide_finetune_converts_its_unet_with_convert_to_fp16(tmp_path):
+    """glide-finetune #5: guided-diffusion's ``convert_to_fp16()`` and AdamW's default eps."""
+    found = audit_code(tmp_path, """
+        import torch
+        def run(glide_model, use_fp16, learning_rate):
+            if use_fp16:
+                glide_model.convert_to_fp16()
+            optimizer = torch.optim.AdamW([x for x in glide_model.parameters() if x.requires_grad], lr=learning_rate)
+    """)
+    assert ("PA406", 6, "when use_fp16 is true") in found
+
+
 def test_a_conversion_inside_an_if_is_conditional(tmp_path):
     found = audit_code(tmp_path, """
         import torch
@@ -265,6 +277,13 @@ def test_a_conversion_inside_an_if_is_conditional(tmp_path):
         return
     opt = torch.optim.AdamW(model.parameters())
     """,
+    # diffusers: frozen, converted, LoRA added, trainable parameters cast back to fp32
+    """
+    unet.requires_grad_(False)
+    unet.to("cuda", dtype=torch.float16)
+    cast_training_params(unet, dtype=torch.float32)
+    opt = torch.optim.AdamW(filter(lambda p: p.requires_grad, unet.parameters()))
+    """,
     # tensors, not the model, are halved
     """
     model = Net()
@@ -275,7 +294,7 @@ def test_a_conversion_inside_an_if_is_conditional(tmp_path):
 def test_idiomatic_or_unknown_code_gives_no_finding(tmp_path, code):
     body = textwrap.indent(textwrap.dedent(code), "    ")
     assert audit_code(tmp_path, "import copy\nimport torch\nfrom transformers import AutoModelForCausalLM\n"
-                                f"def main(args, x, config):\n{body}") == []
+                                f"def main(args, x, config, unet):\n{body}") == []
 
 
 # ----------------------------------------------------------------------------- PA405

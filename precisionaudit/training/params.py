@@ -27,7 +27,8 @@ from .values import (MAX_DEPTH, UNKNOWN, Possible, all_calls, argument, bound_va
 TORCH_OPTIMIZERS = frozenset({"Adafactor", "Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "ASGD", "LBFGS",
                               "Muon", "NAdam", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam"})
 #: methods of nn.Module that set the parameters' dtype (in place) and return the module
-CONVERSIONS = {"half": "float16", "bfloat16": "bfloat16", "float": "float32", "double": "float64"}
+CONVERSIONS = {"half": "float16", "bfloat16": "bfloat16", "float": "float32", "double": "float64",
+               "convert_to_fp16": "float16"}  # guided-diffusion / glide-text2im's UNet method
 #: methods of nn.Module that convert with a dtype argument
 DTYPE_CONVERSIONS = ("to", "type")
 #: methods of nn.Module that return the module itself, its parameters' dtype unchanged
@@ -36,6 +37,8 @@ KEEPS_DTYPE = frozenset({"cuda", "cpu", "train", "eval", "xpu", "mps", "share_me
 #: methods that change which parameters a module trains (a new submodule, adapters, freezing)
 MUTATIONS = frozenset({"requires_grad_", "add_module", "register_module", "apply", "add_adapter", "load_adapter",
                        "enable_adapters", "set_adapter", "init_adapter"})
+#: helpers that, given a module, may change which of its parameters train or their dtype
+MUTATING_HELPERS = re.compile(r"cast|peft|lora|adapter|freeze|quantiz|prepare_model", re.IGNORECASE)
 #: wrappers whose ``.parameters()`` are the wrapped module's
 WRAPPERS = frozenset({"torch.nn.parallel.DistributedDataParallel", "torch.nn.DistributedDataParallel",
                       "torch.nn.parallel.distributed.DistributedDataParallel", "torch.nn.DataParallel",
@@ -279,8 +282,8 @@ def _name_dtypes(script, name: cst.Name, at, depth) -> list:
     scope_root = enclosing_function(script, name) or script.module
     found = []
     bindings = bound_values(script, name, depth + 1)
-    if not bindings:
-        return [Possible(UNKNOWN)]
+    if not bindings:  # a parameter with no caller here, an import: only its conversions here count
+        return _apply_events(script, name.value, scope_root, (0, 0), at, [Possible(UNKNOWN)])
     for value, condition in bindings:
         bound_at = position(script, value)
         if _is_parameter_value(script, value, scope_root):
@@ -319,9 +322,8 @@ def _apply_events(script, name: str, scope_root, after, before, start: list) -> 
         if _leaves_early(script, event, before):
             continue
         condition = path_condition(script, event)
-        if kind == "mutate":
-            possible = [Possible(UNKNOWN)]
-            continue
+        if kind == "mutate":  # which parameters train is unknown from here on, conversions or not
+            return [Possible(UNKNOWN)]
         converted = [p for p in (kind or []) if p is not None]
         new = conjoin(converted, condition)
         if not condition:
@@ -369,6 +371,12 @@ def _scan_events(script, name: str, scope_root) -> list:
             events.append((call, "mutate"))
         elif method in ("parameters", "named_parameters") and _is_loop_iterable(script, call):
             events.append((call, "mutate"))  # for p in model.parameters(): p.requires_grad = False / p.data = ...
+    for call in all_calls(script):
+        # cast_training_params(unet, dtype=torch.float32), freeze(model), apply_lora(model)
+        helper = _last_name(call.func) or ""
+        if (MUTATING_HELPERS.search(helper) and any(_plain(arg.value) == name for arg in call.args)
+                and (enclosing_function(script, call) or script.module) is scope_root):
+            events.append((call, "mutate"))
     collector = _Collect((cst.AssignTarget, cst.AugAssign))
     scope_body = scope_root.body if isinstance(scope_root, cst.FunctionDef) else scope_root
     scope_body.visit(collector)

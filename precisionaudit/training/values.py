@@ -28,6 +28,10 @@ DTYPE_NAMES = {
     "torch.bfloat16": "bfloat16",
     "torch.float32": "float32", "torch.float": "float32",
     "torch.float64": "float64", "torch.double": "float64",
+    # tensor types, as Module.type() takes them
+    "torch.HalfTensor": "float16", "torch.cuda.HalfTensor": "float16",
+    "torch.BFloat16Tensor": "bfloat16", "torch.cuda.BFloat16Tensor": "bfloat16",
+    "torch.FloatTensor": "float32", "torch.cuda.FloatTensor": "float32",
 }
 #: how from_pretrained(torch_dtype="...") strings name dtypes
 DTYPE_STRINGS = {"float16": "float16", "fp16": "float16", "half": "float16", "bfloat16": "bfloat16",
