@@ -50,8 +50,10 @@ QUANTIZED = ("quantization_config", "load_in_8bit", "load_in_4bit")
 #: and most files of a library build no optimizer.
 LOW_PRECISION_WORDS = re.compile(r"\.half\b|float16|bfloat16|fp16|bf16")
 OPTIMIZER_CALL = re.compile(r"\b(%s)\s*\(" % "|".join(sorted(TORCH_OPTIMIZERS)))
-
-
+#: calls that take an optimizer and may keep fp32 master weights (or scale) for it:
+#: deepspeed.initialize (fp16/bf16 optimizers), apex amp.initialize (O2), accelerate's
+#: prepare (which may run DeepSpeed from its config)
+MASTER_WEIGHT_WRAPPERS = frozenset({"initialize", "prepare", "prepare_optimizer", "FP16_Optimizer"})
 #: optimizers with a fused kernel (``fused=True``; torch 2.13 sets ``_step_supports_amp_scaling``)
 FUSED = frozenset({"Adam", "AdamW", "Adagrad", "SGD"})
 
@@ -111,12 +113,6 @@ def _find_sites(script) -> list:
             possible += conjoin(module_dtypes(script, module, position(script, call)), condition)
         sites.append(OptimizerSite(call, name, tuple(possible)))
     return sites
-
-
-#: calls that take an optimizer and may keep fp32 master weights (or scale) for it:
-#: deepspeed.initialize (fp16/bf16 optimizers), apex amp.initialize (O2), accelerate's
-#: prepare (which may run DeepSpeed from its config)
-MASTER_WEIGHT_WRAPPERS = frozenset({"initialize", "prepare", "prepare_optimizer", "FP16_Optimizer"})
 
 
 def _handed_to_a_wrapper(script, call) -> bool:
