@@ -397,3 +397,12 @@ def test_a_skipped_file_that_does_not_parse_is_still_reported(tmp_path):
     path.write_text("import torch\n\ndef f(:\n    pass\n")
     with pytest.raises(UsageError, match=r"broken\.py:\d+:\d+: cannot parse"):
         audit_file(str(path), RULES)
+
+
+def test_a_generated_file_of_50000_lines_is_skipped_not_hung_on(tmp_path, monkeypatch):
+    from precisionaudit.training import source
+
+    monkeypatch.setattr(source, "read_script", lambda path: pytest.fail("parsed"))
+    body = "".join(f"def f{i}(model):\n    model.half()\n    return torch.optim.SGD(model.parameters(), lr=1)\n"
+                   for i in range(16_700))
+    assert audit_code(tmp_path, "import torch\n" + body) == []

@@ -20,7 +20,8 @@ from weakref import WeakKeyDictionary
 
 import libcst as cst
 
-from .values import (MAX_DEPTH, UNKNOWN, Possible, all_calls, argument, bound_values, conjoin, dtypes,
+from .values import (MAX_DEPTH, UNKNOWN, Possible, all_calls, argument, bound_values, call_index, calls_in,
+                     conjoin, dtypes, last_name,
                      enclosing_class, enclosing_function, path_condition, position, test_literals, truths)
 
 #: torch.optim's optimizers (torch 2.13 ``torch/optim/__init__.py`` __all__)
@@ -50,6 +51,8 @@ QUANTIZED = ("quantization_config", "load_in_8bit", "load_in_4bit")
 #: and most files of a library build no optimizer.
 LOW_PRECISION_WORDS = re.compile(r"\.half\b|float16|bfloat16|fp16|bf16")
 OPTIMIZER_CALL = re.compile(r"\b(%s)\s*\(" % "|".join(sorted(TORCH_OPTIMIZERS)))
+#: longer files are skipped: generated code, and LibCST's metadata would take minutes
+MAX_LINES = 20_000
 #: calls that take an optimizer and may keep fp32 master weights (or scale) for it:
 #: deepspeed.initialize (fp16/bf16 optimizers), apex amp.initialize (O2), accelerate's
 #: prepare (which may run DeepSpeed from its config)
@@ -78,8 +81,11 @@ _SITES: WeakKeyDictionary = WeakKeyDictionary()
 
 def mentions_an_optimizer(text: str) -> bool:
     """Whether a file may build a torch.optim optimizer over low-precision parameters:
-    it names ``optim`` (the import), calls an optimizer class and names a low dtype."""
-    return "optim" in text and bool(OPTIMIZER_CALL.search(text)) and bool(LOW_PRECISION_WORDS.search(text))
+    it names ``optim`` (the import), calls an optimizer class and names a low dtype. A file
+    of more than MAX_LINES lines is generated code, not a training script: it is skipped
+    (LibCST's metadata takes minutes there)."""
+    return ("optim" in text and bool(OPTIMIZER_CALL.search(text)) and bool(LOW_PRECISION_WORDS.search(text))
+            and text.count("\n") <= MAX_LINES)
 
 
 def optimizer_sites(script) -> list[OptimizerSite]:
@@ -126,19 +132,12 @@ def _handed_to_a_wrapper(script, call) -> bool:
     if not isinstance(holder, cst.Assign):  # opt = AdamW(...): the call is the value
         return False
     names = {_plain(t.target) for t in holder.targets} - {None}
-    for other in all_calls(script):
-        if _last_name(other.func) in MASTER_WEIGHT_WRAPPERS and any(
-                _plain(arg.value) in names for arg in other.args):
-            return True
-    return False
+    by_name = call_index(script).by_name
+    wrappers = [c for w in MASTER_WEIGHT_WRAPPERS for c in by_name.get(w, ())]
+    return any(_plain(arg.value) in names for other in wrappers for arg in other.args)
 
 
-def _last_name(func) -> str | None:
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
+_last_name = last_name
 
 
 # ----------------------------------------------------------------------------- params -> modules
@@ -348,9 +347,8 @@ def _events(script, name: str, scope_root) -> list:
 
 def _scan_events(script, name: str, scope_root) -> list:
     events = []
-    for call in all_calls(script):
-        if (enclosing_function(script, call) or script.module) is not scope_root:
-            continue
+    in_scope = calls_in(script, None if scope_root is script.module else scope_root)
+    for call in in_scope:
         func = call.func
         if not isinstance(func, cst.Attribute) or _chain_root(func.value) != name:
             continue
@@ -367,11 +365,10 @@ def _scan_events(script, name: str, scope_root) -> list:
             events.append((call, "mutate"))
         elif method in ("parameters", "named_parameters") and _is_loop_iterable(script, call):
             events.append((call, "mutate"))  # for p in model.parameters(): p.requires_grad = False / p.data = ...
-    for call in all_calls(script):
+    for call in in_scope:
         # cast_training_params(unet, dtype=torch.float32), freeze(model), apply_lora(model)
         helper = _last_name(call.func) or ""
-        if (MUTATING_HELPERS.search(helper) and any(_plain(arg.value) == name for arg in call.args)
-                and (enclosing_function(script, call) or script.module) is scope_root):
+        if MUTATING_HELPERS.search(helper) and any(_plain(arg.value) == name for arg in call.args):
             events.append((call, "mutate"))
     collector = _Collect((cst.AssignTarget, cst.AugAssign))
     scope_body = scope_root.body if isinstance(scope_root, cst.FunctionDef) else scope_root

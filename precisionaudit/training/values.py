@@ -14,9 +14,12 @@ calls of that function in the same file (or the parameter's default).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 import libcst as cst
 from libcst import metadata
+
+from ..core.errors import UsageError
 
 #: a value the analysis cannot know
 UNKNOWN = None
@@ -223,39 +226,66 @@ def calls_of(script, function: cst.FunctionDef) -> list:
     return []
 
 
+class CallIndex(cst.CSTVisitor):
+    """Every call of a script, read once without metadata: in source order, by the name
+    they call (``train`` / ``step``), and by the function (or module) they are in."""
+
+    def __init__(self):
+        self.calls, self.by_name, self.in_scope, self.scope_of = [], {}, {}, {}
+        self._functions = []
+
+    def visit_FunctionDef(self, node):
+        self._functions.append(node)
+
+    def leave_FunctionDef(self, original_node):
+        self._functions.pop()
+
+    def visit_Call(self, node):
+        scope = self._functions[-1] if self._functions else None
+        self.calls.append(node)
+        self.scope_of[node] = scope
+        self.in_scope.setdefault(scope, []).append(node)
+        name = last_name(node.func)
+        if name:
+            self.by_name.setdefault(name, []).append(node)
+
+
+_INDEXES: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def call_index(script) -> CallIndex:
+    if script not in _INDEXES:
+        index = CallIndex()
+        try:
+            script.module.visit(index)
+        except RecursionError:
+            raise UsageError(f"{script.path}: cannot analyse: nested too deeply") from None
+        _INDEXES[script] = index
+    return _INDEXES[script]
+
+
 def _call_index(script) -> dict:
-    cached = getattr(script, "_optim_call_index", None)
-    if cached is None:
-        cached = {}
-        for call in _all_calls(script):
-            func = call.func
-            name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
-            if name:
-                cached.setdefault(name, []).append(call)
-        script._optim_call_index = cached
-    return cached
-
-
-def _all_calls(script) -> list:
-    cached = getattr(script, "_optim_calls", None)
-    if cached is None:
-        collector = _Calls()
-        script.module.visit(collector)
-        cached = script._optim_calls = collector.calls
-    return cached
+    return call_index(script).by_name
 
 
 def all_calls(script) -> list:
     """Every call of the script, in source order (computed once per script)."""
-    return _all_calls(script)
+    return call_index(script).calls
 
 
-class _Calls(cst.CSTVisitor):
-    def __init__(self):
-        self.calls = []
+def calls_in(script, function) -> list:
+    """The calls directly in ``function`` (a FunctionDef, or None for module level), not in
+    the functions nested in it."""
+    return call_index(script).in_scope.get(function, [])
 
-    def visit_Call(self, node):
-        self.calls.append(node)
+
+def last_name(func) -> str | None:
+    """``AdamW`` for ``torch.optim.AdamW`` or ``AdamW``; None for other callees."""
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
 
 
 def _argument_for(function: cst.FunctionDef, param: cst.Param, call: cst.Call):
