@@ -406,3 +406,19 @@ def test_a_generated_file_of_50000_lines_is_skipped_not_hung_on(tmp_path, monkey
     body = "".join(f"def f{i}(model):\n    model.half()\n    return torch.optim.SGD(model.parameters(), lr=1)\n"
                    for i in range(16_700))
     assert audit_code(tmp_path, "import torch\n" + body) == []
+
+
+def test_auditing_a_training_script_imports_no_torch():
+    """The pre-commit hook's promise: a training script is read, never run, and torch is
+    never imported (numpy rounds eps)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from precisionaudit.rules.engine import load_rules\n"
+            "from precisionaudit.training.audit import audit_file\n"
+            "rules = [r for r in load_rules(checks=False) if r.id in ('PA405', 'PA406', 'PA407')]\n"
+            f"found = audit_file({sample('pa406_optimizer_eps_underflow_hazard.py')!r}, rules)\n"
+            "print(sorted(f.rule for f in found), 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['PA406', 'PA407'] False"
