@@ -62,6 +62,13 @@ def test_every_message_and_fix_is_filled_with_real_values():
     assert seen["PA406"].message.endswith("(when --fp16 is set)")
     assert "2^-8 = 0.0039 for a weight of 1.0" in seen["PA407"].message
     assert seen["PA406"].severity == "error" and seen["PA407"].severity == "warning"
+    pa405 = {f.message for name in os.listdir(SAMPLES) for f in audit_file(sample(name), RULES) if f.rule == "PA405"}
+    assert pa405 == {
+        "`model.half()` makes the parameters fp16, and they are trained through GradScaler.step(optimizer) at "
+        'line 16: GradScaler raises "Attempting to unscale FP16 gradients." at the first step (when --amp is set)',
+        "`AutoModelForSequenceClassification.from_pretrained(..., torch_dtype=torch.float16)` makes the parameters "
+        "fp16, and they are trained through a Trainer with fp16=True at line 11: GradScaler raises "
+        '"Attempting to unscale FP16 gradients." at the first step'}
 
 
 # ----------------------------------------------------------------------------- PA406 eps

@@ -13,9 +13,10 @@ import re
 
 import libcst as cst
 
-from ..params import LOW_PRECISION_WORDS, MAX_LINES, constructions, mentions_an_optimizer, module_dtypes, optimizer_sites, unfused_paths
+from ..params import (LOW_PRECISION_WORDS, MAX_LINES, constructions, mentions_an_optimizer, module_dtypes,
+                      optimizer_sites, unfused_paths)
 from ..registry import TrainingHit, training_check
-from ..values import Possible, all_calls, argument, condition_words, conjoin, position, truths
+from ..values import UNKNOWN, Possible, all_calls, argument, condition_words, conjoin, dtypes, position, truths
 from ._sites import scope_name
 
 GRAD_SCALERS = frozenset({"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.cuda.amp.GradScaler",
@@ -136,7 +137,8 @@ def _conversion_words(script, origin) -> str:
     if len(func) > 60:
         func = "..." + func[-57:]
     dtype_args = [a for a in origin.args if a.keyword is not None and a.keyword.value in ("dtype", "torch_dtype")]
-    dtype_args = dtype_args or [a for a in origin.args if a.keyword is None and "device" not in code(a.value)][:1]
+    dtype_args = dtype_args or [a for a in origin.args if a.keyword is None
+                                and any(p.value is not UNKNOWN for p in dtypes(script, a.value))][:1]
     shown = ", ".join(f"{a.keyword.value}={code(a.value)}" if a.keyword else code(a.value) for a in dtype_args)
     more = "..., " if shown and len(dtype_args) < len(origin.args) else "..." if origin.args and not shown else ""
     return f"{func}({more}{' '.join(shown.split())})"
