@@ -338,6 +338,19 @@ def test_scaler_enabled_only_for_fp16_is_decided_from_the_dtype(tmp_path):
     assert [f for f in found if f[0] == "PA405"] == [("PA405", 5, "when --fp16 is set")]
 
 
+def test_a_flag_copied_into_a_name_is_named_as_the_flag(tmp_path):
+    found = audit_code(tmp_path, """
+        import torch
+        def main(args):
+            use_amp = args.amp
+            model = Net().half()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.amp.GradScaler(enabled=use_amp)
+            scaler.step(opt)
+    """)
+    assert [f for f in found if f[0] == "PA405"] == [("PA405", 5, "when --amp is set")]
+
+
 @pytest.mark.parametrize("scaler", [
     'torch.amp.GradScaler("cuda", enabled=False)',
     "ShardedGradScaler()",

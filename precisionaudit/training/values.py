@@ -424,6 +424,10 @@ def truths(script, expr, depth: int = 0) -> list:
     if compared:
         return compared
     found = evaluate(script, expr, truth_literal, depth)
+    if all(p.value is UNKNOWN for p in found) and isinstance(expr, cst.Name) and depth < MAX_DEPTH:
+        bound = bound_values(script, expr, depth + 1)
+        if len(bound) == 1 and not bound[0][1]:  # use_amp = args.amp: say "--amp"
+            return truths(script, bound[0][0], depth + 1)
     if all(p.value is UNKNOWN for p in found):
         (literal,) = test_literals(script, expr)
         return [Possible(True, frozenset({literal})), Possible(False, frozenset({(literal[0], not literal[1])}))]
