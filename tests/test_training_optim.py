@@ -304,6 +304,33 @@ def test_idiomatic_or_unknown_code_gives_no_finding(tmp_path, code):
                                 f"def main(args, x, config, unet):\n{body}") == []
 
 
+LIGHTNING = """
+    import lightning as L
+    import torch
+
+    class LitModel(L.LightningModule):
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+
+    def main(args):
+        trainer = L.Trainer(precision={precision}, max_epochs=1{strategy})
+        trainer.fit(LitModel())
+"""
+
+
+@pytest.mark.parametrize("precision,strategy,expected", [
+    ('"bf16-true"', "", [("PA407", 7, None)]),
+    ('"16-true"', "", [("PA406", 7, None), ("PA407", 7, None)]),
+    ('"bf16-true" if args.pure else "bf16-mixed"', ', strategy="ddp"', [("PA407", 7, "when --pure is set")]),
+    ('"bf16-mixed"', "", []),                      # fp32 weights under autocast
+    ('"16-mixed"', "", []),
+    ('"bf16-true"', ', strategy="deepspeed_stage_2"', []),   # DeepSpeed brings its own precision
+])
+def test_lightning_true_precisions_train_the_modules_own_low_precision_weights(tmp_path, precision, strategy, expected):
+    """Lightning converts the module (HalfPrecision.convert_module) before configure_optimizers."""
+    assert audit_code(tmp_path, LIGHTNING.format(precision=precision, strategy=strategy)) == expected
+
+
 # ----------------------------------------------------------------------------- PA405
 def test_a_scaler_on_self_with_a_deprecated_import_alias(tmp_path):
     found = audit_code(tmp_path, """

@@ -21,7 +21,7 @@ from weakref import WeakKeyDictionary
 import libcst as cst
 
 from .values import (MAX_DEPTH, UNKNOWN, Possible, all_calls, argument, bound_values, call_index, calls_in,
-                     conjoin, dtypes, last_name,
+                     conjoin, dtypes, evaluate, last_name,
                      enclosing_class, enclosing_function, path_condition, position, test_literals, truths)
 
 #: torch.optim's optimizers (torch 2.13 ``torch/optim/__init__.py`` __all__)
@@ -49,8 +49,16 @@ QUANTIZED = ("quantization_config", "load_in_8bit", "load_in_4bit")
 #: what a file must mention for parameter dtypes to be worth analysing: a low dtype and a
 #: call of a torch.optim class. The LibCST metadata costs seconds on a large file (trainer.py),
 #: and most files of a library build no optimizer.
-LOW_PRECISION_WORDS = re.compile(r"\.half\b|float16|bfloat16|fp16|bf16")
+LOW_PRECISION_WORDS = re.compile(r"\.half\b|float16|bfloat16|fp16|bf16|16-true")
 OPTIMIZER_CALL = re.compile(r"\b(%s)\s*\(" % "|".join(sorted(TORCH_OPTIMIZERS)))
+#: Lightning's Trainer, however imported
+LIGHTNING_TRAINERS = frozenset({"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer",
+                                "lightning.pytorch.trainer.Trainer", "pytorch_lightning.trainer.Trainer",
+                                "lightning.pytorch.trainer.trainer.Trainer", "pytorch_lightning.trainer.trainer.Trainer"})
+#: Lightning precisions that train the module's parameters in a low dtype, with no fp32 copy
+PURE_PRECISIONS = {"bf16-true": "bfloat16", "16-true": "float16"}
+#: strategies whose precision plugin is HalfPrecision (DeepSpeed and FSDP bring their own)
+PLAIN_STRATEGIES = frozenset({"auto", "ddp", "ddp_spawn", "ddp_fork", "ddp_notebook", "single_device", "dp"})
 #: longer files are skipped: generated code, and LibCST's metadata would take minutes
 MAX_LINES = 20_000
 #: calls that take an optimizer and may keep fp32 master weights (or scale) for it:
@@ -117,8 +125,47 @@ def _find_sites(script) -> list:
         possible = []
         for module, condition in modules_of_params(script, params):
             possible += conjoin(module_dtypes(script, module, position(script, call)), condition)
+            if _in_configure_optimizers(script, call) and (_chain_root(module) or "").split(".")[0] == "self":
+                possible += conjoin(lightning_dtypes(script), condition)
         sites.append(OptimizerSite(call, name, tuple(possible)))
     return sites
+
+
+def _in_configure_optimizers(script, call) -> bool:
+    function = enclosing_function(script, call)
+    return function is not None and function.name.value == "configure_optimizers"
+
+
+_LIGHTNING: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def lightning_dtypes(script) -> list:
+    """The parameter dtypes a Lightning ``Trainer(precision="bf16-true" / "16-true")`` in
+    this file trains with: its precision plugin converts the module
+    (``HalfPrecision.convert_module``: ``module.to(dtype=...)``) in ``Strategy.setup`` before
+    ``setup_optimizers`` calls ``configure_optimizers``. Origin: the precision argument.
+    A strategy other than a plain one (DeepSpeed, FSDP, a variable) is not followed."""
+    if script not in _LIGHTNING:
+        found = []
+        for call in call_index(script).by_name.get("Trainer", ()):
+            if not script.names_of(call.func) & LIGHTNING_TRAINERS:
+                continue
+            strategy = argument(call, "strategy")
+            if strategy is not None and not (isinstance(strategy, cst.SimpleString)
+                                             and strategy.evaluated_value in PLAIN_STRATEGIES):
+                continue
+            precision = argument(call, "precision")
+            if precision is None:
+                continue
+            for p in evaluate(script, precision, _string_literal):
+                if p.value in PURE_PRECISIONS:
+                    found.append(Possible(PURE_PRECISIONS[p.value], p.condition, precision))
+        _LIGHTNING[script] = found
+    return _LIGHTNING[script]
+
+
+def _string_literal(script, expr):
+    return expr.evaluated_value if isinstance(expr, cst.SimpleString) else UNKNOWN
 
 
 def _handed_to_a_wrapper(script, call) -> bool:
