@@ -87,12 +87,12 @@ def test_literals(script, test) -> frozenset:
     return frozenset({(script.module.code_for_node(test).strip(), truth)})
 
 
-def path_condition(script, node, stop=None) -> frozenset:
-    """The ``if`` tests on the way from ``node`` up to its function (or ``stop``): an
+def path_condition(script, node) -> frozenset:
+    """The ``if`` tests on the way from ``node`` up to its function: an
     ``elif`` branch is its own test true and the tests before it false."""
     literals = set()
     child, parent = node, script.parents.get(node)
-    while parent is not None and parent is not stop and not isinstance(parent, (cst.FunctionDef, cst.Module)):
+    while parent is not None and not isinstance(parent, (cst.FunctionDef, cst.Module)):
         if isinstance(parent, cst.If):
             (code, truth), = test_literals(script, parent.test)
             if child is parent.body:
@@ -215,7 +215,7 @@ def _parameter_values(script, param: cst.Param, depth: int) -> list:
 def calls_of(script, function: cst.FunctionDef) -> list:
     """The calls of a module-level function by its name, or of a method through ``self.``
     in its own class."""
-    index = _call_index(script)
+    index = call_index(script).by_name
     cls = enclosing_class(script, function)
     if cls is None and script.parents.get(function) is script.module:
         return [c for c in index.get(function.name.value, ()) if isinstance(c.func, cst.Name)]
@@ -264,10 +264,6 @@ def call_index(script) -> CallIndex:
     return _INDEXES[script]
 
 
-def _call_index(script) -> dict:
-    return call_index(script).by_name
-
-
 def all_calls(script) -> list:
     """Every call of the script, in source order (computed once per script)."""
     return call_index(script).calls
@@ -292,7 +288,7 @@ def _argument_for(function: cst.FunctionDef, param: cst.Param, call: cst.Call):
     """The expression ``call`` passes for ``param`` (None when it passes none, or when a
     ``*args``/``**kwargs`` makes it unclear: then the default is not assumed either)."""
     positional = list(function.params.posonly_params) + list(function.params.params)
-    is_method = enclosing_class_of_def(function)
+    is_method = _is_method(function)
     if is_method and positional and positional[0].name.value == "self":
         positional = positional[1:]
     for arg in call.args:
@@ -306,8 +302,8 @@ def _argument_for(function: cst.FunctionDef, param: cst.Param, call: cst.Call):
     return None
 
 
-def enclosing_class_of_def(function) -> bool:
-    """Whether a def's first parameter is ``self`` (a method), read from its parameters."""
+def _is_method(function) -> bool:
+    """Whether a def's first parameter is ``self`` or ``cls`` (a method)."""
     params = function.params.params
     return bool(params) and params[0].name.value in ("self", "cls")
 
@@ -322,10 +318,6 @@ def argument(call: cst.Call, keyword: str, index: int | None = None):
         if not any(a.star for a in call.args) and index < len(plain):
             return plain[index].value
     return None
-
-
-def has_star(call: cst.Call) -> bool:
-    return any(a.star for a in call.args)
 
 
 # ----------------------------------------------------------------------------- evaluation
