@@ -204,8 +204,8 @@ def _parameter_values(script, param: cst.Param, depth: int) -> list:
     for call in calls_of(script, function):
         argument = _argument_for(function, param, call)
         if argument is None:
-            if param.default is None:
-                return []
+            if param.default is None or any(a.star for a in call.args):
+                return []  # no value, or one hidden in *args / **kwargs
             found.append((param.default, frozenset()))
         else:
             found.append((argument, path_condition(script, call)))
@@ -285,8 +285,8 @@ def last_name(func) -> str | None:
 
 
 def _argument_for(function: cst.FunctionDef, param: cst.Param, call: cst.Call):
-    """The expression ``call`` passes for ``param`` (None when it passes none, or when a
-    ``*args``/``**kwargs`` makes it unclear: then the default is not assumed either)."""
+    """The expression ``call`` passes for ``param``; None when it passes none by name or
+    position (a ``*args``/``**kwargs`` may then hold it: the caller checks)."""
     positional = list(function.params.posonly_params) + list(function.params.params)
     is_method = _is_method(function)
     if is_method and positional and positional[0].name.value == "self":
