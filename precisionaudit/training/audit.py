@@ -2,8 +2,10 @@
 training rules that were selected."""
 from __future__ import annotations
 
+import ast
+
 from .findings import training_finding
-from .registry import CHECKS
+from .registry import CHECKS, MENTIONS
 
 
 def audit_file(path: str, rules) -> list:
@@ -27,7 +29,10 @@ def audit_file(path: str, rules) -> list:
             return []
         subject = read_config(path, kind)
     else:
-        kind, subject = "script", read_script(path)
+        kind = "script"
+        if not _worth_parsing(path, [(r.id, kind) for r in chosen if (r.id, kind) in CHECKS]):
+            return []
+        subject = read_script(path)
     findings = []
     for rule in chosen:
         check = CHECKS.get((rule.id, kind))
@@ -48,3 +53,23 @@ def audit_files(paths, rules) -> tuple[list, list[str]]:
         except UsageError as exc:
             errors.append(str(exc))
     return findings, errors
+
+
+def _worth_parsing(path: str, keys) -> bool:
+    """False when every check to run says the file's text cannot interest it: parsing a
+    large file with LibCST and its metadata costs seconds, and most files of a library
+    name no optimizer. A skipped file is still compiled by CPython's parser (far faster)
+    so that a syntax error is reported as for any file; an unreadable file, or one that
+    does not compile, is handed to read_script, which names the problem."""
+    if not keys or any(key not in MENTIONS for key in keys):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        text = raw.decode("utf-8")
+        if any(MENTIONS[key](text) for key in keys):
+            return True
+        compile(raw, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    return False

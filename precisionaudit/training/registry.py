@@ -12,16 +12,23 @@ KINDS = ("script", "deepspeed", "accelerate")
 
 #: (rule id, kind) -> check; one rule may read several kinds (PA421: FSDP calls and JSON)
 CHECKS: dict = {}
+#: (rule id, kind) -> ``mentions(text) -> bool``: False when the check cannot fire on a file
+#: with that text, so a file no selected check needs is never parsed
+MENTIONS: dict = {}
 
 
-def training_check(rule_id: str, reads: str = "script"):
+def training_check(rule_id: str, reads: str = "script", mentions=None):
     """Register the decorated function as ``rule_id``'s check over files of kind ``reads``.
-    It is called with the parsed file and yields ``TrainingHit``s."""
+    It is called with the parsed file and yields ``TrainingHit``s. ``mentions``, when
+    given, is a cheap test of the file's text (substrings, no parsing) that is False
+    where the check cannot fire."""
     if reads not in KINDS:
         raise ValueError(f"{rule_id}: a training check reads one of {KINDS}, not {reads!r}")
 
     def register(fn):
         CHECKS[(rule_id, reads)] = fn
+        if mentions is not None:
+            MENTIONS[(rule_id, reads)] = mentions
         return fn
 
     return register

@@ -11,6 +11,7 @@ from functools import cached_property
 
 import libcst as cst
 from libcst import metadata
+from libcst.metadata.base_provider import LazyValue
 
 from ..core.errors import UsageError
 
@@ -59,7 +60,7 @@ class Script:
     def names_of(self, node) -> set[str]:
         """The qualified names ``node`` may stand for (empty when unknown)."""
         names = self.qualified_names.get(node, ())
-        if callable(names):  # libcst >= 1.x stores a LazyValue, computed on first use
+        if isinstance(names, LazyValue):  # QualifiedNameProvider resolves each node on demand
             names = names()
         return {q.name for q in names}
 
