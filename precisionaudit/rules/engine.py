@@ -204,8 +204,8 @@ def run_rules(graph, rules: list[Rule], target, path: str, model: str) -> list[F
     checks = _checks()
     findings = []
     for rule in rules:
-        if rule.scope in ("source", "training"):  # from source text (suppressions.py, training/)
-            continue
+        if rule.scope in ("source", "training", "measurement"):  # from source text (suppressions.py,
+            continue  # training/), or from training runs (check --train)
         if target.mode not in rule.modes or (structure_only and rule.needs_inputs):
             continue
         token = running_rule.set(rule)
