@@ -93,8 +93,10 @@ def train_check(model_factory, batches, target: Target, *, steps: int = 20, lr: 
     ``batches``: one example input or a list of them (a tensor, a tuple of args or a dict of
     kwargs each), used in turn, one per step. ``optimizer_factory(params)`` (default
     ``AdamW(params, lr=lr)``); ``loss_fn(outputs, (args, kwargs))`` (default: the output's
-    ``.loss``, else ``check --grad``'s fixed scalar loss). ``scaler``: whether the fp16
-    autocast baseline uses a dynamic GradScaler, as the PyTorch AMP recipe does.
+    ``.loss``, else ``check --grad``'s fixed scalar loss). ``scaler``: how the fp16 autocast
+    baseline scales its loss: True, torch.amp.GradScaler's defaults (the PyTorch AMP
+    recipe); False, not at all; a dict, GradScaler's keyword arguments (``init_scale``,
+    ``growth_factor``, ``backoff_factor``, ``growth_interval``).
     """
     started = time.perf_counter()
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
@@ -228,13 +230,15 @@ def _low_run(name, model, target, runtime, plan, factory, scaler_on, path) -> Ru
     held = ({n: torch.nn.Parameter(fp32[n].detach().float().clone()) for n in params} if masters else params)
     optimizer = make_optimizer(factory, list(held.values()), path)
     scaler = None
+    settings = dict(scaler_on) if isinstance(scaler_on, dict) else {}
     init = plan.loss_scale["init"] if plan is not None and plan.loss_scale else None
     if init is not None or (target.dtype == "float16" and not pure and scaler_on):
         if pure and not masters and any(p.dtype == torch.float16 for p in params.values()):
             raise UsageError(f"{getattr(plan, 'source', '<plan>')}: loss_scale in pure float16 needs "
                              "master_weights: float32 (torch.amp.GradScaler refuses float16 gradients: "
                              "'Attempting to unscale FP16 gradients')")
-        scaler = torch.amp.GradScaler(runtime.torch_device.type, init_scale=init or GRADSCALER_INIT)
+        settings["init_scale"] = init or settings.get("init_scale", GRADSCALER_INIT)
+        scaler = torch.amp.GradScaler(runtime.torch_device.type, **settings)
     if pure:
         policy = None
     elif runtime.name == "cpu-emulated":  # the rules are registered once (_autocast_rules)
@@ -358,3 +362,55 @@ def _state_dtype(run: Run) -> str | None:
 
 def _numbers(row: dict) -> dict:
     return {k: report_number(v) if isinstance(v, float) else v for k, v in row.items()}
+
+
+# --------------------------------------------------------------------------- a model file
+def train_check_file(path: str, target: Target, *, steps: int = 20, lr: float = 1e-4, seed: int = 0,
+                     plan=None, device: str = "auto", scaler: bool = True, entry: str = "get_model",
+                     inputs: str = "get_example_inputs", tolerance: TrainTolerance | None = None,
+                     rules=None) -> TrainReport:
+    """``train_check`` on a model file: ``get_model()`` (``entry``), its batches
+    (``get_batches()`` if defined, else ``get_example_inputs()``), ``get_optimizer(params)``
+    and ``get_loss(outputs, inputs)`` when defined (else AdamW(lr) and the default loss), and
+    ``get_grad_scaler()`` when defined: None (the loss is not scaled) or the
+    ``torch.amp.GradScaler`` the training script makes (its settings are used)."""
+    if path.endswith(".onnx"):
+        raise UsageError(f"{path}: check --train trains PyTorch model files; ONNX models cannot be trained")
+    module = model_file.import_model_file(path)
+    make_model = model_file.entry_point(module, path, entry, required=True)
+    get_batches = model_file.entry_point(module, path, "get_batches", required=False)
+    make_inputs = model_file.entry_point(module, path, inputs, required=False)
+    if get_batches is None and make_inputs is None:
+        raise UsageError(f"{path}: check --train needs batches: no function get_batches() or {inputs}()")
+    get_optimizer = model_file.entry_point(module, path, "get_optimizer", required=False)
+    get_loss = model_file.entry_point(module, path, "get_loss", required=False)
+    get_scaler = model_file.entry_point(module, path, "get_grad_scaler", required=False)
+    if get_scaler is not None:
+        scaler = scaler_settings(model_file.call_user(get_scaler, path, "get_grad_scaler"), path)
+    torch.manual_seed(seed)
+    if get_batches is not None:
+        batches = model_file.call_user(lambda: list(get_batches()), path, "get_batches")
+        if not batches:
+            raise UsageError(f"{path}: get_batches() gave no batch")
+    else:
+        batches = [model_file.call_user(make_inputs, path, inputs)]
+    with user_code(path, "the training step"):  # an exit from user code is not a verdict
+        return train_check(make_model, batches, target, steps=steps, lr=lr, seed=seed,
+                           optimizer_factory=get_optimizer, loss_fn=get_loss, plan=plan, scaler=scaler,
+                           device=device, tolerance=tolerance, path=path, entry=entry, rules=rules)
+
+
+SCALER_SETTINGS = {"init_scale": "_init_scale", "growth_factor": "_growth_factor",
+                   "backoff_factor": "_backoff_factor", "growth_interval": "_growth_interval"}
+
+
+def scaler_settings(scaler, path: str):
+    """What ``get_grad_scaler()`` returned, as ``train_check``'s ``scaler``: False for None, a
+    dict of the GradScaler's settings for one (a ``GradScaler("cuda")`` made without a GPU
+    disables itself and keeps none: torch's defaults then)."""
+    if scaler is None:
+        return False
+    if not isinstance(scaler, torch.amp.GradScaler):
+        raise UsageError(f"{path}: get_grad_scaler() returned {type(scaler).__name__}; return a "
+                         "torch.amp.GradScaler, or None when the loss is not scaled")
+    return {key: getattr(scaler, attr) for key, attr in SCALER_SETTINGS.items() if hasattr(scaler, attr)}
