@@ -235,3 +235,29 @@ def test_a_loss_that_is_nan_in_fp32_is_the_reference_diverging():
     with pytest.raises(UsageError, match="the fp32 reference diverges \\(its loss is inf/NaN at step 0\\)"):
         train_check(MLP, _x(4, 32), AUTOCAST_FP16, steps=1,
                     loss_fn=lambda outputs, inputs: outputs.float().mean() * math.nan)
+
+
+# --------------------------------------------------------------------------- a real architecture
+def test_gpt2_from_its_transformers_config_in_pure_bf16_at_a_fine_tuning_lr():
+    """At lr 1e-5 a bf16 weight of GPT-2's init (|w| ~ 0.02, half an ulp 6e-5) and every
+    LayerNorm gain (1.0, half an ulp 0.0039) keep almost none of AdamW's updates; fp32
+    master weights keep them all."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=128, n_positions=16, n_embd=64, n_layer=1, n_head=4,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
+    batch = {"input_ids": ids, "labels": ids}  # the output's .loss is the loss
+    make = lambda: transformers.GPT2LMHeadModel(config)  # noqa: E731
+    report = train_check(make, batch, PURE_BF16, steps=4, lr=1e-5)
+    assert report.variant("baseline")["status"] == "diverges"
+    lost = {f.module: f for f in report.findings if f.rule == "PA304"}
+    norms = {"transformer.h.0.ln_1", "transformer.h.0.ln_2", "transformer.ln_f"}
+    assert norms <= set(lost) and "transformer.h.0.attn.c_attn" in lost
+    assert all(lost[n].severity == "error" and lost[n].evidence["weight_abs"] == 1.0 for n in norms)
+    assert lost["transformer.h.0.attn.c_attn"].evidence["share"] > 0.5
+
+    plan, proved = _prove(report, make, batch, PURE_BF16, steps=4, lr=1e-5)
+    assert plan.master_weights == "float32" and plan.keep_fp32_modules == []
+    planned = proved.variant("planned")
+    assert planned["status"] == "ok" and not planned["findings"]
+    assert all(m["updates_lost"] == 0.0 for m in planned["modules"])

@@ -81,14 +81,15 @@ def _percent(share: float) -> str:
 
 # --------------------------------------------------------------------------- PA304
 def _lost(module, rows, variant, target, rule):
+    """PA304 on the module's low-precision parameters whose own share of lost updates passes
+    the threshold; the share reported is pooled over those parameters."""
     if rule is None:
-        return None
-    share = module["updates_lost"] or 0.0
-    if share < rule.params["share"]:
         return None
     rows = [r for r in rows if r["dtype"] != "float32" and (r["updates_lost"] or 0) >= rule.params["share"]]
     if not rows:
         return None
+    share = sum(r["lost"] for r in rows) / max(1, sum(r["eligible"] for r in rows))
+    never = sum(r["never"] for r in rows) / max(1, sum(r["moved"] for r in rows))
     worst = max(rows, key=lambda r: r["updates_lost"])
     dtype = worst["dtype"]
     weight = worst["weight_abs"] or 0.0
@@ -102,9 +103,8 @@ def _lost(module, rows, variant, target, rule):
         fix_text = ("step float32 master weights (plan --train: master_weights: float32), or use an "
                     "optimizer with stochastic rounding")
     values = {"names": [r["parameter"].rpartition(".")[2] for r in rows], "share": share,
-              "share_text": _percent(share), "never_moved": module["never_moved"],
-              "never_text": _percent(module["never_moved"] or 0.0), "lr": worst["lr"] or 0.0,
-              "weight_abs": weight, "update_abs": worst["update_abs"] or 0.0,
+              "share_text": _percent(share), "never_moved": never, "never_text": _percent(never),
+              "lr": worst["lr"] or 0.0, "weight_abs": weight, "update_abs": worst["update_abs"] or 0.0,
               "half_ulp": half_ulp(weight, dtype), "dtype": dtype, "fix_text": fix_text}
     case = "stalled" if share >= rule.params["stalled"] else "partial"
     return case, values, entries

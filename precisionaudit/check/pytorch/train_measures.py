@@ -37,8 +37,17 @@ class ParamTally:
     eligible: int = 0
     moved: torch.Tensor | None = None  # bool: ever changed
     ref_moved: torch.Tensor | None = None
-    weight_abs: float | None = None  # median |w| of the elements whose update was lost (last step)
-    update_abs: float | None = None  # median fp32 |update| of those elements
+    last_lost: tuple | None = None  # (mask, weights before, fp32 update) of the last step that lost any
+
+    def magnitudes(self) -> tuple[float | None, float | None]:
+        """Median |w| and median fp32 |update| of the elements whose update was lost, at the
+        last step that lost any (a sample of SAMPLE elements)."""
+        if self.last_lost is None:
+            return None, None
+        lost, before, delta = self.last_lost
+        w = before[lost].flatten()[:SAMPLE].float().abs()
+        u = delta[lost].flatten()[:SAMPLE].abs()
+        return float(w.median()), float(u.median())
     state_underflow: float = 0.0
     state_zero: float = 0.0  # share of exp_avg_sq elements exactly 0 (largest over the steps)
     grad_flushed: float = 0.0
@@ -85,10 +94,8 @@ class RunMeasures:
             n_lost = int(lost.sum())
             tally.eligible += int(eligible.sum())
             tally.lost += n_lost
-            if n_lost:
-                w = self._before[name][lost].flatten()[:SAMPLE].float().abs()
-                u = ref.delta[name][lost].flatten()[:SAMPLE].abs()
-                tally.weight_abs, tally.update_abs = float(w.median()), float(u.median())
+            if n_lost:  # the magnitudes are read once, at the end (medians cost)
+                tally.last_lost = (lost, self._before[name], ref.delta[name])
             ref_nonzero = ref_grad != 0
             n_ref = int(ref_nonzero.sum())
             if n_ref:
@@ -137,6 +144,7 @@ def by_parameter(model, measures: RunMeasures, run, ref_run, initial: dict) -> l
         module = module_of(name)
         d2, m2, p2 = _sums(run, ref_run, name, measures.initial, initial)
         r2 = float((ref_run.held[name].detach().double() ** 2).sum())
+        weight_abs, update_abs = tally.magnitudes()
         never = int((tally.ref_moved & ~tally.moved).sum()) if tally.moved is not None else 0
         moved = int(tally.ref_moved.sum()) if tally.ref_moved is not None else 0
         rows.append({
@@ -144,12 +152,12 @@ def by_parameter(model, measures: RunMeasures, run, ref_run, initial: dict) -> l
             "dtype": str(run.held[name].dtype).removeprefix("torch."), "elements": tally.elements,
             "updates_lost": tally.lost / tally.eligible if tally.eligible else 0.0,
             "never_moved": never / moved if moved else 0.0,
-            "weight_abs": tally.weight_abs, "update_abs": tally.update_abs,
+            "weight_abs": weight_abs, "update_abs": update_abs,
             "lr": run.lr_of(name) if tally.lost else None,
             "state_underflow": tally.state_underflow, "state_zero": tally.state_zero,
             "grad_flushed": tally.grad_flushed,
             "drift": _ratio(d2 ** 0.5, m2 ** 0.5), "rel_l2": _ratio(p2 ** 0.5, r2 ** 0.5),
-            "_lost": tally.lost, "_eligible": tally.eligible, "_never": never, "_moved": moved,
+            "lost": tally.lost, "eligible": tally.eligible, "never": never, "moved": moved,
             "_d2": d2, "_m2": m2, "_p2": p2, "_r2": r2})
     return rows
 
@@ -165,7 +173,9 @@ def by_module(rows: list[dict]) -> list[dict]:
             "state_underflow": 0.0, "grad_flushed": 0.0})
         m["parameters"].append(row["parameter"].rpartition(".")[2])
         m["elements"] += row["elements"]
-        for key in ("_lost", "_eligible", "_never", "_moved", "_d2", "_m2", "_p2", "_r2"):
+        for key in ("lost", "eligible", "never", "moved"):
+            m["_" + key] += row[key]
+        for key in ("_d2", "_m2", "_p2", "_r2"):
             m[key] += row[key]
         for key in ("state_underflow", "grad_flushed"):
             m[key] = max(m[key], row[key])
