@@ -261,3 +261,24 @@ def test_gpt2_from_its_transformers_config_in_pure_bf16_at_a_fine_tuning_lr():
     planned = proved.variant("planned")
     assert planned["status"] == "ok" and not planned["findings"]
     assert all(m["updates_lost"] == 0.0 for m in planned["modules"])
+
+
+# --------------------------------------------------------------------------- plan --train
+def _finding(rule, module, entries):
+    from precisionaudit.core.findings import Finding
+    return Finding(rule=rule, name="x", severity="error", path="m.py", line=None, model="m.py:get_model",
+                   node=None, op="weight", module=module, message="m", fix={"action": "edit", "plan": entries})
+
+
+def test_training_plan_merges_the_entries_master_weights_making_kept_norms_redundant():
+    target = {"dtype": "float16", "mode": "pure", "device": "cuda"}
+    norms = [_finding("PA304", "ln_1", {"keep_fp32_modules": ["ln_1"]}),
+             _finding("PA304", "ln_2", {"keep_fp32_modules": ["ln_2"]})]
+    assert training_plan(norms, target).keep_fp32_modules == ["ln_1", "ln_2"]
+    both = training_plan([*norms, _finding("PA305", "emb", {"master_weights": "float32"})], target)
+    assert both.master_weights == "float32" and both.keep_fp32_modules == []
+    scaled = training_plan([_finding("PA306", "a", {"loss_scale": {"init": 1024.0}}),
+                            _finding("PA306", "", {"loss_scale": {"init": 4096.0}})], target)
+    assert scaled.loss_scale == {"init": 4096.0}
+    assert training_plan([_finding("PA106", "attn", {"keep_fp32_modules": ["attn"]})], target).to_dict() \
+        == {"version": 1, "target": target, "overrides": []}  # not a training finding
