@@ -22,9 +22,8 @@ def training_plan(findings: list[Finding], target: dict, base: OverridePlan | No
     plan = base or OverridePlan(target=dict(target))
     keep = list(plan.keep_fp32_modules)
     master, scales = plan.master_weights, []
+    findings = [f for f in findings if f.rule in TRAINING_RULES]
     for f in findings:
-        if f.rule not in TRAINING_RULES:
-            continue
         entries = f.fix.get("plan") or {}
         master = master or entries.get("master_weights")
         if entries.get("loss_scale"):
