@@ -199,6 +199,7 @@ def _train(ref, runs, measures, errors, data, steps, loss, seed, path, histogram
                 continue
             measures[run.name].after_step(run, step, ref_step)
 
+
 def _autocast_rules(runtime, target):
     """CUDA's autocast rules on CPU, registered once for the whole run (registering them
     costs ~0.1 s); autocast itself stays off except around an autocast run's forwards."""
@@ -214,7 +215,8 @@ def _autocast_rules(runtime, target):
 def _reference_run(model, factory, path) -> Run:
     params = trainable(model, path)
     optimizer = make_optimizer(factory, list(params.values()), path)
-    return Run("reference", model, optimizer, params, held=params, policy=execution.strict_fp32)
+    # strict fp32 around the forward and the backward: no TF32 matmuls or cuDNN convolutions
+    return Run("reference", model, optimizer, params, held=params, numerics=execution.strict_fp32)
 
 
 def _low_run(name, model, target, runtime, plan, factory, scaler_on, path) -> Run:
