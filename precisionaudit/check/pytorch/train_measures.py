@@ -37,16 +37,14 @@ class ParamTally:
     eligible: int = 0
     moved: torch.Tensor | None = None  # bool: ever changed
     ref_moved: torch.Tensor | None = None
-    last_lost: tuple | None = None  # (mask, weights before, fp32 update) of the last step that lost any
+    last_lost: tuple | None = None  # (|w| before, |fp32 update|) of lost elements, last step that lost any
 
     def magnitudes(self) -> tuple[float | None, float | None]:
         """Median |w| and median fp32 |update| of the elements whose update was lost, at the
         last step that lost any (a sample of SAMPLE elements)."""
         if self.last_lost is None:
             return None, None
-        lost, before, delta = self.last_lost
-        w = before[lost].flatten()[:SAMPLE].float().abs()
-        u = delta[lost].flatten()[:SAMPLE].abs()
+        w, u = self.last_lost
         return float(w.median()), float(u.median())
     state_underflow: float = 0.0
     state_zero: float = 0.0  # share of exp_avg_sq elements exactly 0 (largest over the steps)
@@ -94,8 +92,10 @@ class RunMeasures:
             n_lost = int(lost.sum())
             tally.eligible += int(eligible.sum())
             tally.lost += n_lost
-            if n_lost:  # the magnitudes are read once, at the end (medians cost)
-                tally.last_lost = (lost, self._before[name], ref.delta[name])
+            if n_lost:  # a sample of the lost elements' magnitudes; the medians are taken at the end
+                where = lost.flatten().nonzero().flatten()[:SAMPLE]
+                tally.last_lost = (self._before[name].flatten()[where].float().abs(),
+                                   ref.delta[name].flatten()[where].abs())
             ref_nonzero = ref_grad != 0
             n_ref = int(ref_nonzero.sum())
             if n_ref:
