@@ -132,8 +132,11 @@ def _sums(run, ref_run, name, own_start, ref_start) -> tuple[float, float, float
     """(|update - fp32 update|^2, |fp32 update|^2, |p - p_fp32|^2) of one parameter."""
     p, r = run.held[name].detach().float(), ref_run.held[name].detach()
     moved = r - ref_start[name]
-    d2 = float((((p - own_start[name]) - moved).double() ** 2).sum())
-    return d2, float((moved.double() ** 2).sum()), float(((p - r).double() ** 2).sum())
+    return (_square_norm((p - own_start[name]).sub_(moved)), _square_norm(moved), _square_norm(p - r))
+
+
+def _square_norm(t) -> float:
+    return float(torch.linalg.vector_norm(t, dtype=torch.float64)) ** 2
 
 
 def by_parameter(model, measures: RunMeasures, run, ref_run, initial: dict) -> list[dict]:
@@ -143,7 +146,7 @@ def by_parameter(model, measures: RunMeasures, run, ref_run, initial: dict) -> l
     for name, tally in measures.tallies.items():
         module = module_of(name)
         d2, m2, p2 = _sums(run, ref_run, name, measures.initial, initial)
-        r2 = float((ref_run.held[name].detach().double() ** 2).sum())
+        r2 = _square_norm(ref_run.held[name].detach())
         weight_abs, update_abs = tally.magnitudes()
         never = int((tally.ref_moved & ~tally.moved).sum()) if tally.moved is not None else 0
         moved = int(tally.ref_moved.sum()) if tally.ref_moved is not None else 0
@@ -192,12 +195,9 @@ def public(row: dict) -> dict:
     return {k: v for k, v in row.items() if not k.startswith("_")}
 
 
-def whole_model_drift(measures: RunMeasures, run, ref_run, initial: dict) -> float:
-    d2 = m2 = 0.0
-    for name in run.held:
-        d, m, _ = _sums(run, ref_run, name, measures.initial, initial)
-        d2, m2 = d2 + d, m2 + m
-    return _ratio(d2 ** 0.5, m2 ** 0.5)
+def whole_model_drift(rows: list[dict]) -> float:
+    """The drift over every parameter of the parameter rows (``by_parameter``)."""
+    return _ratio(sum(r["_d2"] for r in rows) ** 0.5, sum(r["_m2"] for r in rows) ** 0.5)
 
 
 def _ratio(num: float, den: float) -> float:

@@ -318,7 +318,7 @@ def _variant_entry(run: Run, ref: Run, measures, initial, target, tol: TrainTole
     rows = by_parameter(run.model, measures, run, ref, initial)
     entry["modules"] = [_numbers(row) for row in by_module(rows)]
     entry["parameters"] = [_numbers(public(row)) for row in rows]
-    entry["drift"] = report_number(whole_model_drift(measures, run, ref, initial)) if measures.initial else None
+    entry["drift"] = report_number(whole_model_drift(rows)) if measures.initial else None
     entry["loss_gap"] = report_number(_loss_gap(losses, [s.loss for s in ref.steps], tol))
     entry["eps"] = run.eps()
     if error is not None:
