@@ -282,3 +282,12 @@ def test_training_plan_merges_the_entries_master_weights_making_kept_norms_redun
     assert scaled.loss_scale == {"init": 4096.0}
     assert training_plan([_finding("PA106", "attn", {"keep_fp32_modules": ["attn"]})], target).to_dict() \
         == {"version": 1, "target": target, "overrides": []}  # not a training finding
+
+
+def test_bf16_autocast_training_is_clean():
+    """Autocast keeps fp32 weights and optimizer state, and bf16 has fp32's range: none of
+    PA304-PA306 can apply, and none is reported."""
+    report = train_check(NormNet, _x(8, 16), Target("bfloat16", "autocast"), steps=6, lr=1e-4)
+    base = report.variant("baseline")
+    assert base["status"] == "ok" and base["optimizer_state_dtype"] == "float32" and base["loss_scale"] is None
+    assert report.passed and not report.findings
