@@ -70,6 +70,16 @@ SCHEMA = {
                 "rules": _strings("rules must be a list of rule ids"),
                 "reason": {"type": ["string", "null"], "x-message": "reason must be a string"}}}},
         "keep_fp32_modules": _strings("keep_fp32_modules must be a list of module globs"),
+        # training entries (check --train, plan --train): how the optimizer holds the weights
+        "master_weights": {"enum": ["float32", None],
+                           "x-message": "master_weights {value!r} is not supported (float32: the "
+                                        "optimizer steps an fp32 copy of the low-precision weights)"},
+        "loss_scale": {
+            "type": ["object", "null"], "required": ["init"], "additionalProperties": False,
+            "x-message": {"*": "loss_scale must be a mapping like {{init: 65536}}",
+                          "additionalProperties": "loss_scale: unknown key '{keys}' (it takes init)"},
+            "properties": {"init": {"type": "number", "exclusiveMinimum": 0,
+                                    "x-message": "loss_scale init {value!r} is not a positive number"}}},
     },
 }
 
@@ -118,6 +128,11 @@ class OverridePlan:
     #: pure mode: modules whose parameters stay fp32 when the model is converted to the low
     #: dtype (Hugging Face's ``_keep_in_fp32_modules``); empty under autocast.
     keep_fp32_modules: list[str] = field(default_factory=list)
+    #: training entries: ``"float32"`` when the optimizer steps an fp32 master copy of the
+    #: low-precision weights (pure mode; autocast's weights are fp32 already)
+    master_weights: str | None = None
+    #: training entries: ``{"init": 65536.0}``, GradScaler's initial scale (fp16)
+    loss_scale: dict | None = None
     version: int = PLAN_VERSION
     source: str = "<plan>"  # where it was read from, for messages
 
@@ -126,7 +141,16 @@ class OverridePlan:
                 "overrides": [o.to_dict() for o in self.overrides]}
         if self.keep_fp32_modules:
             data["keep_fp32_modules"] = list(self.keep_fp32_modules)
+        if self.master_weights:
+            data["master_weights"] = self.master_weights
+        if self.loss_scale:
+            data["loss_scale"] = dict(self.loss_scale)
         return data
+
+    @property
+    def has_training_entries(self) -> bool:
+        """True when the plan says how training holds the weights (check --train reads these)."""
+        return bool(self.master_weights or self.loss_scale)
 
     def target_mismatch(self, target: dict) -> str | None:
         """A sentence saying how the plan's target differs from ``target``, or None."""
@@ -187,6 +211,9 @@ def parse_plan(data, source: str) -> OverridePlan:
                         "entries (ONNX); a plan is for one kind of model")
     return OverridePlan(target=dict(data.get("target") or {}), overrides=entries,
                         keep_fp32_modules=data.get("keep_fp32_modules") or [],
+                        master_weights=data.get("master_weights"),
+                        loss_scale=({"init": float(data["loss_scale"]["init"])}
+                                    if data.get("loss_scale") else None),
                         version=PLAN_VERSION, source=source)  # the schema let only 1 (or 1.0) through
 
 

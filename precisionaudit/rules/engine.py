@@ -199,13 +199,18 @@ def format_template(rule: Rule, template: str, values: dict) -> str:
                             "node nor the check supplies") from None
 
 
+#: the scopes whose rules run on the IR; ``source``, ``training`` and ``measurement`` rules
+#: are produced elsewhere (suppressions, the training stage, check --train)
+GRAPH_SCOPES = ("node", "graph")
+
+
 def run_rules(graph, rules: list[Rule], target, path: str, model: str) -> list[Finding]:
     structure_only = graph.graph.get("structure_only", False)
     checks = _checks()
     findings = []
     for rule in rules:
-        if rule.scope in ("source", "training"):  # from source text (suppressions.py, training/)
-            continue
+        if rule.scope not in GRAPH_SCOPES:  # from source text (suppressions.py, training/)
+            continue  # or from training runs (check --train)
         if target.mode not in rule.modes or (structure_only and rule.needs_inputs):
             continue
         token = running_rule.set(rule)

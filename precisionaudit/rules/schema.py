@@ -31,7 +31,8 @@ RULE_SCHEMA = {
             "ops": {"type": "array", "items": {"type": "string"}},
             "where": {"type": "object"}}},
         "check": {"type": "string"},
-        "scope": {"enum": ["node", "graph", "source", "training"]},
+        # measurement: found by a run, not by a scan (check --train's PA304-PA306); the scan skips it
+        "scope": {"enum": ["node", "graph", "source", "training", "measurement"]},
         "needs_inputs": {"type": "boolean"},
         "modes": {"type": "array", "minItems": 1, "items": {"enum": list(MODES)}},
         "message": _TEXT,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..core.findings import fingerprint_all, sort_key
 from ..core.values import NO_VALUES
+from ..rules.engine import GRAPH_SCOPES
 from .config import Config, expand_codes, path_matches
 from .suppressions import suppress_inline, suppress_patterns, unused_findings
 
@@ -20,7 +21,7 @@ def scan_with_settings(paths, target, rules, known_ids, config: Config, entry, i
     """(results, findings) of a scan as the project's settings want to see them."""
     from ..scanner import scan  # imports torch only once there is a model to scan
 
-    graph_rules = [r for r in rules if r.scope not in ("source", "training")]  # source rules: below
+    graph_rules = [r for r in rules if r.scope in GRAPH_SCOPES]  # source rules are applied below
     results, findings = scan(paths, target, graph_rules, entry, inputs, root=config.root,
                              timeout=timeout, values=values)
     return results, apply_settings(findings, results, rules, known_ids, config, target)
