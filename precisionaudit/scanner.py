@@ -129,8 +129,8 @@ class ScanManager:
         catalog = load_rules(checks=False, packs=self.resolver.rule_packs([p for p, _ in named]))
         self.files, self.skipped, self.frontends, yielded, refused = [], [], {}, set(), []
         for path, directory in named:
+            selected = [r for r in catalog if r.id in self.resolver.for_path(path).rule_ids]
             try:
-                selected = [r for r in catalog if r.id in self.resolver.for_path(path).rule_ids]
                 frontends = scan_frontends(path, self.entry, selected)
             except UsageError:
                 if directory is None:
