@@ -131,3 +131,33 @@ def test_scanning_a_training_script_imports_no_torch_and_runs_nothing(project):
     assert run.stderr.strip().splitlines()[-1] == "exit 0 False", run.stderr
     assert places(json.loads(run.stdout)) == [("train.py", "EX401", 7), ("train.py", "EX401", 10)]
     assert not (project / "ran.txt").exists()
+
+
+def test_a_new_kind_of_input_is_one_entry_in_the_frontend_table(cli, project, monkeypatch):
+    """What a DeepSpeed/accelerate config frontend will need: a class with ``takes`` and
+    ``scan``, and its suffix in ``frontend.SUFFIXES``; the directory walk, the manager and
+    the reports take it unchanged."""
+    from precisionaudit import frontend
+    from precisionaudit.core.results import ModelResult
+
+    class Config:
+        name = "config"
+
+        def takes(self, path, entry, rules):
+            with open(path) as fh:
+                return '"fp16"' in fh.read()
+
+        def judged_target(self, target):
+            return target
+
+        def scan(self, path, target, rules, *args):
+            return ModelResult(path=path, entry="config", frontend=self.name, target=target.as_dict(),
+                               scopes=("training", "source")), []
+
+    monkeypatch.setitem(frontend.SUFFIXES, ".json", (Config(),))
+    (project / "ds_config.json").write_text('{"fp16": {"enabled": true}}')
+    (project / "package.json").write_text("{}")
+    _, document = report(cli, ".", "--exit-zero")
+    assert [(m["path"], m["frontend"]) for m in document["models"]] == [
+        ("./ds_config.json", "config"), ("./model.py", "fake"), ("./train.py", "training"),
+        ("./utils.py", "training")]

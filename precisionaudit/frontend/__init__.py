@@ -13,34 +13,36 @@ from .pytorch import PyTorchFrontend
 from .training import TrainingFrontend
 
 __all__ = ["CheckRequest", "Frontend", "ModelFrontend", "PlanOutcome", "PlanRequest", "frontend_for",
-           "is_model_file", "not_scanned", "scan_frontends", "SUFFIXES"]
+           "is_model_file", "not_scanned", "scan_frontends", "MODELS", "SUFFIXES"]
 
 PYTORCH, ONNX, TRAINING = PyTorchFrontend(), OnnxFrontend(), TrainingFrontend()
-#: the file suffixes a directory scan looks at, and the frontends that may read each: the
-#: first is the model frontend (plan, check, explain, convert)
+#: the model frontend of each suffix: what plan, check, explain and convert call (a file of
+#: another suffix is taken as a PyTorch model file, whose import then says what is wrong)
+MODELS: dict[str, ModelFrontend] = {".py": PYTORCH, ".onnx": ONNX}
+#: the suffixes a scan looks at (a directory yields their files) and the frontends it asks,
+#: in order, whether they scan such a file (``takes``). A training config's frontend is one
+#: more entry here: ``".json": (DEEPSPEED,)``.
 SUFFIXES: dict[str, tuple] = {".py": (PYTORCH, TRAINING), ".onnx": (ONNX,)}
 
 
-def _suffix(path: str) -> str | None:
-    return next((suffix for suffix in SUFFIXES if path.endswith(suffix)), None)
+def _suffix(path: str, table) -> str | None:
+    return next((suffix for suffix in table if path.endswith(suffix)), None)
 
 
 def frontend_for(path: str) -> ModelFrontend:
-    """The model frontend of a file named to plan, check, explain or convert: by its suffix;
-    anything that is not a known suffix is taken as a PyTorch model file (whose import then
-    says what is wrong with it)."""
-    suffix = _suffix(path)
-    return SUFFIXES[suffix][0] if suffix else PYTORCH
+    """The model frontend of a file named to plan, check, explain or convert."""
+    suffix = _suffix(path, MODELS)
+    return MODELS[suffix] if suffix else PYTORCH
 
 
 def not_scanned(path: str, entry: str):
     """The UsageError for a file named to scan that no frontend takes."""
     from ..core.errors import UsageError
 
-    suffix = _suffix(path)
+    suffix = _suffix(path, MODELS)
     if suffix is None:
         return UsageError(f"{path}: not a Python model file or an .onnx file")
-    return SUFFIXES[suffix][0].not_taken(path, entry)
+    return MODELS[suffix].not_taken(path, entry)
 
 
 def scan_frontends(path: str, entry: str, rules) -> list:
@@ -48,11 +50,8 @@ def scan_frontends(path: str, entry: str, rules) -> list:
     catalog's, read without their checks): a model file's (an ONNX file; a Python file that
     defines ``entry``) and, when training rules are selected, a Python file's training audit.
     Read from the source, never imported; empty when nothing applies."""
-    suffix = _suffix(path)
-    if suffix is None:
-        return []
-    model, *others = SUFFIXES[suffix]
-    return [model] * model.accepts(path, entry) + [f for f in others if f.rules_apply(rules)]
+    suffix = _suffix(path, SUFFIXES)
+    return [f for f in SUFFIXES[suffix] if f.takes(path, entry, rules)] if suffix else []
 
 
 def is_model_file(path: str, entry: str = "get_model") -> bool:

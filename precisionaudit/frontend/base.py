@@ -70,8 +70,9 @@ class Frontend(Protocol):
     name: str
     plan_file: str  # the plan file's usual name (amp_plan.yaml, plan.yaml)
 
-    def accepts(self, path: str, entry: str) -> bool:
-        """Whether a scan takes the file (decided from its source; nothing is imported)."""
+    def takes(self, path: str, entry: str, rules) -> bool:
+        """Whether a scan with ``rules`` selected reads the file (decided from its source;
+        nothing is imported)."""
 
     def judged_target(self, target: Target) -> Target:
         """The policy the file is judged under, given the one the settings ask for."""
@@ -114,8 +115,16 @@ class ModelFrontend:
 
     # ------------------------------------------------------------------ kind-specific parts
     def accepts(self, path: str, entry: str) -> bool:
-        """Whether a scan takes the file, read from its source (never imported)."""
+        """Whether the file is a model of this kind, read from its source (never imported)."""
         return True
+
+    def takes(self, path: str, entry: str, rules) -> bool:
+        """Whether a scan with ``rules`` selected reads the file: a model file, always."""
+        return self.accepts(path, entry)
+
+    def not_taken(self, path: str, entry: str) -> UsageError:
+        """Why a scan does not take the file (when no other frontend does either)."""
+        return UsageError(f"{path}: not a Python model file or an .onnx file")
 
     def judged_target(self, target: Target) -> Target:
         return target

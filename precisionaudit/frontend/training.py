@@ -16,8 +16,8 @@ class TrainingFrontend:
     def judged_target(self, target):
         return target
 
-    def rules_apply(self, rules) -> bool:
-        """Whether any of ``rules`` (those selected for the file) reads training files."""
+    def takes(self, path: str, entry: str, rules) -> bool:
+        """Whether any of ``rules`` (those selected for the file) reads training code."""
         return any(r.scope == "training" for r in rules)
 
     def scan(self, path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None,
