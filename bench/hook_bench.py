@@ -99,15 +99,16 @@ PER_MODEL = textwrap.dedent('''\
     from precisionaudit.core.target import Target
     from precisionaudit.core.values import NO_VALUES
     from precisionaudit.rules.engine import load_rules
-    from precisionaudit.scanner import _scan_here, preload, scan_file
+    from precisionaudit.frontend import frontend_for
     isolation.command_started()  # as the command line does: this process has not imported torch
     rules, target = load_rules(), Target()
-    preload(sys.argv[1])
+    frontend_for(sys.argv[1]).preload_all()
     for path in sys.argv[1:]:
+        frontend = frontend_for(path)
         start = time.perf_counter()
-        scan_file(path, target, rules)  # in a forked child, as the commands run it
+        frontend.scan(path, target, rules)  # in a forked child, as the commands run it
         middle = time.perf_counter()
-        _scan_here(path, target, rules, "get_model", "get_example_inputs", None, NO_VALUES)  # in-process
+        frontend.scan_here(path, target, rules, "get_model", "get_example_inputs", None, NO_VALUES)  # in-process
         print(middle - start, time.perf_counter() - middle)
     ''')
 

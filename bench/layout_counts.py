@@ -3,8 +3,10 @@
 - imports against the stage order (``LAYERS`` below): a module importing a stage of its own
   layer or of a layer above it;
 - import cycles between modules;
-- file-kind dispatch sites: ``.endswith(".onnx")`` occurrences, each one a place that
-  branches on the kind of model file;
+- file-kind dispatch sites: ``.endswith(".onnx")`` occurrences (the issue's measure), and,
+  more broadly, every ``.endswith(`` of a file suffix (a literal such as ``".py"`` or
+  ``(".py", ".onnx")``, or the frontends' ``SUFFIXES``): each one a place that decides
+  something by the kind of file;
 - the lines of the longest command function in ``cli.py``.
 
 The walk reads the source with ``ast`` (nothing is imported, so imports inside functions
@@ -14,6 +16,7 @@ it from here and fails on any import against it and on any cycle.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -34,12 +37,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("analysis",),         # passes that annotate the IR
     ("rules",),            # IR -> findings
     ("training",),         # training scripts and configs, read statically -> findings
-    ("scanner",),          # files -> capture -> analysis -> rules
-    ("settings",),         # config, suppressions, baselines over a scan
+    ("settings",),         # config, suppressions, baselines: data and policy over findings
     ("report", "plan"),    # findings -> text/json/sarif; findings -> override plan
     ("apply",),            # plan -> a model in low precision
     ("check",),            # A/B runs of the applied model against fp32
     ("prune",),            # drops overrides that checks show are not needed
+    ("frontend",),         # one per kind of input file; frontend_for(path) picks it
+    ("scanner",),          # the scan manager: files -> settings -> frontend scan -> policy
     ("cli",),
     ("reference_docs", "__main__"),  # generated docs of the commands; ``python -m``
 )
@@ -131,10 +135,16 @@ def cycles(graph: nx.DiGraph) -> list[list[str]]:
     return sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
 
 
-def dispatch_sites() -> list[str]:
-    """'file:line' of each ``.endswith(".onnx")``."""
+SUFFIX_TEST = re.compile(r"""endswith\((?:\(?["'][^"']*\.(?:onnx|py|json|ya?ml)["']|tuple\(SUFFIXES\)|suffix\b)""")
+
+
+def dispatch_sites(pattern=None) -> list[str]:
+    """'file:line' of each ``.endswith(".onnx")`` (``pattern``: of each match of it instead)."""
+    def count(line):
+        return len(pattern.findall(line)) if pattern else line.count('endswith(".onnx")')
+
     return [f"{path.relative_to(PACKAGE.parent)}:{n}" for path in modules().values()
-            for n, line in enumerate(path.read_text().splitlines(), 1) for _ in range(line.count('endswith(".onnx")'))]
+            for n, line in enumerate(path.read_text().splitlines(), 1) for _ in range(count(line))]
 
 
 def longest_command() -> tuple[str, int]:
@@ -156,6 +166,9 @@ def main() -> None:
     print("".join(f"  {', '.join(c)}\n" for c in loops), end="")
     print(f'file-kind dispatch sites (endswith(".onnx")): {len(sites)}')
     print("".join(f"  {s}\n" for s in sites), end="")
+    suffixes = dispatch_sites(SUFFIX_TEST)
+    print(f"file-suffix tests (endswith of .py/.onnx/.json/.yaml or SUFFIXES): {len(suffixes)}")
+    print("".join(f"  {s}\n" for s in suffixes), end="")
     print(f"longest cli.py command: {name} ({lines} lines)")
     if unknown_stages(graph):
         print(f"modules of no stage in LAYERS: {', '.join(unknown_stages(graph))}")

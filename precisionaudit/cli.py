@@ -129,113 +129,41 @@ Examples:
 @click.option("--baseline", metavar="FILE", help="Hide the findings this baseline file records.")
 @click.option("--write-baseline", metavar="FILE", help="Record the current findings as the baseline.")
 @click.option("--skip-non-models", is_flag=True,
-              help="Skip named files that define no model entry point (what the pre-commit hooks pass).")
+              help="Skip named files no selected rule applies to (a Python file without the entry "
+              "point when no training rule is selected): what the pre-commit hooks pass.")
 @target_options
 @value_options
 @guarded
 def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_settings, select,
          extend_select, ignore, config_file, isolated, baseline, write_baseline, skip_non_models, dtype,
          mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
-    """Scan model files (or directories of them) for precision hazards.
+    """Scan model files and training scripts (or directories of them) for precision hazards.
 
-    A named file without the entry point is an error unless --skip-non-models; a
-    directory yields its model files and is an error when it has none. Each file is
+    A Python file defining the entry point is a model (and a training script); one without
+    it is a training script, read and never run. A named file no selected rule applies to is
+    an error unless --skip-non-models; a directory yields the files rules apply to. Each file is
     judged under the nearest settings file above it (as ruff does); flags win over it.
-    The text report prints each model's result as it finishes.
-    """
-    import time
-
-    from .core.findings import rule_counts
-    from .report import FORMATTERS, json_report, sarif
-    from .report import text as text_report
-    from .report.console import Output, Progress, color_enabled
+    The text report prints each file's result as it finishes."""
+    from .report.scan_output import ScanPrinter, check_format
     from .report.settings_report import render_settings
-    from .report.words import plural
-    from .rules.engine import load_rules, rule_ids
-    from .scanner import model_files
-    from .settings.baseline import write_baseline as record_baseline
-    from .settings.gate import Baselines, outcomes
+    from .rules.engine import rule_ids
+    from .scanner import ScanManager
     from .settings.resolve import SettingsResolver
 
-    started = time.monotonic()
-    if statistics and fmt not in ("text", "json"):
-        raise UsageError("--statistics shows text or json")
-    if fmt == "html":
-        from .report.html import require_plotly
-
-        require_plotly()  # said before any model is scanned
+    check_format(fmt, statistics)  # said before any model is scanned
     values = _values(weights, data, batches, headroom)
-    known = rule_ids()
-    resolver = SettingsResolver(known, config_file, isolated, _flags(dtype=dtype, mode=mode, device=device,
-                                                                    fail_on=fail_on),
-                                _split(select), _split(extend_select), _split(ignore), baseline)
-    baselines = Baselines(baseline, recording=bool(write_baseline))
-    files, skipped = model_files(paths, entry, skip_non_models)
+    flags = _flags(dtype=dtype, mode=mode, device=device, fail_on=fail_on)
+    resolver = SettingsResolver(rule_ids(), config_file, isolated, flags, _split(select), _split(extend_select),
+                                _split(ignore), baseline)
+    manager = ScanManager(resolver, entry, inputs_name, timeout, values, baseline, recording=bool(write_baseline))
+    manager.discover(paths, skip_non_models)
     if show_settings:
-        click.echo(render_settings(resolver.groups(files)), nl=False)
+        click.echo(render_settings(resolver.groups(manager.files)), nl=False)
         return
-    baselines.read_for(resolver, files)
-    read = [*files, *skipped, *(s.config.path for s, _ in resolver.groups(files))]
-    if write_baseline:
-        baseline_path = checked_output(write_baseline, read, "baseline")
-    colored = color_enabled(color, to_file=output_file is not None)
-    out = Output(output_file and checked_output(output_file, [*read, *baselines.paths], "report"), colored)
-    first = resolver.for_path(files[0] if files else os.path.join(os.curdir, "_"))
-    target = first.target  # the report's top-level target; each model carries its own
-    if not files:
-        click.echo(f"precisionaudit: nothing to scan: {plural(len(skipped), 'file')} without {entry}() "
-                   "skipped", err=True)
-        out.write(FORMATTERS[fmt]([], [], target))
-        out.close()
-        sys.exit(EXIT_OK)
-
-    debug = click.get_current_context().meta.get("precisionaudit.debug")
-    streamed = fmt == "text" and not statistics
-    progress = Progress(len(files))
-    done = []
-    rules = load_rules(packs=resolver.rule_packs(files))
-    for outcome in outcomes(files, resolver, rules, known, entry, inputs_name, baselines,
-                            timeout=timeout, before=progress.update, values=values):
-        progress.clear()
-        done.append(outcome)
-        result = outcome.result
-        if result.status == "error":  # on stderr as it happens; stdout stays the report
-            if debug and result.traceback is not None:
-                click.echo(result.traceback, err=True, nl=False)
-            click.echo(f"precisionaudit: error: {result.error}", err=True)
-        elif streamed:
-            out.write(text_report.render_model(result, outcome.new, target, len(outcome.known), colored))
-    results = [o.result for o in done]
-    findings = [f for o in done for f in o.new]
-    hidden = [f for o in done for f in o.known]
-    failed = [r for r in results if r.status == "error"]
-    if write_baseline and not failed:
-        record_baseline(baseline_path, hidden, target, first.config.root)
-        click.echo(f"precisionaudit: wrote {plural(len(hidden), 'finding')} to {write_baseline}",
-                   err=True)
-    shown_baseline = write_baseline or ", ".join(baselines.paths)
-    if len(failed) < len(results):  # when every model failed there is no report, only the errors
-        if statistics:
-            counts = rule_counts(findings)
-            out.write(text_report.render_statistics(counts, colored) if fmt == "text"
-                      else json_report.dumps(counts))
-        elif streamed:
-            out.write(text_report.render_summary(results, findings, target, time.monotonic() - started,
-                                                 len(hidden), shown_baseline, colored))
-        elif fmt == "json":
-            used = [settings.as_json(group) for settings, group in resolver.groups(files)]
-            out.write(json_report.render(results, findings, target, settings=used))
-        elif fmt == "sarif":
-            out.write(sarif.render(results, findings, target, rules=rules))
-        else:
-            out.write(FORMATTERS[fmt](results, findings, target))
-    out.close()
-    if hidden and not write_baseline and not streamed:
-        click.echo(f"precisionaudit: {plural(len(hidden), 'finding')} hidden by baseline {shown_baseline}",
-                   err=True)
-    if failed:
-        sys.exit(EXIT_USAGE)
-    sys.exit(EXIT_FINDINGS if any(o.failing for o in done) and not exit_zero else EXIT_OK)
+    manager.prepare()
+    printer = ScanPrinter(manager, fmt, statistics, color, output_file, write_baseline)
+    report = manager.run(printer, write_baseline and (printer.baseline_path, write_baseline))
+    sys.exit(printer.finish(report, exit_zero))
 
 
 def _flags(**values) -> dict:
@@ -257,25 +185,11 @@ Examples:
 @guarded
 def explain(path, dtype, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
     """Show what every op computes in under the policy, and why."""
-    from .scanner import judged_target, run_model_file
+    from .frontend import frontend_for
 
     values = _values(weights, data, batches, headroom)
-    target = judged_target(path, Target(dtype, mode, device))
-    click.echo(run_model_file(path, timeout, _explained, path, target, entry, inputs_name, values), nl=False)
-
-
-def _explained(path, target, entry, inputs_name, values) -> str:
-    from .analysis import run_passes
-    from .core.errors import CaptureError
-    from .report.explain import render
-    from .scanner import attach_measurement, capture_model
-
-    captured = capture_model(path, target, entry, inputs_name)
-    if captured.frontend == "structure":
-        raise CaptureError(f"{path}: explain needs example inputs ({inputs_name}() not found)")
-    if values.weights or values.measure:
-        attach_measurement(captured.graph, path, target, entry, inputs_name, values)
-    return render(run_passes(captured.graph), path, target, captured.frontend, captured.notes)
+    click.echo(frontend_for(path).explain(path, Target(dtype, mode, device), entry, inputs_name, timeout, values),
+               nl=False)
 
 
 @main.command(epilog="""\b
@@ -335,75 +249,34 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     For a PyTorch model file: autocast / pure-mode regions by module. For an ONNX model:
     the nodes its float16 conversion keeps in float32 (`precisionaudit convert`).
     """
-    from .core.atomic import write_text_atomic
-    from .plan.file import dump_plan
-    from .plan.pytorch import header, make_plan
+    from .frontend import PlanRequest, frontend_for
     from .rules.engine import load_rules, rule_ids
-    from .settings.apply import scan_with_settings
+    from .scanner import ScanManager
     from .settings.resolve import SettingsResolver
 
     values = _values(weights, data, batches, headroom)
-    onnx = path.endswith(".onnx")
-    if input_shapes and not onnx:
-        raise UsageError("--input-shape is for ONNX models")
-    if prune and values.data is not None and not onnx:
-        raise UsageError("plan --prune --data is for ONNX models; a model file's plan is pruned "
-                         "on its example inputs (check --data proves the whole plan on the data)")
-    known = rule_ids()
-    settings = SettingsResolver(known, config_file, isolated, _flags(dtype=dtype, mode=mode, device=device)
-                                ).for_path(path)  # the settings the model's scan is judged under
+    frontend = frontend_for(path)
+    frontend.validate_plan(prune, input_shapes, values)
+    resolver = SettingsResolver(rule_ids(), config_file, isolated, _flags(dtype=dtype, mode=mode, device=device))
+    settings = resolver.for_path(path)  # the settings the model's scan is judged under
     output_path = checked_output(output, [path, settings.config.path], "plan") if output != "-" else None
-    judged = settings.target
-    target = Target(judged.dtype, "pure" if onnx else judged.mode, judged.device)  # ONNX: converted
-    rules = [r for r in load_rules(packs=settings.config.rule_packs) if r.id in settings.rule_ids]
-    results, findings = scan_with_settings([path], target, rules, known, settings.config, entry,
-                                           inputs_name, timeout, values)
-    if results[0].status == "error":
-        raise UsageError(results[0].error)
-    if onnx:
-        from .runtime.onnx.io import require_onnx_extra
+    manager = ScanManager(resolver, entry, inputs_name, timeout, values)
+    result, findings = manager.scan_named(path, settings, load_rules(packs=settings.config.rule_packs))
+    if result.status == "error":
+        raise UsageError(result.error)
+    made = frontend.plan(PlanRequest(path, frontend.judged_target(settings.target), result, findings, min_severity,
+                                     prune, input_shapes, seed, entry, inputs_name, timeout, values, output))
+    for warning in made.warnings:
+        click.echo(f"precisionaudit: warning: {warning}", err=True)
+    _write_plan(made.plan, made.header, output, output_path)
 
-        require_onnx_extra()
-        from .capture.onnx.model import load_onnx
-        from .plan.onnx import header as onnx_header
-        from .plan.onnx import make_onnx_plan
-        from .runtime.onnx.graph import refuse_converted
-        from .runtime.onnx.inputs import parse_shapes
 
-        model, pruned = load_onnx(path), None
-        refuse_converted(model, path, "plan the float32 model (the file convert reads)")
-        if prune:  # runs the model in onnxruntime: the check stage
-            from .prune.onnx import pruned_plan
+def _write_plan(override_plan, header, output: str, output_path: str | None) -> None:
+    """The plan file on stdout (``-``), or written atomically to the checked ``output_path``."""
+    from .core.atomic import write_text_atomic
+    from .plan.file import dump_plan
 
-            override_plan, notes, extra, pruned = pruned_plan(
-                findings, model, path, target, min_severity, parse_shapes(input_shapes), seed, values)
-        else:
-            (override_plan, notes), extra = make_onnx_plan(findings, model, target, min_severity), []
-        lines = onnx_header(path, override_plan, notes, "plan.yaml" if output == "-" else output) + extra
-        if pruned is not None and not pruned.passed:
-            inputs = f"--data {values.data}" if values.data else "the generated inputs"
-            click.echo(f"precisionaudit: warning: {path}: even the whole plan's float16 run is out of "
-                       f"tolerance on {inputs} (precisionaudit check shows where)", err=True)
-    else:
-        override_plan, notes = make_plan(findings, target, results[0].graph, min_severity)
-        pruned = None
-        if prune:  # runs the model file's forwards: the check stage
-            from .prune.pytorch import header_lines, pruned_plan
-            from .report.progress import progress_printer
-            from .scanner import run_model_file
-
-            pruned = run_model_file(path, timeout, pruned_plan, override_plan, path, target, seed, entry,
-                                    inputs_name, "cpu" if target.device == "cpu" else "auto",
-                                    progress_printer(), values.weights)
-            override_plan = pruned.plan
-        lines = header(path, override_plan, target, notes, "amp_plan.yaml" if output == "-" else output,
-                       values.flags())
-        if pruned is not None:
-            lines += header_lines(pruned, seed)
-            if not pruned.passed:
-                click.echo(f"precisionaudit: warning: {path}: even the whole static plan fails the check "
-                           "on the example inputs (precisionaudit check shows where)", err=True)
-    text = dump_plan(override_plan, lines)
+    text = dump_plan(override_plan, header)
     if output == "-":
         click.echo(text, nl=False)
         return
@@ -453,7 +326,7 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     ONNX models: fp32 vs converted to float16 vs converted with the plan, in onnxruntime (CPU).
     """
     from .check.tolerance import tolerance_for
-    from .report.check_report import render_json, render_text
+    from .frontend import CheckRequest, frontend_for
     from .rules.engine import rule_ids
     from .settings.resolve import SettingsResolver
 
@@ -461,7 +334,6 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     if flags["device"] in ("auto", "cpu-emulated"):  # where it runs; the settings take the policy's device
         flags["device"] = "cuda"
     settings = SettingsResolver(rule_ids(), config_file, isolated, flags).for_path(path)
-    dtype, mode = settings.target.dtype, settings.target.mode
     if flags["device"] is None and settings.config.device == "cpu":
         device = "cpu"  # the settings' policy device; "cuda" is what auto does already
     if plan_path is not None:
@@ -469,40 +341,27 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     if not os.path.isfile(path):
         raise UsageError(f"{path}: {'not a regular file' if os.path.exists(path) else 'no such file'}")
     values = _values(weights, data, batches, headroom)
-    tolerance = tolerance_for(dtype, atol, rtol, cosine)
+    tolerance = tolerance_for(settings.target.dtype, atol, rtol, cosine)
     if html_file is not None:
-        from .report.html import require_plotly
+        html_file = _html_output(html_file, [path, plan_path])  # a missing plotly is said before the check
+    report = frontend_for(path).check(CheckRequest(path, plan_path, settings.target.dtype, settings.target.mode,
+                                                   device, tolerance, seed, grad, entry, inputs_name,
+                                                   input_shapes, timeout, values))
+    _show_check(report, fmt, html_file)
+    sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)
 
-        require_plotly()  # a missing plotly is said before the check runs
-        html_file = checked_output(html_file, [path, plan_path], "HTML report")
-    from .scanner import run_model_file
 
-    if path.endswith(".onnx"):
-        from .runtime.onnx.io import require_onnx_extra
+def _html_output(html_file: str, read) -> str:
+    from .report.html import require_plotly
 
-        require_onnx_extra()
-        from .check.onnx.runner import run_onnx_check
-        from .runtime.onnx.inputs import parse_shapes
+    require_plotly()
+    return checked_output(html_file, read, "HTML report")
 
-        if grad:
-            raise UsageError("--grad needs a PyTorch model file; an ONNX model is checked forward only")
-        if values.weights:
-            raise UsageError("--weights is for PyTorch model files; an ONNX model's initializers "
-                             "are its weights")
-        report = run_model_file(path, timeout, run_onnx_check, path, plan=plan_path, dtype=dtype,
-                                tolerance=tolerance, seed=seed, input_shapes=parse_shapes(input_shapes),
-                                values=values)
-    else:
-        from .check.pytorch.runner import run_check
-        from .report.progress import progress_printer
 
-        if input_shapes:
-            raise UsageError("--input-shape is for ONNX models; a model file's example inputs "
-                             "give the shapes")
-        target = Target(dtype, mode, "cpu" if device == "cpu" else "cuda")
-        report = run_model_file(path, timeout, run_check, path, target, plan=plan_path, device=device,
-                                tolerance=tolerance, seed=seed, grad=grad, entry=entry, inputs=inputs_name,
-                                progress=progress_printer(), values=values)
+def _show_check(report: dict, fmt: str, html_file: str | None) -> None:
+    """The check report on stdout (its warnings on stderr too, for JSON), and the HTML page."""
+    from .report.check_report import render_json, render_text
+
     if fmt == "json":  # the text report carries its warnings itself
         for warning in report["warnings"]:
             click.echo(f"precisionaudit: warning: {warning}", err=True)
@@ -512,7 +371,6 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         from .report.html import render_check
 
         write_text_atomic(html_file, render_check(report), "HTML report")
-    sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)
 
 
 @main.command(epilog="""\b
@@ -534,33 +392,14 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     The result must pass onnx.checker and load in onnxruntime before it is written, and is
     written atomically; constants that do not fit float16 are reported.
     """
-    from .runtime.onnx.io import require_onnx_extra
-
-    require_onnx_extra()
-    from .apply.onnx import convert as convert_model
-    from .capture.onnx.model import load_onnx
-    from .plan.file import load_plan
+    from .frontend import frontend_for
     from .report.words import plural
-    from .runtime.onnx.io import verify, write_atomic
 
-    if not path.endswith(".onnx"):
-        raise UsageError(f"{path}: convert takes an ONNX model (.onnx); PyTorch models take a plan "
-                         "through precisionaudit.apply_plan / to_low_precision")
-    target = checked_output(output, [path, plan_path], "converted model")
-    plan = load_plan(plan_path) if plan_path is not None else None
-    original = load_onnx(path)
-    conversion = convert_model(original, plan, dtype, keep_io_types, source=path)
-    for line in conversion.warnings + [c.message() for c in conversion.clipped]:
-        click.echo(f"precisionaudit: warning: {line}", err=True)
-    try:
-        verify(conversion.model, f"{path} converted to {dtype}")
-    except UsageError:
-        verify(original, path)  # when the model itself does not load, say that instead
-        raise
-    write_atomic(conversion.model, target)
+    conversion = frontend_for(path).convert(path, plan_path, output, dtype, keep_io_types,
+                                            lambda line: click.echo(f"precisionaudit: warning: {line}", err=True))
     total, kept = len(conversion.nodes), len(conversion.kept)
     by_plan = len(conversion.by_plan)
-    extra = [f"{by_plan} kept in float32 by the plan"] if plan is not None else []
+    extra = [f"{by_plan} kept in float32 by the plan"] if plan_path is not None else []
     if kept > by_plan:
         extra.append(f"{kept - by_plan} by onnxconverter-common's op block list")
     if conversion.retargeted_casts:

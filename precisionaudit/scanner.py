@@ -1,260 +1,250 @@
-"""Scan manager: find model files, capture each, run the passes and the rules."""
+"""The scan manager (as bandit's manager): which files a scan takes, the settings each file is
+judged under, its frontend's scan, then the project's policy over the findings (severity,
+ignores, suppressions, PA001), the baseline, the per-rule cap and the order; one ``Outcome``
+per file as it finishes, and the ``ScanReport`` every formatter renders.
+
+Paths are expanded once and fingerprints computed once per finding (relative to the settings
+file's directory, before anything is dropped: see settings/policy.py).
+"""
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import os
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 
-from .core.errors import CaptureError, UsageError
-from .core.exits import internal_error_line
-from .core.findings import fingerprint_all, sort_key
+from .core.errors import UsageError
+from .core.findings import SEVERITY_RANK, fingerprint_all, sort_key
+from .core.report import ScanReport
+from .core.results import ModelResult
 from .core.values import NO_VALUES
+from .frontend import SUFFIXES, frontend_for, is_model_file, not_scanned, scan_frontends
+from .settings.baseline import Baselines
+from .settings.policy import apply_settings
+from .settings.resolve import FileSettings, SettingsResolver
 
-
-@dataclass
-class ModelResult:
-    path: str
-    entry: str
-    frontend: str | None = None
-    nodes: int = 0
-    status: str = "ok"
-    error: str | None = None
-    skipped: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
-    graph: object = None
-    traceback: str | None = None  # for --debug; not part of the report
-    target: dict | None = None  # the policy this model was judged under (ONNX: pure)
-
-    def to_json(self) -> dict:
-        return {"path": self.path, "entry": self.entry, "frontend": self.frontend,
-                "nodes": self.nodes, "status": self.status, "error": self.error,
-                "target": self.target,
-                "skipped": self.skipped, "notes": self.notes}
-
-
-def looks_like_model_file(path: str, entry: str = "get_model") -> bool:
-    """Decide from the source text alone (no import) whether a .py file defines the entry."""
-    if path.endswith(".onnx"):
-        return True
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from exc
-    return f"def {entry}(" in text or f"{entry} =" in text
+__all__ = ["ModelResult", "Outcome", "ScanManager", "expand_paths", "scan"]
 
 
 def _readable_model_file(path: str, entry: str) -> bool:
     """In a folder, an unreadable file is passed over like any other non-model file."""
     try:
-        return looks_like_model_file(path, entry)
+        return is_model_file(path, entry)
     except UsageError:
         return False
 
 
-def expand_paths(paths, entry: str = "get_model") -> list[str]:
-    """Files named directly are taken as they are; directories yield their model files."""
-    files = []
+def named_paths(paths, keep=None):
+    """(path, directory it came from or None) for each file: files named directly as they are,
+    directories every .py/.onnx file below them (hidden directories left out) that ``keep``
+    takes (each directory must yield one: ``keep`` says none). Every file is checked to exist
+    and to be a regular file."""
     for path in paths:
         if os.path.isdir(path):
             found = sorted(
                 os.path.join(root, f) for root, dirs, names in os.walk(path)
-                for f in names if f.endswith((".py", ".onnx")) and os.path.isfile(os.path.join(root, f))
+                for f in names if f.endswith(tuple(SUFFIXES)) and os.path.isfile(os.path.join(root, f))
                 and not any(part.startswith(".") for part in root.split(os.sep) if part not in (".", "..")))
-            found = [f for f in found if _readable_model_file(f, entry)]
-            if not found:
-                raise UsageError(f"{path}: no model files (Python files defining {entry}() or .onnx files)")
-            files.extend(found)
+            yield from ((f, path) for f in found)
         elif not os.path.exists(path):
             raise UsageError(f"{path}: no such file or directory")
         elif not os.path.isfile(path):  # a FIFO would block the read, a device never end
             raise UsageError(f"{path}: not a regular file")
         else:
+            yield path, None
+
+
+def no_model_files(directory: str, entry: str) -> UsageError:
+    return UsageError(f"{directory}: no model files (Python files defining {entry}() or .onnx files)")
+
+
+def expand_paths(paths, entry: str = "get_model") -> list[str]:
+    """Files named directly are taken as they are; directories yield their model files."""
+    files, yielded = [], set()
+    for path, directory in named_paths(paths):
+        if directory is None or _readable_model_file(path, entry):
             files.append(path)
+            yielded.add(directory)
+    for path in paths:
+        if os.path.isdir(path) and path not in yielded:
+            raise no_model_files(path, entry)
     return files
-
-
-def model_files(paths, entry: str = "get_model", skip_non_models: bool = False):
-    """(model files, skipped files) among ``paths``.
-
-    A named file that does not define the entry point (read from its source, never
-    imported) is an error, unless ``skip_non_models``: pre-commit passes every changed .py
-    file by name, and the hooks set it aside then.
-    """
-    files, skipped = [], []
-    for path in expand_paths(paths, entry):
-        if path.endswith((".py", ".onnx")) and looks_like_model_file(path, entry):
-            files.append(path)
-        elif skip_non_models:
-            skipped.append(path)
-        elif path.endswith(".py"):
-            raise UsageError(f"{path}: no function {entry}() (use --entry to name the model factory)")
-        else:
-            raise UsageError(f"{path}: not a Python model file or an .onnx file")
-    return files, skipped
-
-
-def judged_target(path: str, target):
-    """The policy a model file is judged under: an ONNX graph is converted as a whole
-    (``pure``; a mixed-precision file as its dtypes are), whatever --mode says."""
-    return dataclasses.replace(target, mode="pure") if path.endswith(".onnx") else target
-
-
-@contextlib.contextmanager
-def running_model_file(path: str, timeout: float | None):
-    """The block runs the model file at ``path``: under ``--timeout``, with torch's process-wide
-    state put back after it. The state is put back outside the time limit, so that a late
-    limit cannot stop it halfway."""
-    from .core.signals import time_limit
-
-    with _torch_state_kept(path), time_limit(timeout):
-        yield
-
-
-def run_model_file(path: str, timeout: float | None, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)``, which runs the model file at ``path``, run in a child process
-    (core.isolation) under ``running_model_file``: its value, or what it raised. A child that
-    exits, crashes or is killed is a CaptureError naming the file (exit 2)."""
-    from .core.isolation import ChildLost, in_child
-
-    preload(path)
-    try:
-        return in_child(_running, path, timeout, fn, args, kwargs, timeout=timeout)
-    except ChildLost as exc:
-        raise CaptureError(f"{path}: {exc}") from None
-
-
-def _running(path, timeout, fn, args, kwargs):
-    with running_model_file(path, timeout):
-        return fn(*args, **kwargs)
-
-
-def _torch_state_kept(path: str):
-    if path.endswith(".onnx"):
-        return contextlib.nullcontext()  # no torch: ONNX scans stay torch-free
-    from .capture.pytorch.user_code import torch_defaults_kept
-
-    return torch_defaults_kept()
-
-
-def capture_model(path: str, target, entry: str, inputs: str):
-    if path.endswith(".onnx"):
-        from .capture.onnx.model import capture_onnx
-
-        return capture_onnx(path, target)
-    from .capture.pytorch.capture import capture_file
-
-    return capture_file(path, target, entry, inputs)
-
-
-def scan_file(path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None,
-              values=NO_VALUES):
-    """(ModelResult, findings) for one model file, scanned in a child process (core.isolation);
-    its errors (a capture error, the time limit, a child that exits or crashes, even a bug of
-    ours on a malformed model) become the result's error, so that the other models of a scan
-    are still reported. Bad --weights / --data end the command (exit 2)."""
-    from .core.isolation import ChildLost, in_child
-    from .core.signals import TimeLimitExceeded
-
-    preload(path)
-    if path.endswith(".onnx"):
-        target, entry = judged_target(path, target), "onnx"
-    try:
-        return in_child(_scan_here, path, target, rules, entry, inputs, timeout, values, timeout=timeout)
-    except (ChildLost, TimeLimitExceeded) as exc:
-        suffix = " (--timeout)" if isinstance(exc, TimeLimitExceeded) else ""
-        return ModelResult(path=path, entry=entry, target=target.as_dict(), status="error",
-                           error=f"{path}: {exc}{suffix}"), []
-
-
-def preload(path: str) -> None:
-    """Import, before the fork, what scanning ``path`` needs (torch, for a model file), and the
-    library modules earlier children imported, so that each child starts with them instead of
-    importing them again. No model code runs here."""
-    from . import analysis  # noqa: F401
-    from .core.isolation import import_learned
-    from .rules import engine, sites  # noqa: F401
-
-    if path.endswith(".onnx"):
-        from .capture.onnx import model  # noqa: F401
-    else:
-        import accelerate  # noqa: F401 - init_empty_weights builds the model
-        import torch._dynamo  # noqa: F401 - FakeTensorMode imports it on first use (~2 s)
-
-        from .capture.pytorch import capture  # noqa: F401
-    import_learned()
-
-
-def _scan_here(path, target, rules, entry, inputs, timeout, values):
-    """scan_file's work, in the process that runs it."""
-    from .analysis import run_passes
-    from .core.signals import TimeLimitExceeded
-    from .rules.engine import run_rules
-    from .rules.sites import collapse_sites
-
-    result = ModelResult(path=path, entry=entry, target=target.as_dict())
-    try:
-        with running_model_file(path, timeout):
-            captured = capture_model(path, target, entry, inputs)
-            if values.weights or values.measure:
-                attach_measurement(captured.graph, path, target, entry, inputs, values)
-            graph = run_passes(captured.graph)
-            findings = collapse_sites(run_rules(graph, rules, target, path, f"{path}:{entry}"), graph)
-    except CaptureError as exc:
-        result.status, result.error, result.traceback = "error", str(exc), _traceback_text(exc)
-        return result, []
-    except UsageError:  # --weights / --data that do not fit the model: the command's input
-        raise
-    except TimeLimitExceeded as exc:
-        result.status, result.error = "error", f"{path}: {exc} (--timeout)"
-        return result, []
-    except Exception as exc:  # noqa: BLE001 - a bug of ours must not hide the other models
-        result.status, result.traceback = "error", _traceback_text(exc)
-        result.error = f"{path}: {internal_error_line(exc, debug=False)}"
-        return result, []
-    result.frontend, result.nodes = captured.frontend, graph.number_of_nodes()
-    result.skipped, result.notes, result.graph = captured.skipped, captured.notes, graph
-    if graph.graph.get("structure_only"):
-        skipped_rules = [r.id for r in rules if r.needs_inputs]
-        if skipped_rules:
-            result.skipped.append("needs example inputs: " + " ".join(skipped_rules))
-    return result, findings
-
-
-def _traceback_text(exc: BaseException) -> str:
-    import traceback
-
-    return "".join(traceback.format_exception(exc))
-
-
-def attach_measurement(graph, path, target, entry, inputs, values):
-    """Real weights' statistics and, with --data, the range pass's per-op ranges."""
-    graph.graph["value_flags"] = values.flags()  # the plan a report suggests is made from the same values
-    if path.endswith(".onnx"):
-        from .capture.onnx.calibration import measure_onnx
-
-        measured = measure_onnx(path, target, values)
-        graph.graph.update(measured_nodes=measured.nodes, first_nonfinite=measured.first_nonfinite,
-                           headroom=values.headroom,
-                           calibration={"source": values.data, "batches": measured.batches})
-        return
-    from .capture.pytorch.calibration import measure_file
-
-    measurement = measure_file(path, target, entry, inputs, values)
-    graph.graph.update(measured_calls=measurement.calls, weight_ranges=measurement.weights,
-                       first_nonfinite=measurement.first_nonfinite, headroom=values.headroom,
-                       calibration={"source": values.data, "batches": measurement.batches})
 
 
 def scan(paths, target, rules, entry="get_model", inputs="get_example_inputs", root=None,
          timeout=None, values=NO_VALUES):
-    """Results and findings of every model file; fingerprints use paths relative to ``root``."""
+    """Results and findings of every model file, without settings (the Python API);
+    fingerprints use paths relative to ``root``."""
     results, findings = [], []
     for path in expand_paths(paths, entry):
-        result, found = scan_file(path, target, rules, entry, inputs, timeout, values)
+        result, found = frontend_for(path).scan(path, target, rules, entry, inputs, timeout, values)
         results.append(result)
         findings.extend(found)
     fingerprint_all(findings, root)
     findings.sort(key=sort_key)
     return results, findings
+
+
+@dataclass
+class Outcome:
+    result: ModelResult
+    new: list  # findings to report
+    known: list  # findings the baseline records (or all of them, when writing a baseline)
+    settings: FileSettings
+
+    @property
+    def failing(self) -> bool:
+        """A new finding at or above the ``fail-on`` of this model's settings."""
+        threshold = SEVERITY_RANK[self.settings.fail_on]
+        return any(SEVERITY_RANK[f.severity] <= threshold for f in self.new)
+
+
+class ScanManager:
+    """One scan: the files it takes, each judged under its own settings (``resolver``).
+
+    Bad input is said before any model loads: the settings files (``--config``), the
+    baselines and the file list are read in the constructor and in ``prepare``.
+    """
+
+    def __init__(self, resolver: SettingsResolver, entry: str = "get_model",
+                 inputs: str = "get_example_inputs", timeout: float | None = None, values=NO_VALUES,
+                 baseline: str | None = None, recording: bool = False):
+        self.resolver, self.entry, self.inputs = resolver, entry, inputs
+        self.timeout, self.values = timeout, values
+        self.baselines = Baselines(baseline, recording=recording)
+        self.files: list[str] = []
+        self.skipped: list[str] = []
+        self.frontends: dict[str, list] = {}  # path -> the frontends that scan it
+        self._rules = None
+        self.started = time.monotonic()
+
+    # ------------------------------------------------------------------ the files
+    def discover(self, paths, skip_non_models: bool = False) -> None:
+        """The files to scan and the frontends of each; a named file no frontend takes (a
+        Python file without the entry point when no training rule is selected) is an error,
+        unless ``skip_non_models``: pre-commit passes every changed .py file by name, and the
+        hooks set it aside then. Files are read, never imported."""
+        from .rules.engine import load_rules
+
+        named = list(named_paths(paths))
+        catalog = load_rules(checks=False, packs=self.resolver.rule_packs([p for p, _ in named]))
+        self.files, self.skipped, self.frontends, yielded, refused = [], [], {}, set(), []
+        for path, directory in named:
+            selected = [r for r in catalog if r.id in self.resolver.for_path(path).rule_ids]
+            try:
+                frontends = scan_frontends(path, self.entry, selected)
+            except UsageError:
+                if directory is None:
+                    raise
+                frontends = []  # in a folder, an unreadable file is passed over like a non-model
+            if frontends:
+                self.files.append(path)
+                self.frontends[path] = frontends
+                yielded.add(directory)
+            elif directory is not None:
+                continue
+            elif skip_non_models:
+                self.skipped.append(path)
+            else:
+                refused.append(path)
+        for path in paths:
+            if os.path.isdir(path) and path not in yielded:
+                raise no_model_files(path, self.entry)
+        if refused:
+            raise not_scanned(refused[0], self.entry)
+
+    def prepare(self) -> None:
+        """Read the baseline every settings file names (a bad one is said at once)."""
+        self.baselines.read_all(s.baseline for s, _ in self.resolver.groups(self.files))
+
+    @property
+    def read(self) -> list[str]:
+        """Every file the scan reads (an output may not overwrite one)."""
+        return [*self.files, *self.skipped, *(s.config.path for s, _ in self.resolver.groups(self.files))]
+
+    @property
+    def first(self) -> FileSettings:
+        return self.resolver.for_path(self.files[0] if self.files else os.path.join(os.curdir, "_"))
+
+    @property
+    def target(self):
+        """The report's top-level target; each model carries its own."""
+        return self.first.target
+
+    def rules(self):
+        """The rule catalog of the scan: the bundled rules and the packs its settings name
+        (read once, after ``discover``)."""
+        from .rules.engine import load_rules
+
+        if self._rules is None:
+            self._rules = load_rules(packs=self.resolver.rule_packs(self.files))
+        return self._rules
+
+    # ------------------------------------------------------------------ scanning
+    def scan_file(self, path: str, settings: FileSettings | None = None, rules=None, frontends=None):
+        """(result, findings) of one file as its settings want to see them (no baseline yet);
+        ``rules``: the catalog to select from (default: the scan's); ``frontends``: those that
+        read the file (default: ``discover``'s). A Python model file is scanned as a model and,
+        with training rules selected, as a training script: one result (the first error, if
+        any), both findings."""
+        settings = settings or self.resolver.for_path(path)
+        chosen = [r for r in (rules if rules is not None else self.rules()) if r.id in settings.rule_ids]
+        frontends = frontends or self.frontends[path]
+        results, found = [], []
+        for frontend in frontends:
+            target = frontend.judged_target(settings.target)
+            result, more = frontend.scan(path, target, chosen, self.entry, self.inputs, self.timeout, self.values)
+            results.append(result)
+            found += more
+        result = next((r for r in results if r.status == "error"), results[0])
+        if len(results) > 1 and all(r.scopes is not None for r in results):
+            result.scopes = tuple(dict.fromkeys(s for r in results for s in r.scopes))
+        fingerprint_all(found, settings.config.root)
+        target = frontends[0].judged_target(settings.target)
+        return result, apply_settings(found, [result], chosen, self.resolver.known, settings.config, target)
+
+    def scan_named(self, path: str, settings: FileSettings, rules):
+        """(first result, findings) of the files ``path`` names, all judged under ``settings``
+        (``plan`` scans one model file so)."""
+        results, findings = [], []
+        for file in expand_paths([path], self.entry):
+            result, found = self.scan_file(file, settings, rules, [frontend_for(file)])
+            results.append(result)
+            findings += found
+        return results[0], sorted(findings, key=sort_key)
+
+    def outcomes(self, before=None):
+        """An ``Outcome`` per model file, as each finishes; ``before(index, path)`` is called
+        before each file is loaded (a progress line)."""
+        from .rules.sites import cap_per_rule
+
+        for index, path in enumerate(self.files, 1):
+            if before is not None:
+                before(index, path)
+            settings = self.resolver.for_path(path)
+            result, found = self.scan_file(path, settings)
+            new, known = self.baselines.split(found, settings.baseline)
+            yield Outcome(result, cap_per_rule(new), known, settings)
+
+    def run(self, listener=None, write_baseline: tuple[str, str] | None = None) -> ScanReport:
+        """Scan every file; ``listener.before(index, path)`` / ``listener.finished(outcome)``
+        as each model starts and ends. ``write_baseline``: (checked path, name as given): the
+        findings are recorded there when no model failed."""
+        if not self.files:
+            return ScanReport([], [], self.target)
+        done = []
+        for outcome in self.outcomes(listener and listener.before):
+            done.append(outcome)
+            if listener is not None:
+                listener.finished(outcome)
+        report = ScanReport(
+            results=[o.result for o in done], findings=[f for o in done for f in o.new],
+            target=self.target, rules=self.rules(), hidden=[f for o in done for f in o.known],
+            baselines=self.baselines.paths, failing=any(o.failing for o in done),
+            settings=[s.as_json(group) for s, group in self.resolver.groups(self.files)],
+            baseline_shown=write_baseline[1] if write_baseline else ", ".join(self.baselines.paths))
+        if write_baseline and not report.failed:
+            from .settings.baseline import write_baseline as record
+
+            record(write_baseline[0], report.hidden, report.target, self.first.config.root)
+        report.elapsed = time.monotonic() - self.started
+        return report

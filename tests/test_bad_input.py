@@ -11,10 +11,12 @@ BAD = os.path.join(ROOT, "tests", "bad_models")
 
 CASES = {
     "missing file": (["scan", os.path.join(BAD, "nope.py")], "no such file"),
-    "directory without models": (["scan", os.path.join(BAD, "empty_dir")], "no model files"),
+    # a folder or file no selected rule reads: without --select, the training rules read any .py
+    "directory without models": (["scan", os.path.join(BAD, "empty_dir"), "--select", "PA1"], "no model files"),
     "syntax error": (["scan", os.path.join(BAD, "syntax_error.py")], "syntax error"),
     "import error": (["scan", os.path.join(BAD, "import_error.py")], "not_a_real_package_xyz"),
-    "no get_model": (["scan", os.path.join(BAD, "no_get_model.py"), "--entry", "make"], "no function make()"),
+    "no get_model": (["scan", os.path.join(BAD, "no_get_model.py"), "--entry", "make", "--select", "PA1"],
+                     "no function make()"),
     "get_model raises": (["scan", os.path.join(BAD, "get_model_raises.py")], "checkpoint missing"),
     "inputs do not fit": (["scan", os.path.join(BAD, "wrong_inputs.py")], "forward failed on the example inputs"),
     "not a module": (["scan", os.path.join(BAD, "not_a_module.py")], "not a torch.nn.Module"),

@@ -120,12 +120,12 @@ def _finding(severity, message="m", path="m.py", line=3):
 
 @pytest.mark.parametrize("severity, command", [("error", "error"), ("warning", "warning"), ("info", "notice")])
 def test_github_level_follows_severity(severity, command):
-    out = github.render([], [_finding(severity)], None)
+    out = github.annotations([], [_finding(severity)])
     assert out.startswith(f"::{command} file=m.py,line=3,title=PA105 exp-log-low-precision::")
 
 
 def test_github_escapes_properties_and_message():
-    out = github.render([], [_finding("error", message="100% over\nrange", path="a,b:c.py")], None)
+    out = github.annotations([], [_finding("error", message="100% over\nrange", path="a,b:c.py")])
     props, message = out.rstrip("\n").split("::")[1:3]
     assert props.startswith("error file=a%2Cb%3Ac.py,line=3,")
     assert message.startswith("100%25 over%0Arange")

@@ -492,12 +492,12 @@ def test_an_unreadable_model_file_says_so(tmp_path):
 
 
 def test_an_unreadable_model_file_says_so_even_as_root(monkeypatch):
-    from precisionaudit import scanner
+    from precisionaudit.frontend import pytorch
 
     def denied(path, *args, **kwargs):
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(scanner, "open", denied, raising=False)
+    monkeypatch.setattr(pytorch, "open", denied, raising=False)
     one_error_line(run("scan", HAZARD), "cannot read: Permission denied")
 
 

@@ -18,7 +18,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
 import networkx as nx  # noqa: E402
-from layout_counts import (LAYERS, PACKAGE, against_the_order, cycles, import_graph, imported_from,  # noqa: E402
+from layout_counts import (LAYERS, PACKAGE, SUFFIX_TEST, against_the_order, cycles, dispatch_sites,  # noqa: E402
+                           import_graph, imported_from,
                            module_name, stage, upward_imports)
 
 
@@ -133,6 +134,9 @@ def test_no_modules_import_one_another_round_a_loop():
     ("plan.file", "plan.pytorch"),  # the plan's schema is below the planner
     ("runtime.onnx.io", "capture.onnx.model"),
     ("prune.onnx", "cli"),
+    ("check.pytorch.runner", "frontend.pytorch"),  # the frontends sit above what they call
+    ("settings.policy", "scanner"),  # settings is policy over findings, below the manager
+    ("frontend.onnx", "scanner"),
 ])
 def test_an_import_up_or_across_is_against_the_order(importer, imported):
     assert against_the_order(f"precisionaudit.{importer}", f"precisionaudit.{imported}")
@@ -145,6 +149,9 @@ def test_an_import_up_or_across_is_against_the_order(importer, imported):
     ("prune.pytorch", "check.pytorch.runner"),
     ("check.pytorch.runner", "check.metrics"),  # within a stage
     ("report.json_report", "precisionaudit"),  # the package's version
+    ("scanner", "frontend"),
+    ("frontend.onnx", "prune.onnx"),
+    ("scanner", "settings.policy"),
 ])
 def test_an_import_down_or_within_a_stage_is_in_order(importer, imported):
     imported = imported if imported == "precisionaudit" else f"precisionaudit.{imported}"
@@ -154,3 +161,14 @@ def test_an_import_down_or_within_a_stage_is_in_order(importer, imported):
 def test_a_loop_of_three_modules_is_one_cycle():
     graph = nx.DiGraph([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])
     assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_kind_of_a_file_is_decided_in_the_frontends_only():
+    """No ``.endswith(".onnx")`` anywhere, and the suffix tests left are the frontends' one
+    dispatch, the directory walk (which files a scan looks at: the frontends' SUFFIXES) and
+    tests that are not about a model's kind (weight shards, rule files, comments in Python)."""
+    assert dispatch_sites() == []
+    assert {s.rsplit(":", 1)[0] for s in dispatch_sites(SUFFIX_TEST)} <= {
+        "precisionaudit/frontend/__init__.py", "precisionaudit/scanner.py",
+        "precisionaudit/capture/pytorch/weights.py", "precisionaudit/rules/engine.py",
+        "precisionaudit/settings/suppressions.py"}

@@ -9,16 +9,17 @@ from precisionaudit.analysis import run_passes
 from precisionaudit.cli import main
 from precisionaudit.core.target import Target
 from precisionaudit.core.values import ValueOptions
-from precisionaudit.scanner import attach_measurement, capture_model
+from precisionaudit.frontend import frontend_for
 
 PA105 = sample("pa105_exp_hazard.py")
 PURE = Target("float16", "pure", "cuda")
 
 
 def _graph(values=None):
-    captured = capture_model(PA105, PURE, "get_model", "get_example_inputs")
+    frontend = frontend_for(PA105)
+    captured = frontend.capture(PA105, PURE, "get_model", "get_example_inputs")
     if values is not None:
-        attach_measurement(captured.graph, PA105, PURE, "get_model", "get_example_inputs", values)
+        frontend.measure(captured.graph, PA105, PURE, "get_model", "get_example_inputs", values)
     return run_passes(captured.graph)
 
 

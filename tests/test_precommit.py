@@ -6,6 +6,7 @@ The `precisionaudit` (language: python) hook would have pre-commit pip-install t
 torch included (GBs), into a fresh hook environment: too slow and network-bound for a unit
 test; its manifest entry is checked to run the same command over the same files instead.
 """
+import json
 import os
 import re
 import shutil
@@ -101,22 +102,34 @@ def _scan_in_subprocess(tmp_path, *names):
     return run.stdout.strip().splitlines()[-1], run.stderr
 
 
-def test_non_model_files_are_skipped_without_importing_torch(tmp_path):
+def test_non_model_files_are_read_as_training_scripts_without_importing_torch(tmp_path):
     write(tmp_path, "utils.py", NOT_A_MODEL)
     write(tmp_path, "notes.py", "# mentions get_model but never defines it\n")
     last, stderr = _scan_in_subprocess(tmp_path, "utils.py", "notes.py")
     assert last == "no torch 0"
+    assert "nothing to scan" not in stderr  # the bundled training rules read them
+
+
+def test_non_model_files_no_selected_rule_reads_are_skipped_without_importing_torch(tmp_path):
+    write(tmp_path, "utils.py", NOT_A_MODEL)
+    write(tmp_path, "notes.py", "# mentions get_model but never defines it\n")
+    last, stderr = _scan_in_subprocess(tmp_path, "--select", "PA1", "utils.py", "notes.py")
+    assert last == "no torch 0"
     assert "nothing to scan: 2 files without get_model() skipped" in stderr
 
 
-def test_a_directory_without_model_files_is_still_a_usage_error(tmp_path, cli, monkeypatch):
+def test_a_directory_without_files_a_selected_rule_reads_is_still_a_usage_error(tmp_path, cli, monkeypatch):
     (tmp_path / "pkg").mkdir()
     write(tmp_path / "pkg", "utils.py", NOT_A_MODEL)
     monkeypatch.chdir(tmp_path)
-    result = cli("scan", "--isolated", "pkg")
+    result = cli("scan", "--isolated", "pkg", "--select", "PA1")
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
         "precisionaudit: error: pkg: no model files (Python files defining get_model() or .onnx files)"]
+    as_script = cli("scan", "--isolated", "pkg", "--format", "json")  # the training rules read it
+    assert as_script.exit_code == 0
+    assert [(m["path"], m["frontend"]) for m in json.loads(as_script.stdout)["models"]] == [
+        (os.path.join("pkg", "utils.py"), "training")]
 
 
 def test_readme_snippets_name_the_hooks_of_the_manifest():

@@ -1,6 +1,7 @@
 """Why each op computes in the dtype it does: autocast list, explicit cast, promotion."""
 from ..core.autocast_policy import POLICY, aten_short
 from ..core.numerics import LOW_PRECISION_NAMES as LOW
+from ..core.target import Target
 
 
 def autocast_kind(node) -> str | None:
@@ -16,11 +17,11 @@ def autocast_kind(node) -> str | None:
 def reason(node, target) -> str:
     if node["explicit_cast"]:
         return "explicit cast"
-    if target.get("mode") == "pure" and node["compute_dtype"] in LOW:
-        return f"pure {target['dtype']} model"
-    if target.get("mode") == "autocast" and not node["autocast_enabled"]:
+    if target.mode == "pure" and node["compute_dtype"] in LOW:
+        return f"pure {target.dtype} model"
+    if target.mode == "autocast" and not node["autocast_enabled"]:
         return "autocast disabled here"
-    kind = autocast_kind(node) if target.get("mode") == "autocast" else None
+    kind = autocast_kind(node) if target.mode == "autocast" else None
     low = node["compute_dtype"] in LOW
     if kind == "lower_precision_fp":
         return "autocast: lower_precision_fp list" if low else "autocast disabled here"
@@ -34,7 +35,7 @@ def reason(node, target) -> str:
 
 
 def annotate(graph):
-    target = graph.graph.get("target", {})
+    target = graph.graph.get("target") or Target()  # a core.target.Target, as the capture judged it
     for _, node in graph.nodes(data=True):
         node["low_precision"] = node["compute_dtype"] in LOW
         node["why"] = reason(node, target)

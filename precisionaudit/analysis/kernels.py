@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.numerics import LOW_PRECISION_NAMES as LOW
+from ..core.target import Target
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def accumulate_dtype(node, device: str) -> str | None:
 
 
 def annotate(graph):
-    device = graph.graph.get("target", {}).get("device", "cuda")
+    device = (graph.graph.get("target") or Target()).device
     for _, node in graph.nodes(data=True):
         node["accumulate_dtype"] = accumulate_dtype(node, device)
         kernel = kernel_of(node)

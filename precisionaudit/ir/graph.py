@@ -53,6 +53,9 @@ class OpNode:
 
 
 def new_graph(**attrs) -> nx.DiGraph:
+    """An empty IR graph with the graph-level facts every frontend fills: ``inputs``,
+    ``outputs``, ``params``, ``modules``, ``input_dims``; ``attrs`` adds others, such as
+    ``target`` (the ``core.target.Target`` the capture judged under: the object, not its dict)."""
     graph = nx.DiGraph()
     graph.graph.update({"inputs": [], "outputs": [], "params": {}, "modules": {},
                         "input_dims": set()})

@@ -13,6 +13,8 @@ kept becomes one ``op_types`` entry. Same findings, same file, byte for byte.
 """
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 
 from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITY_RANK
@@ -181,7 +183,7 @@ def header(path: str, plan: OverridePlan, notes=(), plan_path: str = "plan.yaml"
     """The comment lines at the top of an ONNX plan file: what it is and how to use it."""
     dtype = plan.target.get("dtype", "float16")
     flags = "" if dtype == "float16" else f" --dtype {dtype}"
-    out = path[:-5] + "_fp16.onnx" if path.endswith(".onnx") else "model_fp16.onnx"
+    out = os.path.splitext(path)[0] + "_fp16.onnx"
     lines = [f"precisionaudit override plan for {path} ({dtype}, the whole graph converted)",
              "the listed nodes (by name, or every node of an op type) stay in float32:",
              f"    precisionaudit convert {path}{flags} --plan {plan_path} -o {out}",

@@ -22,7 +22,12 @@ def _command(level: str, path: str, line, title: str, message: str, column=None)
     return f"::{level} {','.join(props)}::{_data(message)}"
 
 
-def render(results, findings, target) -> str:
+def render(scan) -> str:
+    """The annotations of a ``core.report.ScanReport``."""
+    return annotations(scan.results, scan.findings)
+
+
+def annotations(results, findings) -> str:
     lines = [_command("error", r.path, None, "precisionaudit: model not scanned", r.error or "")
              for r in results if r.status == "error"]
     for f in findings:

@@ -66,7 +66,9 @@ def _page(title: str, body: list[str], figures: list[tuple[str, object]]) -> str
 
 
 # --------------------------------------------------------------------------- scan
-def render_scan(results, findings, target) -> str:
+def render_scan(scan) -> str:
+    """The page of a ``core.report.ScanReport``."""
+    results, findings, target = scan.results, scan.findings, scan.target
     counts = summary(findings)
     body = ["<h1>precisionaudit scan</h1>",
             f'<p id="summary">{_e(", ".join(plural(counts[s], s) for s in SEVERITIES))} in '

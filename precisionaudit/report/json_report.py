@@ -16,5 +16,6 @@ def report(results, findings, target, settings=None) -> dict:
     return document
 
 
-def render(results, findings, target, settings=None) -> str:
-    return dumps(report(results, findings, target, settings))
+def render(scan) -> str:
+    """The JSON report of a ``core.report.ScanReport``."""
+    return dumps(report(scan.results, scan.findings, scan.target, scan.settings))

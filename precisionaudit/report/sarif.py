@@ -79,6 +79,7 @@ def report(results, findings, target, rules=None) -> dict:
     return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
-def render(results, findings, target, rules=None) -> str:
-    """The SARIF log; ``rules`` (default: the bundled ones) are what the scan ran, packs' included."""
-    return dumps(report(results, findings, target, rules))
+def render(scan) -> str:
+    """The SARIF log of a ``core.report.ScanReport``; its ``rules`` (None: the bundled ones) are
+    what the scan ran, packs' included."""
+    return dumps(report(scan.results, scan.findings, scan.target, scan.rules))

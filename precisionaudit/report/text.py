@@ -60,8 +60,8 @@ def render_model(result, findings, target, hidden: int = 0, color: bool = False)
                     f"{judged['device']})", color, bold=True)
     if result.status != "ok":
         return f"{header}: {_paint('error', color, fg='red', bold=True)}: {result.error}\n"
-    lines = [f"{header}: {plural(result.nodes, 'op')} captured ({result.frontend}), "
-             f"{plural(len(mine), 'finding')}" + (f" ({hidden} hidden by the baseline)" if hidden else "")]
+    read = f"{plural(result.nodes, 'op')} captured" if result.graph is not None else "read, not run"
+    lines = [f"{header}: {read} ({result.frontend}), {plural(len(mine), 'finding')}" + (f" ({hidden} hidden by the baseline)" if hidden else "")]
     for note in result.notes + result.skipped:
         lines.append(f"  note: {note}")
     for f in mine:
@@ -88,16 +88,6 @@ def plannable(findings) -> list:
             and (f.fix or {}).get("action") in PLANNED_ACTIONS]
 
 
-def plan_command(path: str, target: dict, value_flags: str = "") -> str:
-    """The ``precisionaudit plan`` line for a model judged under ``target`` (its flags only
-    where they differ from the defaults; ``value_flags``: its --weights/--data, if any)."""
-    defaults = {"dtype": "float16"} if path.endswith(".onnx") else {
-        "dtype": "float16", "mode": "autocast", "device": "cuda"}
-    flags = "".join(f" --{k} {target[k]}" for k, default in defaults.items() if target[k] != default)
-    return (f"precisionaudit plan {path}{flags}{value_flags} "
-            f"-o {'plan' if path.endswith('.onnx') else 'amp_plan'}.yaml")
-
-
 def render_summary(results, findings, target, elapsed: float | None = None, hidden: int = 0,
                    baseline: str | None = None, color: bool = False) -> str:
     """The closing lines: counts, failed models, hidden findings, time, and the next step."""
@@ -112,22 +102,23 @@ def render_summary(results, findings, target, elapsed: float | None = None, hidd
     if hidden:
         line += f"; {plural(hidden, 'finding')} hidden by the baseline" + (f" {baseline}" if baseline else "")
     lines = [_paint(line, color, bold=True)]
-    judged = {r.path: r.target or target.as_dict() for r in results}
-    value_flags = {r.path: r.graph.graph.get("value_flags", "") if r.graph is not None else "" for r in results}
+    hints = {r.path: r.plan_hint for r in results}  # each file's frontend wrote its plan command
     by_path: dict[str, int] = {}
     for f in plannable(findings):
         by_path[f.path] = by_path.get(f.path, 0) + 1
     for path, count in by_path.items():
+        if hints.get(path) is None:  # a file no plan applies to (a training script)
+            continue
         lines.append(f"{_paint('hint', color, fg='green', bold=True)}: an override plan fixes "
-                     f"{plural(count, 'finding')} of {path}: {plan_command(path, judged[path], value_flags[path])}")
+                     f"{plural(count, 'finding')} of {path}: {hints[path]}")
     return "\n".join(lines) + "\n"
 
 
-def render(results, findings, target, hidden: int = 0, baseline: str | None = None,
-           color: bool = False) -> str:
-    """The whole report at once (``hidden``: how many findings the baseline hid in all)."""
-    return "".join(render_model(r, findings, target, color=color) for r in results) + \
-        render_summary(results, findings, target, hidden=hidden, baseline=baseline, color=color)
+def render(report, color: bool = False) -> str:
+    """The whole report (a ``core.report.ScanReport``) at once."""
+    return "".join(render_model(r, report.findings, report.target, color=color) for r in report.results) + \
+        render_summary(report.results, report.findings, report.target, hidden=len(report.hidden),
+                       baseline=report.baseline_shown, color=color)
 
 
 def render_statistics(counts, color: bool = False) -> str:

@@ -65,3 +65,33 @@ def split_known(findings: list[Finding], known: set[str]) -> tuple[list[Finding]
     """(new findings, findings the baseline already records)."""
     new = [f for f in findings if f.fingerprint not in known]
     return new, [f for f in findings if f.fingerprint in known]
+
+
+class Baselines:
+    """The fingerprints of every baseline file in force, read before the first model loads
+    (a bad baseline is reported at once, not after minutes of scanning). ``recording``
+    (``--write-baseline``): every finding is taken as known, and no file is read."""
+
+    def __init__(self, given: str | None = None, recording: bool = False):
+        """``given``: the command line's --baseline, read at once (before the files are listed)."""
+        self.recording = recording
+        self._known: dict[str, set] = {}
+        self._read(given)
+
+    def read_all(self, paths) -> None:
+        """Read the baselines the settings files in force name."""
+        for path in paths:
+            self._read(path)
+
+    def _read(self, path: str | None) -> None:
+        if path and not self.recording and path not in self._known:
+            self._known[path] = read_baseline(path)
+
+    @property
+    def paths(self) -> list[str]:
+        return sorted(self._known)
+
+    def split(self, findings, baseline: str | None):
+        if self.recording:
+            return [], list(findings)
+        return split_known(findings, self._known.get(baseline, set()))

@@ -140,7 +140,7 @@ def capture_onnx(path: str, target) -> Capture:
     model = load_onnx(path, shapes=False)
     inference_failure = infer_shapes(model, path)
     tensors = Tensors(model)
-    graph = new_graph(target=target.as_dict())
+    graph = new_graph(target=target)
     graph.graph["inputs"] = [(tensors.dtype(i.name), tensors.shape(i.name)) for i in model.graph.input
                              if i.name not in tensors.initializers]
     graph.graph["input_dims"] = {d for _, s in graph.graph["inputs"] if s for d in s if d}

@@ -238,7 +238,7 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
     records its ``param_views`` / ``untracked_operands``. Graph attributes: the inputs,
     parameters, modules and outputs of the forward.
     """
-    graph = new_graph(target=target.as_dict())
+    graph = new_graph(target=target)
     tensors = [t for t in pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor)]
     graph.graph["inputs"] = [(dtype_name(t.dtype), tuple(t.shape)) for t in tensors]
     graph.graph["input_dims"] = {d for t in tensors for d in t.shape}
@@ -443,7 +443,7 @@ def module_facts(model: torch.nn.Module) -> dict:
 
 def structure_graph(model, target: Target):
     """A graph with one node per weight-bearing module, for runs without example inputs."""
-    graph = new_graph(target=target.as_dict())
+    graph = new_graph(target=target)
     graph.graph["params"] = {n: tuple(p.shape) for n, p in model.named_parameters()}
     graph.graph["modules"] = module_facts(model)
     graph.graph["structure_only"] = True

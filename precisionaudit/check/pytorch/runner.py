@@ -234,8 +234,6 @@ def _measurement_notes(ref, variants) -> list[str]:
 def _load(path, entry, inputs, seed, runtime, values):
     """The model (its weights: --weights, else its own init from ``seed``) and an iterator
     over the input batches (--data, else the example inputs)."""
-    if path.endswith(".onnx"):
-        raise UsageError(f"{path}: check runs PyTorch model files; ONNX models are scanned only")
     module = model_file.import_model_file(path)
     model_file.entry_point(module, path, entry, required=True)  # a missing entry is reported first
     make_inputs = model_file.entry_point(module, path, inputs, required=False)

@@ -1,4 +1,5 @@
-"""What a project's settings do to a scan's findings, in a fixed order: per-rule severity,
+"""What a project's settings do to a scan's findings (policy only: the scan manager,
+scanner.py, runs the scan and calls ``apply_settings``), in a fixed order: per-rule severity,
 per-file-ignores, suppression comments (and PA001 for the unused ones), config patterns.
 
 Fingerprints are computed first, relative to the settings file's directory (the project
@@ -8,30 +9,17 @@ change the other's fingerprint (and its baseline entry).
 from __future__ import annotations
 
 from ..core.findings import fingerprint_all, sort_key
-from ..core.values import NO_VALUES
-from ..rules.engine import GRAPH_SCOPES
 from .config import Config, expand_codes, path_matches
 from .suppressions import suppress_inline, suppress_patterns, unused_findings
 
 UNUSED_SUPPRESSION = "PA001"
 
 
-def scan_with_settings(paths, target, rules, known_ids, config: Config, entry, inputs, timeout=None,
-                       values=NO_VALUES):
-    """(results, findings) of a scan as the project's settings want to see them."""
-    from ..scanner import scan  # imports torch only once there is a model to scan
-
-    graph_rules = [r for r in rules if r.scope in GRAPH_SCOPES]  # source rules are applied below
-    results, findings = scan(paths, target, graph_rules, entry, inputs, root=config.root,
-                             timeout=timeout, values=values)
-    return results, apply_settings(findings, results, rules, known_ids, config, target)
-
-
 def apply_settings(findings, results, rules, known_ids, config: Config, target):
     """The findings a project wants to see (the baseline is applied after, by the caller).
 
-    ``findings`` come from ``scanner.scan(..., root=config.root)``: fingerprinted before
-    anything is dropped (see the module doc).
+    ``findings`` are fingerprinted relative to ``config.root`` before anything is dropped
+    (see the module doc): the scan manager does it.
     """
     ignored = {}
 
@@ -49,7 +37,8 @@ def apply_settings(findings, results, rules, known_ids, config: Config, target):
     if unused_rule is not None:
         def active(path):
             structure_only = scanned[path].frontend == "structure"
-            return {r.id for r in rules if target.mode in r.modes
+            ran = scanned[path].scopes  # a rule of a scope that did not read the file cannot judge it
+            return {r.id for r in rules if target.mode in r.modes and (ran is None or r.scope in ran)
                     and not (structure_only and r.needs_inputs and r.scope != "source")} - ignored_for(path)
 
         models = {path: f"{path}:{r.entry}" for path, r in scanned.items()}

@@ -1,0 +1,60 @@
+"""Frontends: one per kind of input file, and the one place that picks the frontends of a path.
+
+Every command asks ``frontend_for(path)`` (the model frontend: plan, check, explain, convert)
+or ``scan_frontends`` (every frontend that scans the file) and calls what it gets
+(``base.Frontend``); nothing else in the package branches on a file's kind. A new kind of
+input is a module here and its place in ``SUFFIXES``.
+"""
+from __future__ import annotations
+
+from .base import CheckRequest, Frontend, ModelFrontend, PlanOutcome, PlanRequest
+from .onnx import OnnxFrontend
+from .pytorch import PyTorchFrontend
+from .training import TrainingFrontend
+
+__all__ = ["CheckRequest", "Frontend", "ModelFrontend", "PlanOutcome", "PlanRequest", "frontend_for",
+           "is_model_file", "not_scanned", "scan_frontends", "MODELS", "SUFFIXES"]
+
+PYTORCH, ONNX, TRAINING = PyTorchFrontend(), OnnxFrontend(), TrainingFrontend()
+#: the model frontend of each suffix: what plan, check, explain and convert call (a file of
+#: another suffix is taken as a PyTorch model file, whose import then says what is wrong)
+MODELS: dict[str, ModelFrontend] = {".py": PYTORCH, ".onnx": ONNX}
+#: the suffixes a scan looks at (a directory yields their files) and the frontends it asks,
+#: in order, whether they scan such a file (``takes``). A training config's frontend is one
+#: more entry here: ``".json": (DEEPSPEED,)``.
+SUFFIXES: dict[str, tuple] = {".py": (PYTORCH, TRAINING), ".onnx": (ONNX,)}
+
+
+def _suffix(path: str, table) -> str | None:
+    return next((suffix for suffix in table if path.endswith(suffix)), None)
+
+
+def frontend_for(path: str) -> ModelFrontend:
+    """The model frontend of a file named to plan, check, explain or convert."""
+    suffix = _suffix(path, MODELS)
+    return MODELS[suffix] if suffix else PYTORCH
+
+
+def not_scanned(path: str, entry: str):
+    """The UsageError for a file named to scan that no frontend takes."""
+    from ..core.errors import UsageError
+
+    suffix = _suffix(path, MODELS)
+    if suffix is None:
+        return UsageError(f"{path}: not a Python model file or an .onnx file")
+    return MODELS[suffix].not_taken(path, entry)
+
+
+def scan_frontends(path: str, entry: str, rules) -> list:
+    """The frontends that scan ``path`` with the rules selected for it (``rules``: the
+    catalog's, read without their checks): a model file's (an ONNX file; a Python file that
+    defines ``entry``) and, when training rules are selected, a Python file's training audit.
+    Read from the source, never imported; empty when nothing applies."""
+    suffix = _suffix(path, SUFFIXES)
+    return [f for f in SUFFIXES[suffix] if f.takes(path, entry, rules)] if suffix else []
+
+
+def is_model_file(path: str, entry: str = "get_model") -> bool:
+    """Whether a scan takes ``path`` as a model file, read from its source (never imported):
+    an ONNX file always, a Python file when it defines the entry point."""
+    return frontend_for(path).accepts(path, entry)

@@ -1,0 +1,99 @@
+"""A PyTorch model file: a Python file whose ``get_model()`` (``--entry``) returns the module
+and whose ``get_example_inputs()`` (``--inputs``) its inputs."""
+from __future__ import annotations
+
+from ..core.errors import UsageError
+from .base import CheckRequest, ModelFrontend, PlanOutcome, PlanRequest
+
+
+class PyTorchFrontend(ModelFrontend):
+    name = "pytorch"
+    plan_file = "amp_plan.yaml"
+
+    def accepts(self, path: str, entry: str) -> bool:
+        """Decide from the source text alone (no import) whether the file defines the entry."""
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read: {exc.strerror}") from exc
+        return f"def {entry}(" in text or f"{entry} =" in text
+
+    def not_taken(self, path: str, entry: str) -> UsageError:
+        """Why a scan does not take the file (when no training rule reads it either)."""
+        return UsageError(f"{path}: no function {entry}() (use --entry to name the model factory)")
+
+    def preload(self) -> None:
+        import accelerate  # noqa: F401 - init_empty_weights builds the model
+        import torch._dynamo  # noqa: F401 - FakeTensorMode imports it on first use (~2 s)
+
+        from ..capture.pytorch import capture  # noqa: F401
+
+    def state_kept(self):
+        from ..capture.pytorch.user_code import torch_defaults_kept
+
+        return torch_defaults_kept()
+
+    def capture(self, path, target, entry, inputs):
+        from ..capture.pytorch.capture import capture_file
+
+        return capture_file(path, target, entry, inputs)
+
+    def measured(self, path, target, entry, inputs, values) -> dict:
+        from ..capture.pytorch.calibration import measure_file
+
+        measurement = measure_file(path, target, entry, inputs, values)
+        return dict(measured_calls=measurement.calls, weight_ranges=measurement.weights,
+                    first_nonfinite=measurement.first_nonfinite,
+                    calibration={"source": values.data, "batches": measurement.batches})
+
+    def validate_plan(self, prune, input_shapes, values) -> None:
+        if input_shapes:
+            raise UsageError("--input-shape is for ONNX models")
+        if prune and values.data is not None:
+            raise UsageError("plan --prune --data is for ONNX models; a model file's plan is pruned "
+                             "on its example inputs (check --data proves the whole plan on the data)")
+
+    def plan(self, request: PlanRequest) -> PlanOutcome:
+        """Autocast / pure-mode regions by module; with ``prune`` only those the example
+        inputs' forwards need (the check stage runs them)."""
+        from ..plan.pytorch import header, make_plan
+
+        r = request
+        override_plan, notes = make_plan(r.findings, r.target, r.result.graph, r.min_severity)
+        pruned, warnings = None, []
+        if r.prune:
+            from ..prune.pytorch import pruned_plan
+            from ..report.progress import progress_printer
+
+            pruned = self.run(r.path, r.timeout, pruned_plan, override_plan, r.path, r.target, r.seed, r.entry,
+                              r.inputs, "cpu" if r.target.device == "cpu" else "auto", progress_printer(),
+                              r.values.weights)
+            override_plan = pruned.plan
+        lines = header(r.path, override_plan, r.target, notes, self.plan_file if r.output == "-" else r.output,
+                       r.values.flags())
+        if pruned is not None:
+            from ..prune.pytorch import header_lines
+
+            lines += header_lines(pruned, r.seed)
+            if not pruned.passed:
+                warnings.append(f"{r.path}: even the whole static plan fails the check on the example "
+                                "inputs (precisionaudit check shows where)")
+        return PlanOutcome(override_plan, lines, warnings)
+
+    def check(self, request: CheckRequest) -> dict:
+        from ..check.pytorch.runner import run_check
+        from ..core.target import Target
+        from ..report.progress import progress_printer
+
+        r = request
+        if r.input_shapes:
+            raise UsageError("--input-shape is for ONNX models; a model file's example inputs give the shapes")
+        target = Target(r.dtype, r.mode, "cpu" if r.device == "cpu" else "cuda")
+        return self.run(r.path, r.timeout, run_check, r.path, target, plan=r.plan_path, device=r.device,
+                        tolerance=r.tolerance, seed=r.seed, grad=r.grad, entry=r.entry, inputs=r.inputs,
+                        progress=progress_printer(), values=r.values)
+
+    def convert(self, path, plan_path, output, dtype, keep_io_types, warn):
+        self.not_supported(path, "convert takes an ONNX model (.onnx); PyTorch models take a plan "
+                           "through precisionaudit.apply_plan / to_low_precision")
