@@ -161,3 +161,23 @@ def test_a_new_kind_of_input_is_one_entry_in_the_frontend_table(cli, project, mo
     assert [(m["path"], m["frontend"]) for m in document["models"]] == [
         ("./ds_config.json", "config"), ("./model.py", "fake"), ("./train.py", "training"),
         ("./utils.py", "training")]
+
+
+SAMPLES = os.path.join(os.path.dirname(TESTS), "samples", "training")
+
+
+def test_deepspeed_configs_are_scanned_and_other_json_files_are_not(cli, tmp_path):
+    """A directory scan reads a DeepSpeed JSON config with the training rules (PA423 on its
+    key) and passes over a JSON file that is no config; named, that file is one clear error."""
+    with open(os.path.join(SAMPLES, "pa423_both_enabled_hazard.json")) as fh:
+        (tmp_path / "ds_config.json").write_text(fh.read())
+    (tmp_path / "package.json").write_text('{"name": "web", "version": "1.0.0"}\n')
+    result, document = report(cli, str(tmp_path))
+    assert result.exit_code == 1, result.output
+    assert [m["path"] for m in document["models"]] == [str(tmp_path / "ds_config.json")]
+    assert {(f["rule"], f["severity"]) for f in document["findings"]} == {("PA423", "error")}
+    named = cli("scan", str(tmp_path / "package.json"))
+    assert named.exit_code == 2
+    assert "package.json: not a DeepSpeed or accelerate config" in named.output
+    skipped = cli("scan", "--skip-non-models", str(tmp_path / "package.json"))
+    assert skipped.exit_code == 0, skipped.output

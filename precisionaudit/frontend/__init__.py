@@ -20,9 +20,10 @@ PYTORCH, ONNX, TRAINING = PyTorchFrontend(), OnnxFrontend(), TrainingFrontend()
 #: another suffix is taken as a PyTorch model file, whose import then says what is wrong)
 MODELS: dict[str, ModelFrontend] = {".py": PYTORCH, ".onnx": ONNX}
 #: the suffixes a scan looks at (a directory yields their files) and the frontends it asks,
-#: in order, whether they scan such a file (``takes``). A training config's frontend is one
-#: more entry here: ``".json": (DEEPSPEED,)``.
-SUFFIXES: dict[str, tuple] = {".py": (PYTORCH, TRAINING), ".onnx": (ONNX,)}
+#: in order, whether they scan such a file (``takes``). DeepSpeed JSON and accelerate YAML
+#: configs are training files too (other JSON/YAML: no frontend takes them).
+SUFFIXES: dict[str, tuple] = {".py": (PYTORCH, TRAINING), ".onnx": (ONNX,), ".json": (TRAINING,),
+                              ".yaml": (TRAINING,), ".yml": (TRAINING,)}
 
 
 def _suffix(path: str, table) -> str | None:
@@ -40,8 +41,10 @@ def not_scanned(path: str, entry: str):
     from ..core.errors import UsageError
 
     suffix = _suffix(path, MODELS)
+    if suffix is None and _suffix(path, SUFFIXES):
+        return UsageError(f"{path}: not a DeepSpeed or accelerate config (or no training rule is selected)")
     if suffix is None:
-        return UsageError(f"{path}: not a Python model file or an .onnx file")
+        return UsageError(f"{path}: not a Python model file, an .onnx file or a training config")
     return MODELS[suffix].not_taken(path, entry)
 
 

@@ -1,5 +1,6 @@
-"""A training script: Python that trains a model (an AMP loop, a Trainer, accelerate), read
-statically by the training stage. Nothing of it runs: no child process, no torch import."""
+"""A training script (Python that trains a model: an AMP loop, a Trainer, accelerate) or a
+DeepSpeed / accelerate config, read statically by the training stage. Nothing of it runs: no
+child process, no torch import."""
 from __future__ import annotations
 
 from ..core.errors import UsageError
@@ -17,8 +18,13 @@ class TrainingFrontend:
         return target
 
     def takes(self, path: str, entry: str, rules) -> bool:
-        """Whether any of ``rules`` (those selected for the file) reads training code."""
-        return any(r.scope == "training" for r in rules)
+        """Whether any of ``rules`` (those selected for the file) reads training code, and the
+        file is a script or a DeepSpeed/accelerate config (told from its text)."""
+        from ..training.configs import config_kind
+
+        if not any(r.scope == "training" for r in rules):
+            return False
+        return path.endswith(".py") or config_kind(path) is not None
 
     def scan(self, path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None,
              values=None):
