@@ -239,11 +239,15 @@ Examples:
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
               help="With --prune: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="With --prune: the seed of the runs.")
+@click.option("--train", is_flag=True, help="The training entries (keep_fp32_modules, master_weights, "
+              "loss_scale) that fix what check --train finds, from --steps optimizer steps.")
+@click.option("--steps", type=int, default=20, show_default=True, help="--train: optimizer steps per variant.")
+@click.option("--lr", type=float, default=1e-4, show_default=True, help="--train: learning rate of the default AdamW.")
 @target_options
 @value_options
 @guarded
-def plan(path, output, min_severity, config_file, isolated, prune, input_shapes, seed, dtype, mode,
-         device, entry, inputs_name, timeout, weights, data, batches, headroom):
+def plan(path, output, min_severity, config_file, isolated, prune, input_shapes, seed, train, steps, lr, dtype,
+         mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
     """Write the override plan that fixes a model's precision findings.
 
     For a PyTorch model file: autocast / pure-mode regions by module. For an ONNX model:
@@ -260,6 +264,11 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     resolver = SettingsResolver(rule_ids(), config_file, isolated, _flags(dtype=dtype, mode=mode, device=device))
     settings = resolver.for_path(path)  # the settings the model's scan is judged under
     output_path = checked_output(output, [path, settings.config.path], "plan") if output != "-" else None
+    if train:
+        if prune or values.weights or values.measure:
+            raise UsageError("plan --train takes neither --prune nor --weights/--data")
+        return _write_plan(*_training_plan(frontend, path, settings.target, steps, lr, seed, entry, inputs_name,
+                                           timeout), output, output_path)
     manager = ScanManager(resolver, entry, inputs_name, timeout, values)
     result, findings = manager.scan_named(path, settings, load_rules(packs=settings.config.rule_packs))
     if result.status == "error":
@@ -269,6 +278,22 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     for warning in made.warnings:
         click.echo(f"precisionaudit: warning: {warning}", err=True)
     _write_plan(made.plan, made.header, output, output_path)
+
+
+def _training_plan(frontend, path, target, steps, lr, seed, entry, inputs_name, timeout):
+    """(plan, header) of ``plan --train``: the entries that fix check --train's findings."""
+    from .check.tolerance import tolerance_for
+    from .core.findings import Finding
+    from .frontend import CheckRequest
+    from .plan.training import training_plan
+
+    report = frontend.check(CheckRequest(path, None, target.dtype, target.mode, "auto",
+                                         tolerance_for(target.dtype, None, None, None), seed, entry=entry,
+                                         inputs=inputs_name, timeout=timeout, train=True, steps=steps, lr=lr))
+    findings = [Finding(**f) for f in report["findings"]]
+    header = [f"precisionaudit plan --train {path}: fixes {len(findings)} finding(s) of check --train "
+              f"({steps} steps, lr {lr:g}); prove it with check --train --plan"]
+    return training_plan(findings, target.as_dict()), header
 
 
 def _write_plan(override_plan, header, output: str, output_path: str | None) -> None:
@@ -282,7 +307,9 @@ def _write_plan(override_plan, header, output: str, output_path: str | None) -> 
         return
     write_text_atomic(output_path, text, "plan")
     count = len(override_plan.overrides)
-    click.echo(f"precisionaudit: wrote {count} override{'s' * (count != 1)} to {output}", err=True)
+    training = [k for k in ("keep_fp32_modules", "master_weights", "loss_scale") if getattr(override_plan, k)]
+    also = f" and training entries ({', '.join(training)})" if training else ""
+    click.echo(f"precisionaudit: wrote {count} override{'s' * (count != 1)}{also} to {output}", err=True)
 
 
 @main.command(epilog="""\b
@@ -305,6 +332,11 @@ Examples:
 @click.option("--cosine", type=float, help="Minimum cosine similarity (default per dtype).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed for weights and inputs.")
 @click.option("--grad", is_flag=True, help="Also compare gradients and recommend a loss scale.")
+@click.option("--train", is_flag=True, help="Train instead: --steps optimizer steps of fp32, the target and "
+              "the plan side by side (updates lost, optimizer state underflow, flushed gradients).")
+@click.option("--steps", type=int, default=20, show_default=True, help="--train: optimizer steps per variant.")
+@click.option("--lr", type=float, default=1e-4, show_default=True,
+              help="--train: learning rate of the default AdamW (a get_optimizer() sets its own).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--html", "html_file", metavar="FILE", help="Also write the report as one self-contained "
               "HTML page (variants, error growth and gradient plots).")
@@ -319,8 +351,8 @@ Examples:
 @TIMEOUT_OPTION
 @value_options
 @guarded
-def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, fmt, html_file, entry,
-          inputs_name, input_shapes, config_file, isolated, timeout, weights, data, batches, headroom):
+def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, train, steps, lr, fmt, html_file,
+          entry, inputs_name, input_shapes, config_file, isolated, timeout, weights, data, batches, headroom):
     """A/B check: fp32 reference vs the policy (baseline) vs the policy with the plan.
 
     ONNX models: fp32 vs converted to float16 vs converted with the plan, in onnxruntime (CPU).
@@ -343,10 +375,12 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     values = _values(weights, data, batches, headroom)
     tolerance = tolerance_for(settings.target.dtype, atol, rtol, cosine)
     if html_file is not None:
+        if train:
+            raise UsageError("--html draws forward checks; check --train reports as text or json")
         html_file = _html_output(html_file, [path, plan_path])  # a missing plotly is said before the check
     report = frontend_for(path).check(CheckRequest(path, plan_path, settings.target.dtype, settings.target.mode,
                                                    device, tolerance, seed, grad, entry, inputs_name,
-                                                   input_shapes, timeout, values))
+                                                   input_shapes, timeout, values, train, steps, lr))
     _show_check(report, fmt, html_file)
     sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)
 
@@ -361,7 +395,10 @@ def _html_output(html_file: str, read) -> str:
 def _show_check(report: dict, fmt: str, html_file: str | None) -> None:
     """The check report on stdout (its warnings on stderr too, for JSON), and the HTML page."""
     from .report.check_report import render_json, render_text
+    from .report.train_report import render_train_text
 
+    if report.get("train"):
+        render_text = render_train_text
     if fmt == "json":  # the text report carries its warnings itself
         for warning in report["warnings"]:
             click.echo(f"precisionaudit: warning: {warning}", err=True)

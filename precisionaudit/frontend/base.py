@@ -62,6 +62,10 @@ class CheckRequest:
     input_shapes: tuple = ()
     timeout: float | None = None
     values: ValueOptions = NO_VALUES
+    #: check --train: optimizer steps instead of one forward (docs/check-report.md)
+    train: bool = False
+    steps: int = 20
+    lr: float = 1e-4
 
 
 class Frontend(Protocol):

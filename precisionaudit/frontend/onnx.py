@@ -76,6 +76,8 @@ class OnnxFrontend(ModelFrontend):
         from ..runtime.onnx.inputs import parse_shapes
 
         r = request
+        if r.train:
+            raise UsageError(f"{r.path}: check --train trains PyTorch model files; an ONNX model cannot be trained")
         if r.grad:
             raise UsageError("--grad needs a PyTorch model file; an ONNX model is checked forward only")
         if r.values.weights:

@@ -90,6 +90,11 @@ class PyTorchFrontend(ModelFrontend):
         if r.input_shapes:
             raise UsageError("--input-shape is for ONNX models; a model file's example inputs give the shapes")
         target = Target(r.dtype, r.mode, "cpu" if r.device == "cpu" else "cuda")
+        if r.train:
+            if r.grad or r.values.weights or r.values.measure:
+                raise UsageError("check --train takes neither --grad (it trains) nor --weights/--data")
+            return self.run(r.path, r.timeout, _train_report, r.path, target, steps=r.steps, lr=r.lr,
+                            seed=r.seed, plan=r.plan_path, device=r.device, entry=r.entry, inputs=r.inputs)
         return self.run(r.path, r.timeout, run_check, r.path, target, plan=r.plan_path, device=r.device,
                         tolerance=r.tolerance, seed=r.seed, grad=r.grad, entry=r.entry, inputs=r.inputs,
                         progress=progress_printer(), values=r.values)
@@ -97,3 +102,10 @@ class PyTorchFrontend(ModelFrontend):
     def convert(self, path, plan_path, output, dtype, keep_io_types, warn):
         self.not_supported(path, "convert takes an ONNX model (.onnx); PyTorch models take a plan "
                            "through precisionaudit.apply_plan / to_low_precision")
+
+
+def _train_report(path, target, **options) -> dict:
+    """check --train's report (JSON-ready), made in the child that runs the model file."""
+    from ..check.pytorch.training import train_check_file
+
+    return train_check_file(path, target, **options).to_dict()

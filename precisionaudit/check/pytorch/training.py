@@ -376,8 +376,6 @@ def train_check_file(path: str, target: Target, *, steps: int = 20, lr: float = 
     and ``get_loss(outputs, inputs)`` when defined (else AdamW(lr) and the default loss), and
     ``get_grad_scaler()`` when defined: None (the loss is not scaled) or the
     ``torch.amp.GradScaler`` the training script makes (its settings are used)."""
-    if path.endswith(".onnx"):
-        raise UsageError(f"{path}: check --train trains PyTorch model files; ONNX models cannot be trained")
     module = model_file.import_model_file(path)
     make_model = model_file.entry_point(module, path, entry, required=True)
     get_batches = model_file.entry_point(module, path, "get_batches", required=False)

@@ -1,0 +1,52 @@
+"""``check --train`` and ``plan --train`` from the command line: the report, the exit codes,
+and a plan written from the findings that makes the check pass."""
+import json
+
+import pytest
+from conftest import sample
+
+NORM = sample("pa304_norm_hazard.py")
+PURE_BF16 = ("--dtype", "bfloat16", "--mode", "pure", "--steps", "10")
+
+
+def test_a_failing_training_check_names_the_module_and_exits_1(cli):
+    result = cli("check", NORM, "--train", *PURE_BF16)
+    assert result.exit_code == 1, result.output
+    assert "PA304 [error] norm:" in result.output
+    assert "baseline   diverges" in result.output and "FAILED: baseline is diverges" in result.output
+
+
+def test_the_json_report_is_the_train_report(cli):
+    document = json.loads(cli("check", NORM, "--train", *PURE_BF16, "--format", "json").stdout)
+    assert document["train"] is True and document["steps"] == 10 and document["passed"] is False
+    assert [v["name"] for v in document["variants"]] == ["reference", "baseline"]
+    assert {(f["rule"], f["module"]) for f in document["findings"]} == {("PA304", "norm")}
+
+
+def test_plan_train_writes_the_entries_that_make_the_check_pass(cli, tmp_path):
+    plan = tmp_path / "amp_plan.yaml"
+    written = cli("plan", NORM, "--train", *PURE_BF16, "-o", plan)
+    assert written.exit_code == 0, written.output
+    assert "keep_fp32_modules: [norm]" in plan.read_text()
+    proved = cli("check", NORM, "--train", *PURE_BF16, "--plan", plan)
+    assert proved.exit_code == 0, proved.output
+    assert "PASSED: planned is ok" in proved.output
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--steps", "0"), "--steps must be a whole number of at least 1"),
+    (("--grad",), "check --train takes neither --grad"),
+    (("--html", "page.html"), "--html draws forward checks"),
+])
+def test_bad_training_options_are_one_line_and_exit_2(cli, tmp_path, args, message):
+    result = cli("check", NORM, "--train", *args)
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_an_onnx_model_cannot_be_trained(cli, tmp_path):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"not read")
+    result = cli("check", model, "--train")
+    assert result.exit_code == 2
+    assert "check --train trains PyTorch model files" in result.output
