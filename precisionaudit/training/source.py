@@ -58,7 +58,10 @@ class Script:
 
     def names_of(self, node) -> set[str]:
         """The qualified names ``node`` may stand for (empty when unknown)."""
-        return {q.name for q in self.qualified_names.get(node, ())}
+        names = self.qualified_names.get(node, ())
+        if callable(names):  # libcst resolves QualifiedNameProvider lazily (a LazyValue)
+            names = names()
+        return {q.name for q in names}
 
     def line_column(self, node) -> tuple[int, int]:
         """Where ``node`` starts: 1-based line and column."""

@@ -1,0 +1,1005 @@
+"""The training step, read statically: a path-aware walk over each function's statements
+that follows the AMP protocol (autocast regions and their dtype, scaled and plain
+backward passes, ``unscale_``, gradient clipping, ``scaler.step``, ``update``, plain
+``optimizer.step()``) and records where a rule's hazard holds and under which condition.
+
+Why a walk over paths: the protocol is about order (clip before unscale, update after
+step) and the order differs per branch (``if (i + 1) % accum == 0:``, ``if args.fp16:``).
+Each ``if`` that contains something AMP-related splits the path on its test's truth;
+what cannot be known (a command-line flag) becomes an atom of the path's guard, so a
+hazard is reported only on a path the code allows, with the guard in words.
+
+Calls to functions and methods of the same file are followed (``main()`` calling
+``train_one_epoch(model, loader, optimizer, scaler)``, ``self.optimizer_step()``), so a
+scaler made in one place and used in another keeps what is known about it. A function
+nobody in the file calls is walked on its own; a scaler it receives is then assumed
+enabled (its owner passed it to be used). Too many paths, recursion, or anything not
+understood: silence, never a guess.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from .values import (TRUE_GUARD, Atom, Autocast, Dtype, Scaler, combine, join, known, negate,
+                     simplify, truth)
+
+#: more paths than this through one entry function: the function is left alone
+MAX_PATHS = 256
+#: calls followed into their callee, at most this deep
+MAX_INLINE_DEPTH = 4
+
+DTYPES = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
+          "torch.float32": "float32", "torch.float": "float32"}
+#: GradScaler classes -> the position of their ``enabled`` argument
+SCALERS = {"torch.amp.GradScaler": 5, "torch.amp.grad_scaler.GradScaler": 5,
+           "torch.GradScaler": 5,
+           "torch.cuda.amp.GradScaler": 4, "torch.cuda.amp.grad_scaler.GradScaler": 4,
+           "torch.cpu.amp.GradScaler": 4, "torch.cpu.amp.grad_scaler.GradScaler": 4,
+           "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": 5,
+           "torch.distributed.fsdp.ShardedGradScaler": 5}
+#: autocast classes -> (fixed device or None, position of dtype, position of enabled)
+AUTOCASTS = {"torch.autocast": (None, 1, 2), "torch.amp.autocast": (None, 1, 2),
+             "torch.amp.autocast_mode.autocast": (None, 1, 2),
+             "torch.cuda.amp.autocast": ("cuda", 1, 0), "torch.cuda.amp.autocast_mode.autocast": ("cuda", 1, 0),
+             "torch.cpu.amp.autocast": ("cpu", 1, 0), "torch.cpu.amp.autocast_mode.autocast": ("cpu", 1, 0)}
+#: autocast's default dtype per device (torch.get_autocast_dtype)
+DEFAULT_AUTOCAST_DTYPE = {"cuda": "float16", "xpu": "float16", "cpu": "bfloat16"}
+CLIPS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
+         "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_value_",
+         "torch.nn.utils.clip_grad_norm"}
+#: method and function names that make a statement worth splitting paths on
+RELEVANT_CALLS = {"backward", "scale", "step", "update", "unscale_", "clip_grad_norm_",
+                  "clip_grad_value_", "clip_grad_norm", "GradScaler", "ShardedGradScaler", "autocast"}
+RELEVANT_WORDS = ("amp", "fp16", "bf16", "float16", "bfloat16", "half", "dtype", "scaler", "precision")
+#: words a file must contain for the AMP analysis to have anything to find
+MENTIONS = ("autocast", "GradScaler", "scaler", "backward", "clip_grad", "torch.cuda.amp",
+            "torch.cpu.amp", "custom_fwd", "custom_bwd")
+
+
+def mentions_amp(text: str) -> bool:
+    """A cheap textual prefilter: a file naming none of these has no AMP protocol."""
+    return any(word in text for word in MENTIONS)
+
+
+@dataclass
+class Hit:
+    """One place a rule fires, over every path that reaches it."""
+
+    rule: str
+    node: object
+    values: dict
+    guards: list = field(default_factory=list)
+    scope: str = ""
+    fix: dict | None = None
+
+
+@dataclass
+class Path:
+    """One way through the code so far: what is assumed, known, and done."""
+
+    guard: frozenset = TRUE_GUARD
+    origins: dict = field(default_factory=dict)   # atom -> the if/while node whose test made it
+    env: dict = field(default_factory=dict)       # name or self.attr -> value alternatives
+    prov: dict = field(default_factory=dict)      # name -> frozenset of enabled Autocast regions
+    regions: tuple = ()                           # the autocast stack (innermost last)
+    pending: tuple | None = None                  # (scaler, scale call, scaler text, function) of scaled grads not unscaled
+    backward: str | None = None                   # "plain" / "scaled": the last backward since a step
+    stepped: dict = field(default_factory=dict)   # optimizer text -> scaler.step node, since update()
+    scaler_opts: dict = field(default_factory=dict)  # optimizer text -> scaler.step node on this path
+    plain_steps: dict = field(default_factory=dict)  # optimizer text -> plain opt.step() node
+    iter_backward: bool = False                   # a backward ran in this loop iteration
+    marks: list = field(default_factory=list)     # (kind, node, scaler) since the loop's iteration began
+    ret_prov: frozenset = frozenset()
+    ended: str | None = None                      # "return" / "raise" / "continue" / "break"
+
+    def copy(self) -> "Path":
+        return replace(self, origins=dict(self.origins), env=dict(self.env), prov=dict(self.prov),
+                       stepped=dict(self.stepped), scaler_opts=dict(self.scaler_opts),
+                       plain_steps=dict(self.plain_steps), marks=list(self.marks))
+
+    def assume(self, guard: frozenset, origin=None) -> "Path | None":
+        merged = join(self.guard, guard)
+        if merged is None:
+            return None
+        path = self.copy()
+        path.guard = merged
+        for atom, _ in guard - self.guard:
+            if origin is not None:
+                path.origins[atom] = origin
+        return path
+
+    @property
+    def region(self):
+        """The autocast region in force (None: autocast off or disabled here)."""
+        if not self.regions:
+            return None
+        inner = self.regions[-1]
+        return inner if inner.enabled else None
+
+
+class TooComplex(Exception):
+    """The walk gave up (too many paths): the function gives no finding."""
+
+
+def text_of(module: cst.Module, node) -> str:
+    return module.code_for_node(node).strip()
+
+
+def _key(module, node) -> str | None:
+    """``loss``, ``self.scaler``: a name the walk tracks values under (None: not one)."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = _key(module, node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+def _arg(call: cst.Call, keyword: str, position: int | None):
+    for i, arg in enumerate(a for a in call.args if a.keyword is None and not a.star):
+        if i == position:
+            return arg.value
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    return None
+
+
+def _positional(call: cst.Call) -> list:
+    return [a.value for a in call.args if a.keyword is None and not a.star]
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+class _Index(cst.CSTVisitor):
+    """One pass over the file: its functions and methods, which of them are called, the
+    names used as scalers and optimizers, argparse flags, and the compound statements
+    that contain something AMP-related (the only ones worth splitting paths on)."""
+
+    def __init__(self, module, functions, methods):
+        self.module = module
+        self.functions = functions
+        self.methods = methods
+        self.local_names = set(functions) | {m for ms in methods.values() for m in ms}
+        self.relevant: set = set()
+        self.stack: list = []
+        self.called: set = set()
+        self.scaler_keys: set = set()
+        self.step_args: list = []
+        self.flags: dict = {}
+
+    def _mark(self):
+        for node in reversed(self.stack):
+            if id(node) in self.relevant:
+                break
+            self.relevant.add(id(node))
+
+    def _push(self, node):
+        self.stack.append(node)
+
+    def _pop(self, node):
+        self.stack.pop()
+
+    visit_If = visit_For = visit_While = visit_With = visit_Try = _push
+    leave_If = leave_For = leave_While = leave_With = leave_Try = _pop
+
+    def visit_Call(self, node):
+        func = node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else (
+            func.value if isinstance(func, cst.Name) else None)
+        if name in RELEVANT_CALLS or name in self.local_names:
+            self._mark()
+        if name in self.local_names:
+            self.called.add(name)
+        if isinstance(func, cst.Attribute):
+            receiver = _key(self.module, func.value)
+            if name == "unscale_" and receiver:
+                self.scaler_keys.add(receiver)
+            if name == "backward" and isinstance(func.value, cst.Call) and _method(func.value) == "scale":
+                inner = _key(self.module, func.value.func.value)
+                if inner:
+                    self.scaler_keys.add(inner)
+            if name in ("scale", "step", "update") and receiver and receiver.lower().endswith("scaler"):
+                self.scaler_keys.add(receiver)
+            if name == "step" and receiver and len(node.args) == 1:
+                arg = _key(self.module, node.args[0].value)
+                if arg:
+                    self.step_args.append((receiver, arg))
+            if name == "add_argument":
+                self._flag(node)
+
+    def _flag(self, node):
+        flags = [ast.literal_eval(a.value) for a in _positional(node) if isinstance(a, cst.SimpleString)]
+        long = [f for f in flags if f.startswith("--")]
+        if not long:
+            return
+        dest = _arg(node, "dest", None)
+        name = ast.literal_eval(dest.value) if isinstance(dest, cst.SimpleString) else long[0][2:].replace("-", "_")
+        self.flags[name] = long[0]
+
+    def _word(self, text):
+        low = text.lower()
+        if any(w in low for w in RELEVANT_WORDS):
+            self._mark()
+
+    def visit_Name(self, node):
+        self._word(node.value)
+
+    def visit_Attribute(self, node):
+        self._word(node.attr.value)
+
+
+@dataclass
+class Frame:
+    """A function being walked: its scope name (``Trainer.training_step``), its class, and
+    its definition (the frames on the stack are never entered again: no recursion)."""
+
+    scope: str
+    cls: str | None
+    fn: object = None
+
+
+class StepAnalysis:
+    """The AMP facts of one script: ``hits`` per rule, computed once and shared by the rules."""
+
+    def __init__(self, script):
+        self.script = script
+        self.module = script.module
+        self.functions: dict = {}
+        self.methods: dict = {}
+        self.classes: dict = {}
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.FunctionDef):
+                self.functions[stmt.name.value] = stmt
+            elif isinstance(stmt, cst.ClassDef):
+                self.classes[stmt.name.value] = stmt
+                self.methods[stmt.name.value] = {
+                    s.name.value: s for s in stmt.body.body if isinstance(s, cst.FunctionDef)}
+        self.index = _Index(self.module, self.functions, self.methods)
+        self.module.visit(self.index)
+        self.optimizer_keys = {arg for receiver, arg in self.index.step_args if receiver in self.index.scaler_keys}
+        self.hits: dict = {}
+        self.frames: list = []
+        self.loop_ifs: list = []
+        self.module_env: dict = {}
+        self.class_env: dict = {}
+        self._run()
+
+    # -- entry points ----------------------------------------------------------------------
+    def _run(self):
+        top = [s for s in self.module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+        paths = self._entry(top, Frame("<module>", None), {})
+        self.module_env = _merged_env(paths, lambda k: "." not in k)
+        for cls, methods in self.methods.items():
+            init = methods.get("__init__")
+            if init is not None:
+                paths = self._entry(init.body.body, Frame(f"{cls}.__init__", cls, fn=init), self.module_env)
+                self.class_env[cls] = _merged_env(paths, lambda k: k.startswith("self."))
+        called = self.index.called
+        for name, fn in self.functions.items():
+            if name not in called:
+                self._entry(fn.body.body, Frame(name, None, fn=fn), self.module_env, fn)
+        for cls, methods in self.methods.items():
+            for name, fn in methods.items():
+                if name not in called and name != "__init__":
+                    env = {**self.module_env, **self.class_env.get(cls, {})}
+                    self._entry(fn.body.body, Frame(f"{cls}.{name}", cls, fn=fn), env, fn)
+
+    def _entry(self, body, frame, env, fn=None):
+        path = Path(env=dict(env))
+        if fn is not None:
+            for param in _params(fn, frame.cls is not None):
+                path.env.pop(param, None)
+        self.frames = [frame]
+        self.loop_ifs = []
+        try:
+            paths = self._block(body, [path])
+        except (TooComplex, RecursionError):
+            return []
+        return paths
+
+    # -- hits ------------------------------------------------------------------------------
+    def hit(self, rule, node, path, values, fix=None, drop=frozenset()):
+        """Record ``rule`` firing at ``node`` on ``path``. Literals made by the statements
+        that enclose ``node`` (the finding's place implies them) or by those in ``drop``
+        (ids) go unsaid."""
+        frame = self.frames[-1]
+        implied = self._enclosing(node) | drop
+        guard = frozenset((a, b) for a, b in path.guard
+                          if id(path.origins.get(a)) not in implied)
+        key = (rule, id(node))
+        if key not in self.hits:
+            self.hits[key] = Hit(rule, node, values, [], frame.scope, fix)
+        self.hits[key].guards.append(guard)
+
+    def _enclosing(self, node) -> set:
+        parents = self.script.parents
+        found, current = set(), node
+        while True:
+            current = parents.get(current)
+            if current is None:
+                return found
+            if isinstance(current, (cst.If, cst.For, cst.While)):
+                found.add(id(current))
+
+    def condition(self, hit) -> str | None:
+        """The hit's path condition in words ("when --fp16 is set"); None when always."""
+        guard = simplify(hit.guards)
+        if not guard:
+            return None
+        return "when " + " and ".join(self._words(a, b) for a, b in sorted(guard))
+
+    def _words(self, atom, value):
+        head, _, attr = atom.partition(".")
+        if head in ("args", "opt", "opts", "cli_args") and attr in self.index.flags:
+            return f"{self.index.flags[attr]} is {'set' if value else 'not set'}"
+        if all(part.isidentifier() for part in atom.split(".")):
+            return f"{atom} is {'true' if value else 'false'}"
+        return atom if value else f"not ({atom})"
+
+    # -- statements ------------------------------------------------------------------------
+    def _block(self, stmts, paths):
+        for stmt in stmts:
+            live = [p for p in paths if p.ended is None]
+            if not live:
+                break
+            done = [p for p in paths if p.ended is not None]
+            paths = done + self._stmt(stmt, live)
+            if len(paths) > MAX_PATHS:
+                raise TooComplex
+        return paths
+
+    def _stmt(self, stmt, paths):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                paths = [q for p in paths for q in (self._small(small, p) if p.ended is None else [p])]
+            return paths
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            for p in paths:
+                p.env.pop(stmt.name.value, None)
+            return paths
+        relevant = id(stmt) in self.index.relevant
+        if not relevant:
+            return [self._flat(stmt, p) for p in paths]
+        if isinstance(stmt, cst.If):
+            return self._if(stmt, paths)
+        if isinstance(stmt, (cst.For, cst.While)):
+            return self._loop(stmt, paths)
+        if isinstance(stmt, cst.With):
+            return self._with(stmt, paths)
+        if isinstance(stmt, cst.Try):
+            paths = self._block(stmt.body.body, paths)
+            if stmt.orelse is not None:
+                paths = self._block(stmt.orelse.body.body, paths)
+            if stmt.finalbody is not None:
+                paths = self._block(stmt.finalbody.body.body, paths)
+            return paths
+        return [self._flat(stmt, p) for p in paths]
+
+    def _flat(self, stmt, path):
+        """A statement with nothing AMP-related: only what it assigns matters, and that
+        becomes unknown (its provenance is kept)."""
+        region = path.region
+        for node in _assigned(stmt):
+            key = _key(self.module, node)
+            if key:
+                path.env.pop(key, None)
+                path.prov[key] = path.prov.get(key, frozenset()) | (frozenset({region}) if region else frozenset())
+        return path
+
+    def _if(self, stmt, paths):
+        out = []
+        for loop in self.loop_ifs:
+            loop.add(id(stmt))
+        for p in paths:
+            for p2 in self._events(stmt.test, p):
+                for guard, value in truth(self._eval(stmt.test, p2)):
+                    q = p2.assume(guard, origin=stmt)
+                    if q is None:
+                        continue
+                    if value:
+                        out += self._block(stmt.body.body, [q])
+                    elif isinstance(stmt.orelse, cst.If):
+                        out += self._if(stmt.orelse, [q])
+                    elif stmt.orelse is not None:
+                        out += self._block(stmt.orelse.body.body, [q])
+                    else:
+                        out.append(q)
+            if len(out) > MAX_PATHS:
+                raise TooComplex
+        return out
+
+    def _loop(self, stmt, paths):
+        """The body walked once per incoming path: one iteration, whose paths are compared
+        (a step on some, an update on others: the update runs every micro-step)."""
+        out = []
+        for p in paths:
+            p = p.copy()
+            if isinstance(stmt, cst.For):
+                for node in _targets(stmt.target):
+                    key = _key(self.module, node)
+                    if key:
+                        p.env.pop(key, None)
+                        p.prov.pop(key, None)
+            p.iter_backward = False
+            p.marks = []
+            inner_ifs: set = set()
+            self.loop_ifs.append(inner_ifs)
+            try:
+                body = self._block(stmt.body.body, [p])
+            finally:
+                self.loop_ifs.pop()
+            self._iteration_end(stmt, body, inner_ifs)
+            for q in body:
+                if q.ended in ("continue", "break"):
+                    q.ended = None
+                out.append(q)
+        return out
+
+    def _iteration_end(self, loop, body, inner_ifs):
+        """PA402 at the end of one loop iteration: a scaler.step not followed by update()
+        (the next iteration's step raises), and update()/unscale_() on micro-steps that
+        do not step while others do (gradient accumulation)."""
+        ended = [q for q in body if q.ended in (None, "continue")]
+        stepping = any(kind == "step" for q in ended for kind, _, _ in q.marks)
+        for q in ended:
+            if q.iter_backward:
+                for node in q.stepped.values():
+                    self.hit("PA402", node, q, {"call": text_of(self.module, node), "problem":
+                             "no update() follows this step on this path, so the next iteration's "
+                             "scaler.step raises \"step() has already been called since the last update()\"",
+                             "remedy": "call scaler.update() once after every scaler.step(optimizer) of the iteration"})
+            if not stepping or any(kind == "step" for kind, _, _ in q.marks):
+                continue
+            for kind, node, _ in q.marks:
+                if kind in ("update", "unscale_"):
+                    self.hit("PA402", node, q, {"call": text_of(self.module, node), "problem":
+                             f"{kind}() runs on micro-steps where scaler.step does not (gradient accumulation): "
+                             + ("the scale changes while gradients accumulate" if kind == "update" else
+                                "gradients are unscaled in place and the next backward adds scaled ones to them"),
+                             "remedy": f"call {kind}() only on the iterations that call scaler.step"},
+                             drop=frozenset(inner_ifs))
+
+    def _with(self, stmt, paths):
+        out = []
+        for p in paths:
+            states = [p]
+            for item in stmt.items:
+                nxt = []
+                for s in states:
+                    for s2 in self._events(item.item, s):
+                        for guard, value in self._eval(item.item, s2):
+                            q = s2.assume(guard)
+                            if q is None:
+                                continue
+                            if isinstance(value, Autocast):
+                                q.regions = q.regions + (value,)
+                            if item.asname is not None:
+                                for node in _targets(item.asname.name):
+                                    key = _key(self.module, node)
+                                    if key:
+                                        q.env.pop(key, None)
+                                        if _method_name(item.item) == "scale_loss":
+                                            q.env[key] = known(Atom("__scaled__"))
+                            nxt.append(q)
+                states = nxt
+            for q in self._block(stmt.body.body, states):
+                q.regions = p.regions
+                out.append(q)
+        return out
+
+    def _small(self, small, p) -> list:
+        if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            value = small.value
+            if value is None:
+                return [p]
+            paths = self._events(value, p)
+            targets = ([t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target])
+            out = []
+            for q in paths:
+                prov = self._prov(value, q)
+                alts = self._eval(value, q) if isinstance(small, cst.Assign) else None
+                for target in targets:
+                    nodes = _targets(target)
+                    for node in nodes:
+                        key = _key(self.module, node)
+                        if not key:
+                            continue
+                        if isinstance(small, cst.AugAssign):
+                            q.prov[key] = q.prov.get(key, frozenset()) | prov
+                            q.env.pop(key, None)
+                        else:
+                            q.prov[key] = prov
+                            if alts is not None and len(nodes) == 1 and isinstance(target, (cst.Name, cst.Attribute)):
+                                q.env[key] = alts
+                            else:
+                                q.env.pop(key, None)
+                out.append(q)
+            return out
+        if isinstance(small, cst.Expr):
+            return self._events(small.value, p)
+        if isinstance(small, cst.Return):
+            paths = self._events(small.value, p) if small.value is not None else [p]
+            for q in paths:
+                if small.value is not None:
+                    q.ret_prov = self._prov(small.value, q)
+                q.ended = "return"
+            return paths
+        if isinstance(small, cst.Raise):
+            p.ended = "raise"
+            return [p]
+        if isinstance(small, cst.Continue):
+            p.ended = "continue"
+            return [p]
+        if isinstance(small, cst.Break):
+            p.ended = "break"
+            return [p]
+        return [p]
+
+    def _prov(self, expr, p) -> frozenset:
+        """The enabled autocast regions ``expr``'s value was computed under: the one in
+        force now, and those of the names it reads."""
+        regions = {p.region} if p.region else set()
+        for node in _reads(expr):
+            key = _key(self.module, node)
+            if key and key in p.prov:
+                regions |= p.prov[key]
+        if p.ret_prov and _calls_local(expr, self):
+            regions |= p.ret_prov
+        return frozenset(regions)
+
+    # -- expressions: the events, in evaluation order --------------------------------------
+    def _events(self, expr, p) -> list:
+        paths = [p]
+        for call in _calls_in_order(expr):
+            paths = [q for path in paths for q in (self._call(call, path) if path.ended is None else [path])]
+            if len(paths) > MAX_PATHS:
+                raise TooComplex
+        return paths
+
+    def _call(self, call, p) -> list:
+        names = self.script.names_of(call.func)
+        method = _method(call)
+        if names & CLIPS:
+            return self._clip(call, p)
+        if method == "backward" and not _positional(call):
+            return self._backward(call, p)
+        receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+        if method in ("unscale_", "step", "update") and receiver is not None:
+            scalers = self._scalers(receiver, p)
+            if scalers:
+                return self._scaler_call(method, call, receiver, scalers, p)
+            if method == "step" and not call.args:
+                key = _key(self.module, receiver)
+                if key in self.optimizer_keys:
+                    node = p.scaler_opts.get(key)
+                    if node is not None:
+                        self._plain_beside(call, key, p)
+                    p.plain_steps[key] = call
+            return [p]
+        target = self._local_callee(call)
+        if target is not None:
+            return self._inline(target, call, p)
+        return [p]
+
+    def _scalers(self, receiver, p):
+        """The scaler ``receiver`` is on this path, as alternatives (empty: not a scaler)."""
+        key = _key(self.module, receiver)
+        alts = p.env.get(key) if key else None
+        if alts and any(isinstance(v, Scaler) for _, v in alts):
+            return [(g, v) for g, v in alts if isinstance(v, Scaler)]
+        if key in self.index.scaler_keys and not alts:
+            return [(TRUE_GUARD, Scaler(None, True, key))]
+        return []
+
+    def _scaler_call(self, method, call, receiver, scalers, p) -> list:
+        out = []
+        for guard, scaler in scalers:
+            q = p.assume(guard)
+            if q is None:
+                continue
+            out.append(q)
+            if not scaler.enabled:  # a disabled scaler's step is optimizer.step(); the rest no-ops
+                if method == "step":
+                    q.pending, q.backward = None, None
+                continue
+            if method == "unscale_":
+                q.pending = None
+            elif method == "step":
+                opt = _key(self.module, call.args[0].value) if call.args else None
+                if q.backward == "plain":
+                    self.hit("PA402", call, q, {
+                        "call": text_of(self.module, call),
+                        "problem": "the backward before it on this path was not scaled, so step() divides "
+                                   "unscaled gradients by the loss scale",
+                        "remedy": f"call {text_of(self.module, receiver)}.scale(loss).backward()"})
+                if opt is not None:
+                    if opt in q.plain_steps:
+                        self._plain_beside(q.plain_steps[opt], opt, q)
+                    q.stepped[opt] = call
+                    q.scaler_opts[opt] = call
+                q.pending, q.backward = None, None
+            elif method == "update":
+                q.stepped = {}
+            q.marks.append((method, call, scaler))
+        return out
+
+    def _clip(self, call, p) -> list:
+        if p.pending is not None:
+            scaler, _, text, fn = p.pending
+            clip = text_of(self.module, call.func)
+            values = {"clip": clip, "scaler": text, "optimizer": "optimizer"}
+            optimizer = self._optimizer_after(call, text) if fn is self.frames[-1].fn else None
+            fix = None
+            if optimizer is not None:
+                values["optimizer"] = optimizer
+                fix = {"autofix": True, "insert": f"{text}.unscale_({optimizer})"}
+            self.hit("PA401", call, p, values, fix=fix)
+        return [p]
+
+    def _optimizer_after(self, clip, scaler_text) -> str | None:
+        """The one optimizer ``scaler_text.step(...)`` steps after ``clip`` in the same
+        function (None: none or several): what the inserted ``unscale_`` must name."""
+        fn = self.frames[-1].fn
+        if fn is None:
+            return None
+        line = self.script.line_column(clip)[0]
+        found = set()
+        for node in _calls_in_order(fn.body):
+            if _method(node) == "step" and len(node.args) == 1 and \
+                    _key(self.module, node.func.value) == scaler_text and self.script.line_column(node)[0] > line:
+                found.add(text_of(self.module, node.args[0].value))
+        return found.pop() if len(found) == 1 else None
+
+    def _backward(self, call, p) -> list:
+        receiver = call.func.value
+        out = []
+        if isinstance(receiver, cst.Call) and _method(receiver) == "scale" and receiver.args:
+            scalers = self._scalers(receiver.func.value, p)
+            loss = receiver.args[0].value
+            text = text_of(self.module, receiver.func.value)
+        else:
+            scalers, loss, text = [], receiver, None
+            key = _key(self.module, receiver)
+            if key and any(isinstance(v, Atom) and v.text == "__scaled__" for _, v in p.env.get(key, ())):
+                return [p]  # apex's ``with amp.scale_loss(loss, opt) as scaled:``
+        alternatives = [(g, s) for g, s in scalers] or [(TRUE_GUARD, None)]
+        for guard, scaler in alternatives:
+            q = p.assume(guard)
+            if q is None:
+                continue
+            scaled = scaler is not None and scaler.enabled
+            regions = self._prov(loss, q)
+            if q.region is not None:
+                self.hit("PA408", call, q, {"backward": text_of(self.module, call.func),
+                                            "autocast": text_of(self.module, q.region.node)})
+            fp16 = [r for r in regions if r.dtype == "float16"]
+            if fp16 and not scaled:
+                self.hit("PA403", call, q, {"backward": text_of(self.module, call.func),
+                                            "autocast": text_of(self.module, fp16[0].node)})
+            if scaled and scaler.node is not None and regions and all(r.dtype == "bfloat16" for r in regions):
+                region = next(iter(regions))
+                self.hit("PA404", scaler.node, q, {"scaler": text_of(self.module, scaler.node.func),
+                                                   "autocast": text_of(self.module, region.node)})
+            if scaled:
+                q.pending = (scaler, receiver, text, self.frames[-1].fn)
+                q.backward = "scaled"
+            elif q.backward != "scaled":
+                q.backward = "plain"
+            q.iter_backward = True
+            out.append(q)
+        return out
+
+    def _plain_beside(self, call, key, p):
+        self.hit("PA402", call, p, {
+            "call": text_of(self.module, call),
+            "problem": f"a plain {key}.step() runs beside scaler.step({key}) on the same path: the optimizer "
+                       "steps twice, once on gradients still multiplied by the loss scale",
+            "remedy": f"step {key} only through scaler.step({key})"})
+
+    # -- calls into the same file ----------------------------------------------------------
+    def _local_callee(self, call):
+        func = call.func
+        frame = self.frames[-1]
+        if isinstance(func, cst.Name) and func.value in self.functions:
+            return self.functions[func.value], None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
+                and frame.cls is not None and func.attr.value in self.methods.get(frame.cls, {}):
+            return self.methods[frame.cls][func.attr.value], frame.cls
+        return None
+
+    def _inline(self, target, call, p) -> list:
+        fn, cls = target
+        if len(self.frames) > MAX_INLINE_DEPTH or any(f.fn is fn for f in self.frames):
+            return [p]
+        q = p.copy()
+        caller_env, caller_prov = p.env, p.prov
+        q.env = {**self.module_env, **{k: v for k, v in caller_env.items() if k.startswith("self.")}}
+        q.prov = {k: v for k, v in caller_prov.items() if k.startswith("self.")}
+        for param in _params(fn, cls is not None):
+            q.env.pop(param, None)
+        for param, arg in _bind(fn, call, cls is not None):
+            q.env[param] = self._eval(arg, p)
+            q.prov[param] = self._prov(arg, p)
+        q.ret_prov = frozenset()
+        scope = f"{cls}.{fn.name.value}" if cls else fn.name.value
+        self.frames.append(Frame(scope, cls if cls else self.frames[-1].cls, fn=fn))
+        saved_loops = self.loop_ifs
+        self.loop_ifs = []
+        try:
+            paths = self._block(fn.body.body, [q])
+        finally:
+            self.frames.pop()
+            self.loop_ifs = saved_loops
+        out = []
+        for r in paths:
+            if r.ended == "raise":
+                continue
+            r.ended = None
+            env = dict(caller_env)
+            env.update({k: v for k, v in r.env.items() if k.startswith("self.")})
+            prov = dict(caller_prov)
+            prov.update({k: v for k, v in r.prov.items() if k.startswith("self.")})
+            r.env, r.prov = env, prov
+            out.append(r)
+        return out
+
+    # -- values ----------------------------------------------------------------------------
+    def _eval(self, expr, p) -> tuple:
+        """``expr``'s value alternatives on path ``p`` (an Atom for what cannot be known)."""
+        module = self.module
+        if isinstance(expr, cst.Name):
+            if expr.value in ("True", "False", "None"):
+                return known({"True": True, "False": False, "None": None}[expr.value])
+            if expr.value == "__name__":
+                return known("__main__")
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            names = self.script.names_of(expr)
+            for name in names:
+                if name in DTYPES:
+                    return known(Dtype(DTYPES[name]))
+            key = _key(module, expr)
+            if key and key in p.env:
+                return p.env[key]
+            return known(Atom(text_of(module, expr)))
+        if isinstance(expr, cst.SimpleString):
+            return known(ast.literal_eval(expr.value))
+        if isinstance(expr, cst.ConcatenatedString):
+            return known(Atom(text_of(module, expr)))
+        if isinstance(expr, cst.IfExp):
+            out = []
+            for guard, value in truth(self._eval(expr.test, p)):
+                branch = self._eval(expr.body if value else expr.orelse, p)
+                out += [(g, v) for g, v in ((join(guard, g2), v2) for g2, v2 in branch) if g is not None]
+            return tuple(out)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            return tuple(negate(truth(self._eval(expr.expression, p))))
+        if isinstance(expr, cst.BooleanOperation):
+            left = truth(self._eval(expr.left, p))
+            right = truth(self._eval(expr.right, p))
+            op = (lambda a, b: a and b) if isinstance(expr.operator, cst.And) else (lambda a, b: a or b)
+            return tuple(combine(left, right, op))
+        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+            return self._compare(expr, p)
+        if isinstance(expr, cst.Call):
+            names = self.script.names_of(expr.func)
+            for name in names:
+                if name in SCALERS:
+                    return self._scaler_value(expr, SCALERS[name], p)
+                if name in AUTOCASTS:
+                    return self._autocast_value(expr, AUTOCASTS[name], p)
+        return known(Atom(text_of(module, expr)))
+
+    def _compare(self, expr, p) -> tuple:
+        target = expr.comparisons[0]
+        op = target.operator
+        kinds = {cst.Equal: "==", cst.NotEqual: "!=", cst.Is: "is", cst.IsNot: "is not"}
+        kind = next((k for t, k in kinds.items() if isinstance(op, t)), None)
+        whole = known(Atom(text_of(self.module, expr)))
+        if kind is None:
+            return whole
+        left, right = self._eval(expr.left, p), self._eval(target.comparator, p)
+        out = []
+        for gl, vl in left:
+            for gr, vr in right:
+                g = join(gl, gr)
+                if g is None:
+                    continue
+                if isinstance(vl, Atom) or isinstance(vr, Atom):
+                    if kind in ("is", "is not") and (isinstance(vl, (Scaler, Autocast)) or isinstance(vr, (Scaler, Autocast))):
+                        same = False
+                    else:
+                        out.append((g, Atom(text_of(self.module, expr))))
+                        continue
+                else:
+                    same = vl is vr if kind in ("is", "is not") and vl is None or vr is None else vl == vr
+                out.append((g, same if kind in ("==", "is") else not same))
+        return tuple(out) or whole
+
+    def _scaler_value(self, call, position, p) -> tuple:
+        enabled = _arg(call, "enabled", position)
+        alts = truth(self._eval(enabled, p)) if enabled is not None else [(TRUE_GUARD, True)]
+        return tuple((g, Scaler(call, b)) for g, b in alts)
+
+    def _autocast_value(self, call, spec, p) -> tuple:
+        device, dtype_at, enabled_at = spec
+        devices = known(device) if device else None
+        if devices is None:
+            dev = _arg(call, "device_type", 0)
+            devices = self._eval(dev, p) if dev is not None else known(Atom("?"))
+        dtype = _arg(call, "dtype", dtype_at)
+        dtypes = self._eval(dtype, p) if dtype is not None else known(None)
+        enabled = _arg(call, "enabled", enabled_at)
+        enableds = truth(self._eval(enabled, p)) if enabled is not None else [(TRUE_GUARD, True)]
+        out = []
+        for gd, dev in devices:
+            for gt, dt in dtypes:
+                for ge, on in enableds:
+                    g = join(gd, gt)
+                    g = join(g, ge) if g is not None else None
+                    if g is None:
+                        continue
+                    if isinstance(dt, Dtype):
+                        name = dt.name
+                    elif dt is None and isinstance(dev, str):
+                        name = DEFAULT_AUTOCAST_DTYPE.get(dev)
+                    else:
+                        name = None
+                    out.append((g, Autocast(call, name, on)))
+        return tuple(out)
+
+
+def _method_name(expr) -> str | None:
+    return _method(expr) if isinstance(expr, cst.Call) else None
+
+
+def _merged_env(paths, keep) -> dict:
+    """Every path's bindings of the kept names as one set of alternatives, each guarded by
+    the path it comes from."""
+    merged: dict = {}
+    for p in paths:
+        for key, alts in p.env.items():
+            if not keep(key):
+                continue
+            for g, v in alts:
+                guard = join(p.guard, g)
+                if guard is not None:
+                    merged.setdefault(key, []).append((guard, v))
+    return {k: tuple(v) for k, v in merged.items()}
+
+
+def _params(fn, method: bool) -> list:
+    params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)]
+    return params[1:] if method and params else params
+
+
+def _bind(fn, call, method: bool):
+    """(parameter, argument expression) pairs for a plain call of ``fn``."""
+    if any(a.star for a in call.args):
+        return []
+    positional = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
+    if method:
+        positional = positional[1:]
+    pairs = []
+    for name, arg in zip(positional, [a for a in call.args if a.keyword is None]):
+        pairs.append((name, arg.value))
+    for arg in call.args:
+        if arg.keyword is not None:
+            pairs.append((arg.keyword.value, arg.value))
+    return pairs
+
+
+def _targets(node) -> list:
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [t for e in node.elements for t in _targets(e.value)]
+    if isinstance(node, cst.StarredElement):
+        return _targets(node.value)
+    return [node]
+
+
+class _Collector(cst.CSTVisitor):
+    def __init__(self, kind, skip_defs=True):
+        self.kind = kind
+        self.found = []
+        self.skip_defs = skip_defs
+
+    def on_visit(self, node):
+        if self.skip_defs and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        return super().on_visit(node)
+
+    def on_leave(self, node):
+        if isinstance(node, self.kind):
+            self.found.append(node)
+        super().on_leave(node)
+
+
+def _calls_in_order(node) -> list:
+    """The calls in ``node`` in evaluation order (arguments and receivers first)."""
+    collector = _Collector(cst.Call)
+    node.visit(collector)
+    return collector.found
+
+
+def _reads(expr) -> list:
+    """The names and attribute chains ``expr`` reads (outermost chains only)."""
+    found = []
+
+    class Reads(cst.CSTVisitor):
+        def visit_Attribute(self, node):
+            found.append(node)
+            return _key(None, node) is None
+
+        def visit_Name(self, node):
+            found.append(node)
+
+        def visit_Lambda(self, node):
+            return False
+
+    expr.visit(Reads())
+    return found
+
+
+def _calls_local(expr, analysis) -> bool:
+    return any(analysis._local_callee(c) is not None for c in _calls_in_order(expr))
+
+
+def _assigned(stmt) -> list:
+    """What a statement assigns, anywhere inside it (targets of =, +=, for, with ... as)."""
+    found = []
+
+    class Targets(cst.CSTVisitor):
+        def visit_AssignTarget(self, node):
+            found.extend(_targets(node.target))
+
+        def visit_AugAssign(self, node):
+            found.append(node.target)
+
+        def visit_AnnAssign(self, node):
+            found.append(node.target)
+
+        def visit_For(self, node):
+            found.extend(_targets(node.target))
+
+        def visit_AsName(self, node):
+            found.extend(_targets(node.name))
+
+        def visit_FunctionDef(self, node):
+            return False
+
+        def visit_ClassDef(self, node):
+            return False
+
+    stmt.visit(Targets())
+    return found
+
+
+def analyse(script) -> StepAnalysis:
+    """The script's step analysis, computed once and kept on the script for every rule."""
+    cached = getattr(script, "_amp_step", None)
+    if cached is None:
+        cached = StepAnalysis(script)
+        script._amp_step = cached
+    return cached
+
+
+def training_hits(script, rule: str):
+    """``rule``'s hits in ``script`` as ``TrainingHit``s (the registry's currency)."""
+    from .registry import TrainingHit
+
+    if not mentions_amp(script.text):
+        return
+    analysis = analyse(script)
+    for hit in analysis.hits.values():
+        if hit.rule != rule:
+            continue
+        line, column = script.line_column(hit.node)
+        fix = dict(hit.fix or {})
+        yield TrainingHit(line=line, column=column, values=hit.values, condition=analysis.condition(hit),
+                          scope=hit.scope, subject=hit.values.get("clip") or hit.values.get("backward")
+                          or hit.values.get("scaler") or hit.values.get("call"), fix=fix)
