@@ -230,6 +230,12 @@ class _Index(cst.CSTVisitor):
     def visit_Name(self, node):
         self._word(node.value)
 
+    def _control(self, node):
+        """continue/break/return/raise change which statements a path runs."""
+        self._mark()
+
+    visit_Continue = visit_Break = visit_Return = visit_Raise = _control
+
     def visit_Attribute(self, node):
         self._word(node.attr.value)
 
@@ -350,6 +356,8 @@ class StepAnalysis:
                 break
             done = [p for p in paths if p.ended is not None]
             paths = done + self._stmt(stmt, live)
+            if len(paths) > 4:
+                paths = _merge(paths)
             if len(paths) > MAX_PATHS:
                 raise TooComplex
         return paths
@@ -854,6 +862,55 @@ class StepAnalysis:
         return tuple(out)
 
 
+def _signature(p: Path):
+    """Everything a path knows except its guard: paths with equal signatures differ only
+    in how they got there."""
+    def value(v):
+        return (type(v).__name__, id(v.node)) if isinstance(v, (Scaler, Autocast)) else repr(v)
+
+    def alts(a):
+        return tuple((tuple(sorted(g)), value(v)) for g, v in a)
+
+    return (p.ended, p.backward, p.iter_backward, id(p.pending[1]) if p.pending else None,
+            tuple(sorted((k, id(v)) for k, v in p.stepped.items())),
+            tuple(sorted((k, id(v)) for k, v in p.scaler_opts.items())),
+            tuple(sorted((k, id(v)) for k, v in p.plain_steps.items())),
+            tuple((k, id(n)) for k, n, _ in p.marks), tuple(id(r.node) for r in p.regions),
+            tuple(sorted(id(r.node) for r in p.ret_prov)),
+            tuple(sorted((k, alts(v)) for k, v in p.env.items())),
+            tuple(sorted((k, tuple(sorted(id(r.node) for r in v))) for k, v in p.prov.items())))
+
+
+def _merge(paths: list) -> list:
+    """Paths that know the same and whose guards differ in one literal's truth become one
+    (``if (i + 1) % accum == 0: log()`` does not double the paths)."""
+    groups: dict = {}
+    for p in paths:
+        groups.setdefault(_signature(p), []).append(p)
+    out = []
+    for group in groups.values():
+        changed = True
+        while changed and len(group) > 1:
+            changed = False
+            for i, a in enumerate(group):
+                for b in group[i + 1:]:
+                    diff = a.guard ^ b.guard
+                    if len(diff) == 2 and len({atom for atom, _ in diff}) == 1:
+                        merged = a.copy()
+                        merged.guard = a.guard & b.guard
+                        group = [q for q in group if q is not a and q is not b] + [merged]
+                        changed = True
+                        break
+                    if a.guard == b.guard:
+                        group = [q for q in group if q is not b]
+                        changed = True
+                        break
+                if changed:
+                    break
+        out += group
+    return out
+
+
 def _method_name(expr) -> str | None:
     return _method(expr) if isinstance(expr, cst.Call) else None
 
@@ -933,7 +990,6 @@ def _reads(expr) -> list:
     class Reads(cst.CSTVisitor):
         def visit_Attribute(self, node):
             found.append(node)
-            return _key(None, node) is None
 
         def visit_Name(self, node):
             found.append(node)
