@@ -194,7 +194,10 @@ class _Index(cst.CSTVisitor):
             func.value if isinstance(func, cst.Name) else None)
         if name in RELEVANT_CALLS or name in self.local_names:
             self._mark()
-        if name in self.local_names:
+        if isinstance(func, cst.Name) and func.value in self.functions:
+            self.called.add(func.value)
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
+                and name in self.local_names:
             self.called.add(name)
         if isinstance(func, cst.Attribute):
             receiver = _key(self.module, func.value)
@@ -248,6 +251,8 @@ class Frame:
     scope: str
     cls: str | None
     fn: object = None
+    #: the call that entered this function (None for an entry point)
+    call: object = None
 
 
 class StepAnalysis:
@@ -316,6 +321,9 @@ class StepAnalysis:
         (ids) go unsaid."""
         frame = self.frames[-1]
         implied = self._enclosing(node) | drop
+        for caller in self.frames:
+            if caller.call is not None:
+                implied |= self._enclosing(caller.call)
         guard = frozenset((a, b) for a, b in path.guard
                           if id(path.origins.get(a)) not in implied)
         key = (rule, id(node))
@@ -657,12 +665,22 @@ class StepAnalysis:
         if fn is None:
             return None
         line = self.script.line_column(clip)[0]
+        loop = self._loop_of(clip)
         found = set()
         for node in _calls_in_order(fn.body):
             if _method(node) == "step" and len(node.args) == 1 and \
-                    _key(self.module, node.func.value) == scaler_text and self.script.line_column(node)[0] > line:
+                    _key(self.module, node.func.value) == scaler_text and self.script.line_column(node)[0] > line \
+                    and self._loop_of(node) is loop:
                 found.add(text_of(self.module, node.args[0].value))
         return found.pop() if len(found) == 1 else None
+
+    def _loop_of(self, node):
+        """The innermost loop around ``node`` (a step in a nested ``for opt in opts:``
+        does not name the optimizer at the clip)."""
+        current = self.script.parents.get(node)
+        while current is not None and not isinstance(current, (cst.For, cst.While, cst.FunctionDef)):
+            current = self.script.parents.get(current)
+        return current
 
     def _backward(self, call, p) -> list:
         receiver = call.func.value
@@ -736,7 +754,7 @@ class StepAnalysis:
             q.prov[param] = self._prov(arg, p)
         q.ret_prov = frozenset()
         scope = f"{cls}.{fn.name.value}" if cls else fn.name.value
-        self.frames.append(Frame(scope, cls if cls else self.frames[-1].cls, fn=fn))
+        self.frames.append(Frame(scope, cls if cls else self.frames[-1].cls, fn=fn, call=call))
         saved_loops = self.loop_ifs
         self.loop_ifs = []
         try:
@@ -794,6 +812,10 @@ class StepAnalysis:
             return tuple(combine(left, right, op))
         if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
             return self._compare(expr, p)
+        if isinstance(expr, cst.Call) and _method(expr) == "is_enabled" and not expr.args:
+            scalers = self._scalers(expr.func.value, p)
+            if scalers:
+                return tuple((g, s.enabled) for g, s in scalers)
         if isinstance(expr, cst.Call):
             names = self.script.names_of(expr.func)
             for name in names:

@@ -1,0 +1,290 @@
+"""The AMP-protocol rules (PA401-PA404, PA408, PA409) on training scripts read statically:
+each hazard sample fires at its line with its condition, each clean twin and each
+idiom (the PyTorch AMP examples, accelerate, HF Trainer, Lightning) gives nothing, and
+the ways real code is written (a scaler passed as a parameter, an aliased import, a
+Trainer-like class, a flag) are read."""
+import os
+import textwrap
+
+import pytest
+
+from precisionaudit.rules.engine import load_rules
+from precisionaudit.training.audit import audit_file
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = os.path.join(ROOT, "samples", "training")
+AMP_RULES = ("PA401", "PA402", "PA403", "PA404", "PA408", "PA409")
+#: the rules whose message and fix templates this file renders with real values
+TEMPLATE_COVERED = set(AMP_RULES)
+
+
+def sample(name):
+    return os.path.join(SAMPLES, name)
+
+
+def line_of(path, text, nth=1):
+    """The 1-based line of the ``nth`` line of ``path`` that contains ``text`` (that is
+    ``text``, stripped, when ``text`` ends with a closing parenthesis: a statement)."""
+    exact = text.endswith(")")
+    hits = [i for i, line in enumerate(open(path, encoding="utf-8"), 1)
+            if (line.strip() == text.strip() if exact else text in line)]
+    return hits[nth - 1]
+
+
+def audit(path, rules=AMP_RULES):
+    return audit_file(str(path), [r for r in load_rules() if r.id in rules])
+
+
+def found(path, rules=AMP_RULES):
+    return sorted((f.rule, f.line, f.evidence.get("condition")) for f in audit(path, rules))
+
+
+def script(tmp_path, text, name="train.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+# ------------------------------------------------------------------- hazard samples and twins
+def test_pa401_fires_at_the_clip_when_the_flag_enables_the_scaler():
+    path = sample("pa401_clip_before_unscale_hazard.py")
+    assert found(path) == [("PA401", line_of(path, "clip_grad_norm_("), "when --amp is set")]
+
+
+def test_pa402_fires_at_each_broken_step_of_the_protocol():
+    path = sample("pa402_scaler_step_protocol_hazard.py")
+    assert found(path, ["PA402"]) == sorted([
+        ("PA402", line_of(path, "self.scaler.update()"), "when fp16 is true"),  # every micro-step
+        ("PA402", line_of(path, "optimizer.step()"), None),  # plain step beside scaler.step
+        ("PA402", line_of(path, "scaler.step(optimizer)", 2), None),  # after an unscaled backward
+        ("PA402", line_of(path, "scaler.step(optimizer)", 3), "when i % log_every == 0"),  # update skipped
+    ])
+
+
+def test_pa403_fires_for_a_flag_chosen_float16_and_for_cudas_default_dtype():
+    path = sample("pa403_fp16_without_loss_scaling_hazard.py")
+    assert found(path) == [("PA403", line_of(path, "loss.backward()", 1), "when --fp16 is set"),
+                           ("PA403", line_of(path, "loss.backward()", 2), None)]
+
+
+def test_pa404_fires_at_the_scaler_when_the_flag_picks_bfloat16():
+    path = sample("pa404_scaler_under_bf16_hazard.py")
+    assert found(path) == [("PA404", line_of(path, "GradScaler("), "when --fp16 is not set")]
+
+
+def test_pa408_fires_at_the_backward_inside_autocast():
+    path = sample("pa408_backward_under_autocast_hazard.py")
+    assert found(path) == [("PA408", line_of(path, "scaler.scale(loss).backward()"), None)]
+
+
+def test_pa409_fires_at_every_deprecated_use_whatever_the_import_spelling():
+    path = sample("pa409_deprecated_amp_api_hazard.py")
+    lines = [line_of(path, "@torch.cuda.amp.custom_fwd("), line_of(path, "@torch.cuda.amp.custom_bwd"),
+             line_of(path, "GS(enabled"), line_of(path, "with autocast(use_amp):"),
+             line_of(path, "with torch.cpu.amp.autocast():")]
+    assert found(path) == [("PA409", line, None) for line in lines]
+    by_line = {f.line: f for f in audit(path)}
+    assert by_line[lines[2]].message.startswith("GS (torch.cuda.amp.GradScaler) is deprecated")
+    assert 'torch.amp.GradScaler("cuda", ...)' in by_line[lines[2]].message
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(SAMPLES) if n.endswith("_clean.py")))
+def test_clean_twins_and_idioms_give_no_finding(name):
+    """Includes amp_examples_clean.py (the PyTorch AMP examples, as written there) and
+    idioms_clean.py (accelerate, HF Trainer fp16=True, Lightning 16-mixed, a Trainer-like
+    class with GradScaler("cuda", enabled=(dtype == torch.float16)))."""
+    assert audit(sample(name)) == []
+
+
+def test_each_hazard_sample_has_a_clean_twin():
+    names = set(os.listdir(SAMPLES))
+    hazards = [n for n in names if n.endswith("_hazard.py")]
+    assert {n.split("_")[0] for n in hazards} >= {r.lower() for r in AMP_RULES}
+    assert all(n.replace("_hazard", "_clean") in names for n in hazards)
+
+
+# ------------------------------------------------------------------- how real code is written
+def test_an_aliased_scaler_import_and_module_alias_are_resolved(tmp_path):
+    path = script(tmp_path, """\
+        import torch
+        import torch.nn.utils as nu
+        from torch.cuda.amp import GradScaler as GS
+
+        def train(model, optimizer, data):
+            scaler = GS()
+            for x in data:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = model(x).sum()
+                scaler.scale(loss).backward()
+                nu.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+        """)
+    assert found(path) == [("PA401", 11, None), ("PA409", 6, None)]
+
+
+def test_a_scaler_passed_as_a_parameter_keeps_what_its_maker_knew(tmp_path):
+    """Called from main: the scaler is enabled by --amp. Walked alone (nobody in the file
+    calls it), a parameter used as a scaler is taken as enabled."""
+    called = script(tmp_path, """\
+        import argparse
+        import torch
+
+        def train_one_epoch(model, loader, optimizer, scaler):
+            for x in loader:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = model(x).sum()
+                scaler.scale(loss).backward()
+                torch.nn.utils.clip_grad_value_(model.parameters(), 0.5)
+                scaler.step(optimizer)
+                scaler.update()
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--amp", action="store_true")
+            args = parser.parse_args()
+            model = torch.nn.Linear(2, 2)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            train_one_epoch(model, [], optimizer, torch.amp.GradScaler("cuda", enabled=args.amp))
+
+        main()
+        """)
+    assert found(called, ["PA401"]) == [("PA401", 9, "when --amp is set")]
+    alone = script(tmp_path, called.read_text().split("def main")[0], "alone.py")
+    assert found(alone, ["PA401"]) == [("PA401", 9, None)]
+
+
+def test_a_scaler_disabled_for_sure_gives_no_clip_finding(tmp_path):
+    path = script(tmp_path, """\
+        import torch
+
+        def train(model, optimizer, data):
+            scaler = torch.amp.GradScaler("cuda", enabled=False)
+            for x in data:
+                loss = model(x).sum()
+                scaler.scale(loss).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+        """)
+    assert found(path) == []
+
+
+def test_a_trainer_like_class_is_followed_across_its_methods(tmp_path):
+    """self.scaler made in __init__ (enabled by a flag), scaled in training_step, clipped
+    in optimizer_step, which runs every `accum` iterations of fit."""
+    path = script(tmp_path, """\
+        import torch
+
+        class Trainer:
+            def __init__(self, model, optimizer, args):
+                self.model, self.optimizer = model, optimizer
+                self.scaler = torch.amp.GradScaler("cuda", enabled=args.fp16)
+                self.accum = args.accum
+
+            def training_step(self, batch):
+                with torch.autocast("cuda", dtype=torch.float16, enabled=self.scaler.is_enabled()):
+                    loss = self.model(batch).sum()
+                self.scaler.scale(loss).backward()
+
+            def optimizer_step(self):
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+
+            def fit(self, loader):
+                for i, batch in enumerate(loader):
+                    self.training_step(batch)
+                    if (i + 1) % self.accum == 0:
+                        self.optimizer_step()
+        """)
+    (finding,) = audit(path)
+    assert (finding.rule, finding.line, finding.module) == ("PA401", 15, "Trainer.optimizer_step")
+    assert finding.evidence["condition"] == "when args.fp16 is true"
+
+
+def test_a_branch_on_a_flag_decides_whether_the_backward_was_scaled(tmp_path):
+    path = script(tmp_path, """\
+        import torch
+
+        def train(model, opt, data, args):
+            scaler = torch.amp.GradScaler()
+            for x in data:
+                with torch.autocast("cuda", enabled=args.amp):
+                    loss = model(x).sum()
+                if args.amp:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if args.amp:
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    opt.step()
+        """)
+    assert found(path) == [("PA401", 12, "when args.amp is true")]
+
+
+def test_gradient_accumulation_with_unscale_on_every_micro_step(tmp_path):
+    path = script(tmp_path, """\
+        import torch
+
+        def train(model, optimizer, loader, accum):
+            scaler = torch.amp.GradScaler("cuda")
+            for i, x in enumerate(loader):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = model(x).sum() / accum
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if (i + 1) % accum == 0:
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad()
+        """)
+    assert found(path) == [("PA402", 9, None)]
+
+
+def test_a_loop_over_optimizers_before_one_update_is_the_documented_protocol(tmp_path):
+    path = script(tmp_path, """\
+        import torch
+
+        def train(models, optimizers, loader, loss_fn):
+            scaler = torch.amp.GradScaler("cuda")
+            for x in loader:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = sum(loss_fn(m(x)) for m in models)
+                scaler.scale(loss).backward()
+                for optimizer in optimizers:
+                    scaler.unscale_(optimizer)
+                    scaler.step(optimizer)
+                scaler.update()
+        """)
+    assert found(path) == []
+
+
+def test_a_file_that_mentions_no_amp_word_is_not_analysed(tmp_path):
+    path = script(tmp_path, "def f(x):\n    return x + 1\n")
+    assert found(path) == []
+
+
+def test_too_many_paths_give_silence_not_a_guess(tmp_path):
+    branches = "\n".join(f"        if flag{i}:\n            scaler.update()" for i in range(12))
+    path = script(tmp_path, "import torch\n\ndef train(scaler, loss, data):\n    for x in data:\n"
+                  "        scaler.scale(loss).backward()\n" + branches.replace("    if", "    if") + "\n")
+    audit(path)  # finishes; whatever the verdict, no exception and no hang
+
+
+# ------------------------------------------------------------------- templates
+@pytest.mark.parametrize("rule,name", [
+    ("PA401", "pa401_clip_before_unscale_hazard.py"), ("PA402", "pa402_scaler_step_protocol_hazard.py"),
+    ("PA403", "pa403_fp16_without_loss_scaling_hazard.py"), ("PA404", "pa404_scaler_under_bf16_hazard.py"),
+    ("PA408", "pa408_backward_under_autocast_hazard.py"), ("PA409", "pa409_deprecated_amp_api_hazard.py")])
+def test_the_messages_and_fixes_are_filled_by_the_check(rule, name):
+    """Bundled rules format strictly: a placeholder nothing fills would raise."""
+    findings = audit(sample(name), [rule])
+    assert findings
+    for f in findings:
+        assert "{" not in f.message and not any("{" in str(v) for v in f.fix.values())
+        assert f.fix["action"] == "edit"
