@@ -269,11 +269,19 @@ def test_a_file_that_mentions_no_amp_word_is_not_analysed(tmp_path):
     assert found(path) == []
 
 
-def test_too_many_paths_give_silence_not_a_guess(tmp_path):
-    branches = "\n".join(f"        if flag{i}:\n            scaler.update()" for i in range(12))
-    path = script(tmp_path, "import torch\n\ndef train(scaler, loss, data):\n    for x in data:\n"
-                  "        scaler.scale(loss).backward()\n" + branches.replace("    if", "    if") + "\n")
-    audit(path)  # finishes; whatever the verdict, no exception and no hang
+@pytest.mark.parametrize("flags,expected", [(3, 1), (12, 0)])
+def test_too_many_paths_give_silence_not_a_guess(tmp_path, flags, expected):
+    """Each flag may unscale: 2**flags paths reach the clip. Three are walked (the clip is
+    reported on the one path where no flag unscaled); twelve exceed the cap: silence."""
+    branches = "".join(f"        if args.f{i}:\n            scaler.unscale_(opt)\n" for i in range(flags))
+    path = script(tmp_path, "import torch\n\ndef train(scaler, opt, model, data, args):\n    for x in data:\n"
+                  "        scaler.scale(model(x)).backward()\n" + branches +
+                  "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+                  "        scaler.step(opt)\n        scaler.update()\n")
+    hits = found(path, ["PA401"])
+    assert len(hits) == expected
+    if expected:
+        assert hits[0][2] == " and ".join(f"args.f{i} is false" for i in range(flags)).join(["when ", ""])
 
 
 # ------------------------------------------------------------------- templates
@@ -288,3 +296,73 @@ def test_the_messages_and_fixes_are_filled_by_the_check(rule, name):
     for f in findings:
         assert "{" not in f.message and not any("{" in str(v) for v in f.fix.values())
         assert f.fix["action"] == "edit"
+
+
+# ------------------------------------------------------------------- --fix
+def _fixed(path):
+    from precisionaudit.training.fix import fixed_source
+    from precisionaudit.training.source import read_script
+
+    return fixed_source(read_script(str(path)))
+
+
+@pytest.mark.parametrize("name,rule", [("pa409_deprecated_amp_api_hazard.py", "PA409"),
+                                       ("pa401_clip_before_unscale_hazard.py", "PA401")])
+def test_fix_rewrites_the_hazard_into_code_the_rule_accepts(tmp_path, name, rule):
+    import ast
+
+    original = open(sample(name), encoding="utf-8").read()
+    assert all(f.fix.get("autofix") for f in audit(sample(name), [rule]))
+    new = _fixed(sample(name))
+    ast.parse(new)
+    fixed = tmp_path / name
+    fixed.write_text(new)
+    assert audit(fixed, [rule]) == []
+    # only the findings' lines (and the deprecated import they come from) change, and PA401
+    # adds one line: every other line, comments and blank lines included, is the same
+    import difflib
+
+    allowed = {f.line for f in audit(sample(name), [rule])}
+    allowed |= {i for i, line in enumerate(original.splitlines(), 1) if line.startswith("from torch.cuda.amp")}
+    ops = difflib.SequenceMatcher(a=original.splitlines(), b=new.splitlines(), autojunk=False).get_opcodes()
+    changed = {i + 1 for tag, i1, i2, _, _ in ops if tag in ("replace", "delete") for i in range(i1, i2)}
+    inserted = sum(j2 - j1 for tag, _, _, j1, j2 in ops if tag == "insert")
+    assert changed <= allowed
+    assert inserted == (1 if rule == "PA401" else 0)
+
+
+def test_fix_of_pa409_spells_the_device_and_keeps_the_argument_meaning():
+    new = _fixed(sample("pa409_deprecated_amp_api_hazard.py"))
+    assert "from torch.amp import GradScaler as GS, autocast" in new
+    assert 'scaler = GS("cuda", enabled=use_amp)' in new
+    assert 'with autocast("cuda", enabled=use_amp):  # positional: enabled' in new
+    assert '@torch.amp.custom_fwd(cast_inputs=torch.float32, device_type="cuda")' in new
+    assert '@torch.amp.custom_bwd(device_type="cuda")' in new
+    assert 'with torch.amp.autocast("cpu"):' in new
+
+
+def test_fix_of_pa401_inserts_unscale_before_the_clip_with_the_stepped_optimizer():
+    new = _fixed(sample("pa401_clip_before_unscale_hazard.py")).splitlines()
+    at = next(i for i, line in enumerate(new) if "clip_grad_norm_(" in line)
+    assert new[at - 1] == "        scaler.unscale_(optimizer)"
+    assert new[at - 2] == "        # clips scaled gradients: unscale_ is missing"
+
+
+def test_a_name_used_as_a_value_is_reported_but_not_rewritten(tmp_path):
+    path = script(tmp_path, """\
+        import torch
+        from torch.cuda.amp import autocast
+
+        ctx = autocast if torch.cuda.is_available() else None
+        with autocast():
+            pass
+        """)
+    findings = audit(path, ["PA409"])
+    assert [(f.line, f.fix["autofix"]) for f in findings] == [(4, False), (5, False)]
+    assert _fixed(path) == path.read_text()
+
+
+@pytest.mark.parametrize("name", ["pa409_deprecated_amp_api_clean.py", "amp_examples_clean.py",
+                                  "pa402_scaler_step_protocol_hazard.py"])
+def test_a_file_with_nothing_to_fix_comes_back_byte_identical(name):
+    assert _fixed(sample(name)) == open(sample(name), encoding="utf-8").read()
