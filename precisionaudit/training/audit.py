@@ -12,15 +12,30 @@ def audit_file(path: str, rules) -> list:
     The file is parsed, never run; a file that cannot be parsed is a UsageError naming it.
     """
     from . import checks  # noqa: F401 - registers the bundled checks
-    from .source import read_script
+    from .source import Script, check_syntax, read_text
 
     chosen = [r for r in rules if r.scope == "training"]
     if not chosen:
         return []
-    kind, subject = "script", read_script(path)
+    kind, text = "script", read_text(path)
+    selected = [(rule, CHECKS.get((rule.id, kind))) for rule in chosen]
+    selected = [(rule, check) for rule, check in selected if check is not None]
+    if not _may_find(selected, text):
+        check_syntax(path, text)
+        return []
+    subject = Script(path, text)
     findings = []
-    for rule in chosen:
-        check = CHECKS.get((rule.id, kind))
-        if check is not None:
-            findings += [training_finding(rule, path, hit) for hit in check(subject)]
+    for rule, check in selected:
+        findings += [training_finding(rule, path, hit) for hit in check(subject)]
     return findings
+
+
+def _may_find(selected, text: str) -> bool:
+    """False when every selected check names the words it needs and none occurs in
+    ``text``: most Python files never mention a scaler or autocast, and LibCST's parse and
+    name resolution are the cost of a scan."""
+    for _, check in selected:
+        words = getattr(check, "mentions", None)
+        if words is None or any(word in text for word in words):
+            return True
+    return False

@@ -14,13 +14,18 @@ KINDS = ("script", "deepspeed", "accelerate")
 CHECKS: dict = {}
 
 
-def training_check(rule_id: str, reads: str = "script"):
+def training_check(rule_id: str, reads: str = "script", mentions: tuple | None = None):
     """Register the decorated function as ``rule_id``'s check over files of kind ``reads``.
-    It is called with the parsed file and yields ``TrainingHit``s."""
+    It is called with the parsed file and yields ``TrainingHit``s.
+
+    ``mentions``: words one of which a script must contain for the check to find anything
+    (a textual prefilter: when no selected check's words occur, the script is not analysed,
+    only syntax-checked). None: the check reads every script."""
     if reads not in KINDS:
         raise ValueError(f"{rule_id}: a training check reads one of {KINDS}, not {reads!r}")
 
     def register(fn):
+        fn.mentions = tuple(mentions) if mentions is not None else None
         CHECKS[(rule_id, reads)] = fn
         return fn
 

@@ -54,9 +54,12 @@ CLIPS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
 RELEVANT_CALLS = {"backward", "scale", "step", "update", "unscale_", "clip_grad_norm_",
                   "clip_grad_value_", "clip_grad_norm", "GradScaler", "ShardedGradScaler", "autocast"}
 RELEVANT_WORDS = ("amp", "fp16", "bf16", "float16", "bfloat16", "half", "dtype", "scaler", "precision")
-#: words a file must contain for the AMP analysis to have anything to find
-MENTIONS = ("autocast", "GradScaler", "scaler", "backward", "clip_grad", "torch.cuda.amp",
-            "torch.cpu.amp", "custom_fwd", "custom_bwd")
+#: words a file must contain for the AMP analysis to have anything to find: every rule
+#: needs an autocast region or a scaler (made here: GradScaler; received: a name with
+#: "scaler" in it or ``unscale_`` on it), or a deprecated name. A scaler received under
+#: another name and never unscaled is missed, the price of skipping ~90% of files.
+MENTIONS = ("autocast", "GradScaler", "scaler", "unscale_", "torch.cuda.amp", "torch.cpu.amp",
+            "custom_fwd", "custom_bwd")
 
 
 def mentions_amp(text: str) -> bool:
@@ -93,6 +96,8 @@ class Path:
     iter_backward: bool = False                   # a backward ran in this loop iteration
     marks: list = field(default_factory=list)     # (kind, node, scaler) since the loop's iteration began
     ret_prov: frozenset = frozenset()
+    callers: tuple = ()                           # (env, prov) of each caller, while in a callee
+    depths: tuple = ()                            # the autocast stack's depth at each open with
     ended: str | None = None                      # "return" / "raise" / "continue" / "break"
 
     def copy(self) -> "Path":
@@ -125,7 +130,7 @@ class TooComplex(Exception):
 
 
 def text_of(module: cst.Module, node) -> str:
-    return module.code_for_node(node).strip()
+    return _memo("text", node, lambda n: module.code_for_node(n).strip())
 
 
 def _key(module, node) -> str | None:
@@ -172,6 +177,29 @@ class _Index(cst.CSTVisitor):
         self.scaler_keys: set = set()
         self.step_args: list = []
         self.flags: dict = {}
+        self.fn_stack: list = []
+        self.has_events: set = set()     # ids of functions with an AMP call in their body
+        self.callees: dict = {}          # id of function -> local names it calls
+        self.defs: dict = {}             # id -> FunctionDef
+
+    def visit_FunctionDef(self, node):
+        self.fn_stack.append(node)
+        self.defs[id(node)] = node
+
+    def leave_FunctionDef(self, node):
+        self.fn_stack.pop()
+
+    def amp_functions(self) -> set:
+        """ids of the functions whose walk can meet an AMP event: those with one in their
+        body and those calling them (the rest are neither walked nor followed)."""
+        relevant = set(self.has_events)
+        changed = True
+        while changed:
+            names = {self.defs[i].name.value for i in relevant}
+            grown = {i for i, called in self.callees.items() if called & names} | relevant
+            changed = grown != relevant
+            relevant = grown
+        return relevant
 
     def _mark(self):
         for node in reversed(self.stack):
@@ -194,6 +222,11 @@ class _Index(cst.CSTVisitor):
             func.value if isinstance(func, cst.Name) else None)
         if name in RELEVANT_CALLS or name in self.local_names:
             self._mark()
+        if self.fn_stack:
+            if name in RELEVANT_CALLS or name == "is_enabled":
+                self.has_events.add(id(self.fn_stack[-1]))
+            if name in self.local_names:
+                self.callees.setdefault(id(self.fn_stack[-1]), set()).add(name)
         if isinstance(func, cst.Name) and func.value in self.functions:
             self.called.add(func.value)
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
@@ -274,6 +307,7 @@ class StepAnalysis:
         self.index = _Index(self.module, self.functions, self.methods)
         self.module.visit(self.index)
         self.optimizer_keys = {arg for receiver, arg in self.index.step_args if receiver in self.index.scaler_keys}
+        self.amp_functions = self.index.amp_functions()
         self.hits: dict = {}
         self.frames: list = []
         self.loop_ifs: list = []
@@ -293,11 +327,11 @@ class StepAnalysis:
                 self.class_env[cls] = _merged_env(paths, lambda k: k.startswith("self."))
         called = self.index.called
         for name, fn in self.functions.items():
-            if name not in called:
+            if name not in called and id(fn) in self.amp_functions:
                 self._entry(fn.body.body, Frame(name, None, fn=fn), self.module_env, fn)
         for cls, methods in self.methods.items():
             for name, fn in methods.items():
-                if name not in called and name != "__init__":
+                if name not in called and name != "__init__" and id(fn) in self.amp_functions:
                     env = {**self.module_env, **self.class_env.get(cls, {})}
                     self._entry(fn.body.body, Frame(f"{cls}.{name}", cls, fn=fn), env, fn)
 
@@ -373,7 +407,8 @@ class StepAnalysis:
     def _stmt(self, stmt, paths):
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                paths = [q for p in paths for q in (self._small(small, p) if p.ended is None else [p])]
+                live = [p for p in paths if p.ended is None]
+                paths = [p for p in paths if p.ended is not None] + (self._small(small, live) if live else [])
             return paths
         if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             for p in paths:
@@ -409,25 +444,24 @@ class StepAnalysis:
         return path
 
     def _if(self, stmt, paths):
-        out = []
         for loop in self.loop_ifs:
             loop.add(id(stmt))
-        for p in paths:
-            for p2 in self._events(stmt.test, p):
-                for guard, value in truth(self._eval(stmt.test, p2)):
-                    q = p2.assume(guard, origin=stmt)
-                    if q is None:
-                        continue
-                    if value:
-                        out += self._block(stmt.body.body, [q])
-                    elif isinstance(stmt.orelse, cst.If):
-                        out += self._if(stmt.orelse, [q])
-                    elif stmt.orelse is not None:
-                        out += self._block(stmt.orelse.body.body, [q])
-                    else:
-                        out.append(q)
-            if len(out) > MAX_PATHS:
-                raise TooComplex
+        taken, skipped = [], []
+        for p in self._events(stmt.test, paths):
+            for guard, value in truth(self._eval(stmt.test, p)):
+                q = p.assume(guard, origin=stmt)
+                if q is not None:
+                    (taken if value else skipped).append(q)
+        out = self._block(stmt.body.body, taken) if taken else []
+        if skipped:
+            if isinstance(stmt.orelse, cst.If):
+                out += self._if(stmt.orelse, skipped)
+            elif stmt.orelse is not None:
+                out += self._block(stmt.orelse.body.body, skipped)
+            else:
+                out += skipped
+        if len(out) > MAX_PATHS:
+            raise TooComplex
         return out
 
     def _loop(self, stmt, paths):
@@ -482,39 +516,38 @@ class StepAnalysis:
                              drop=frozenset(inner_ifs))
 
     def _with(self, stmt, paths):
-        out = []
-        for p in paths:
-            states = [p]
-            for item in stmt.items:
-                nxt = []
-                for s in states:
-                    for s2 in self._events(item.item, s):
-                        for guard, value in self._eval(item.item, s2):
-                            q = s2.assume(guard)
-                            if q is None:
-                                continue
-                            if isinstance(value, Autocast):
-                                q.regions = q.regions + (value,)
-                            if item.asname is not None:
-                                for node in _targets(item.asname.name):
-                                    key = _key(self.module, node)
-                                    if key:
-                                        q.env.pop(key, None)
-                                        if _method_name(item.item) == "scale_loss":
-                                            q.env[key] = known(Atom("__scaled__"))
-                            nxt.append(q)
-                states = nxt
-            for q in self._block(stmt.body.body, states):
-                q.regions = p.regions
-                out.append(q)
+        states = [p.copy() for p in paths]
+        for q in states:
+            q.depths = q.depths + (len(q.regions),)
+        for item in stmt.items:
+            entered = []
+            for s2 in self._events(item.item, states):
+                for guard, value in self._eval(item.item, s2):
+                    q = s2.assume(guard)
+                    if q is None:
+                        continue
+                    if isinstance(value, Autocast):
+                        q.regions = q.regions + (value,)
+                    if item.asname is not None:
+                        for node in _targets(item.asname.name):
+                            key = _key(self.module, node)
+                            if key:
+                                q.env.pop(key, None)
+                                if _method_name(item.item) == "scale_loss":
+                                    q.env[key] = known(Atom("__scaled__"))
+                    entered.append(q)
+            states = entered
+        out = self._block(stmt.body.body, states)
+        for q in out:
+            q.regions, q.depths = q.regions[:q.depths[-1]], q.depths[:-1]
         return out
 
-    def _small(self, small, p) -> list:
+    def _small(self, small, paths) -> list:
         if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
             value = small.value
             if value is None:
-                return [p]
-            paths = self._events(value, p)
+                return paths
+            paths = self._events(value, paths)
             targets = ([t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target])
             out = []
             for q in paths:
@@ -538,24 +571,19 @@ class StepAnalysis:
                 out.append(q)
             return out
         if isinstance(small, cst.Expr):
-            return self._events(small.value, p)
+            return self._events(small.value, paths)
         if isinstance(small, cst.Return):
-            paths = self._events(small.value, p) if small.value is not None else [p]
+            paths = self._events(small.value, paths) if small.value is not None else paths
             for q in paths:
                 if small.value is not None:
                     q.ret_prov = self._prov(small.value, q)
                 q.ended = "return"
             return paths
-        if isinstance(small, cst.Raise):
-            p.ended = "raise"
-            return [p]
-        if isinstance(small, cst.Continue):
-            p.ended = "continue"
-            return [p]
-        if isinstance(small, cst.Break):
-            p.ended = "break"
-            return [p]
-        return [p]
+        ended = {cst.Raise: "raise", cst.Continue: "continue", cst.Break: "break"}.get(type(small))
+        if ended is not None:
+            for q in paths:
+                q.ended = ended
+        return paths
 
     def _prov(self, expr, p) -> frozenset:
         """The enabled autocast regions ``expr``'s value was computed under: the one in
@@ -570,10 +598,17 @@ class StepAnalysis:
         return frozenset(regions)
 
     # -- expressions: the events, in evaluation order --------------------------------------
-    def _events(self, expr, p) -> list:
-        paths = [p]
+    def _events(self, expr, paths) -> list:
+        """The paths after the calls in ``expr`` ran, in evaluation order. A call into a
+        function of this file is walked once for all the paths that reach it."""
         for call in _calls_in_order(expr):
-            paths = [q for path in paths for q in (self._call(call, path) if path.ended is None else [path])]
+            live = [p for p in paths if p.ended is None]
+            done = [p for p in paths if p.ended is not None]
+            target = self._local_callee(call)
+            if target is not None:
+                paths = done + self._inline(target, call, live)
+            else:
+                paths = done + [q for p in live for q in self._call(call, p)]
             if len(paths) > MAX_PATHS:
                 raise TooComplex
         return paths
@@ -598,9 +633,6 @@ class StepAnalysis:
                         self._plain_beside(call, key, p)
                     p.plain_steps[key] = call
             return [p]
-        target = self._local_callee(call)
-        if target is not None:
-            return self._inline(target, call, p)
         return [p]
 
     def _scalers(self, receiver, p):
@@ -739,34 +771,40 @@ class StepAnalysis:
             return self.methods[frame.cls][func.attr.value], frame.cls
         return None
 
-    def _inline(self, target, call, p) -> list:
+    def _inline(self, target, call, paths) -> list:
         fn, cls = target
+        if id(fn) not in self.amp_functions:
+            return paths
         if len(self.frames) > MAX_INLINE_DEPTH or any(f.fn is fn for f in self.frames):
-            return [p]
-        q = p.copy()
-        caller_env, caller_prov = p.env, p.prov
-        q.env = {**self.module_env, **{k: v for k, v in caller_env.items() if k.startswith("self.")}}
-        q.prov = {k: v for k, v in caller_prov.items() if k.startswith("self.")}
-        for param in _params(fn, cls is not None):
-            q.env.pop(param, None)
-        for param, arg in _bind(fn, call, cls is not None):
-            q.env[param] = self._eval(arg, p)
-            q.prov[param] = self._prov(arg, p)
-        q.ret_prov = frozenset()
+            return paths
+        entering = []
+        for p in paths:
+            q = p.copy()
+            q.callers = p.callers + ((p.env, p.prov),)
+            q.env = {**self.module_env, **{k: v for k, v in p.env.items() if k.startswith("self.")}}
+            q.prov = {k: v for k, v in p.prov.items() if k.startswith("self.")}
+            for param in _params(fn, cls is not None):
+                q.env.pop(param, None)
+            for param, arg in _bind(fn, call, cls is not None):
+                q.env[param] = self._eval(arg, p)
+                q.prov[param] = self._prov(arg, p)
+            q.ret_prov = frozenset()
+            entering.append(q)
         scope = f"{cls}.{fn.name.value}" if cls else fn.name.value
         self.frames.append(Frame(scope, cls if cls else self.frames[-1].cls, fn=fn, call=call))
         saved_loops = self.loop_ifs
         self.loop_ifs = []
         try:
-            paths = self._block(fn.body.body, [q])
+            walked = self._block(fn.body.body, entering)
         finally:
             self.frames.pop()
             self.loop_ifs = saved_loops
         out = []
-        for r in paths:
+        for r in walked:
             if r.ended == "raise":
                 continue
             r.ended = None
+            (caller_env, caller_prov), r.callers = r.callers[-1], r.callers[:-1]
             env = dict(caller_env)
             env.update({k: v for k, v in r.env.items() if k.startswith("self.")})
             prov = dict(caller_prov)
@@ -885,22 +923,17 @@ class StepAnalysis:
 
 
 def _signature(p: Path):
-    """Everything a path knows except its guard: paths with equal signatures differ only
-    in how they got there."""
-    def value(v):
-        return (type(v).__name__, id(v.node)) if isinstance(v, (Scaler, Autocast)) else repr(v)
-
-    def alts(a):
-        return tuple((tuple(sorted(g)), value(v)) for g, v in a)
-
+    """Everything a path knows except its guard, by identity (values are immutable and
+    shared between the paths that did not reassign them): paths with equal signatures
+    differ only in how they got there."""
     return (p.ended, p.backward, p.iter_backward, id(p.pending[1]) if p.pending else None,
-            tuple(sorted((k, id(v)) for k, v in p.stepped.items())),
-            tuple(sorted((k, id(v)) for k, v in p.scaler_opts.items())),
-            tuple(sorted((k, id(v)) for k, v in p.plain_steps.items())),
-            tuple((k, id(n)) for k, n, _ in p.marks), tuple(id(r.node) for r in p.regions),
-            tuple(sorted(id(r.node) for r in p.ret_prov)),
-            tuple(sorted((k, alts(v)) for k, v in p.env.items())),
-            tuple(sorted((k, tuple(sorted(id(r.node) for r in v))) for k, v in p.prov.items())))
+            tuple((k, id(v)) for k, v in p.stepped.items()),
+            tuple((k, id(v)) for k, v in p.scaler_opts.items()),
+            tuple((k, id(v)) for k, v in p.plain_steps.items()),
+            tuple((k, id(n)) for k, n, _ in p.marks), tuple(id(r) for r in p.regions),
+            id(p.ret_prov), tuple(id(c[0]) for c in p.callers), p.depths,
+            tuple((k, id(v)) for k, v in p.env.items()),
+            tuple((k, id(v)) for k, v in p.prov.items()))
 
 
 def _merge(paths: list) -> list:
@@ -998,15 +1031,36 @@ class _Collector(cst.CSTVisitor):
         super().on_leave(node)
 
 
+_MEMO: dict = {}
+
+
+def _memo(kind, node, compute):
+    """Path-independent facts of a node, computed once per node (the walk meets the same
+    statement on many paths, and LibCST visits are the cost of a scan). Keyed by id while
+    the node lives: ``analyse`` clears the memo for each script."""
+    key = (kind, id(node))
+    found = _MEMO.get(key)
+    if found is None:
+        found = _MEMO[key] = (node, compute(node))
+    return found[1]
+
+
 def _calls_in_order(node) -> list:
     """The calls in ``node`` in evaluation order (arguments and receivers first)."""
-    collector = _Collector(cst.Call)
-    node.visit(collector)
-    return collector.found
+    def compute(node):
+        collector = _Collector(cst.Call)
+        node.visit(collector)
+        return collector.found
+
+    return _memo("calls", node, compute)
 
 
 def _reads(expr) -> list:
-    """The names and attribute chains ``expr`` reads (outermost chains only)."""
+    """The names and attribute chains ``expr`` reads."""
+    return _memo("reads", expr, _compute_reads)
+
+
+def _compute_reads(expr) -> list:
     found = []
 
     class Reads(cst.CSTVisitor):
@@ -1029,6 +1083,10 @@ def _calls_local(expr, analysis) -> bool:
 
 def _assigned(stmt) -> list:
     """What a statement assigns, anywhere inside it (targets of =, +=, for, with ... as)."""
+    return _memo("assigned", stmt, _compute_assigned)
+
+
+def _compute_assigned(stmt) -> list:
     found = []
 
     class Targets(cst.CSTVisitor):
@@ -1061,7 +1119,11 @@ def analyse(script) -> StepAnalysis:
     """The script's step analysis, computed once and kept on the script for every rule."""
     cached = getattr(script, "_amp_step", None)
     if cached is None:
-        cached = StepAnalysis(script)
+        _MEMO.clear()
+        try:
+            cached = StepAnalysis(script)
+        finally:
+            _MEMO.clear()
         script._amp_step = cached
     return cached
 

@@ -4,10 +4,10 @@ spelling it becomes; ``fix.py`` rewrites the ones it can."""
 from ..deprecated_amp import deprecated_uses
 from ..fix import autofixable_uses
 from ..registry import TrainingHit, training_check
-from ..step import mentions_amp
+from ..step import MENTIONS, mentions_amp
 
 
-@training_check("PA409")
+@training_check("PA409", mentions=MENTIONS)
 def check(script):
     if not mentions_amp(script.text):
         return
