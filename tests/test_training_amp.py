@@ -366,3 +366,29 @@ def test_a_name_used_as_a_value_is_reported_but_not_rewritten(tmp_path):
                                   "pa402_scaler_step_protocol_hazard.py"])
 def test_a_file_with_nothing_to_fix_comes_back_byte_identical(name):
     assert _fixed(sample(name)) == open(sample(name), encoding="utf-8").read()
+
+
+def test_auditing_and_fixing_a_training_script_imports_no_torch():
+    """The pre-commit hook's cost: a training script is parsed, never imported, and torch
+    (a 1-2 s import) is refused in this interpreter as on a machine without it."""
+    import subprocess
+    import sys
+
+    code = textwrap.dedent(f"""
+        import sys
+
+        class NoTorch:
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch" or name.startswith("torch."):
+                    raise ModuleNotFoundError(name)
+
+        sys.meta_path.insert(0, NoTorch())
+        from precisionaudit.rules.engine import load_rules
+        from precisionaudit.training.audit import audit_file
+        from precisionaudit.training.fix import fixed_source
+        from precisionaudit.training.source import read_script
+        path = {sample("pa401_clip_before_unscale_hazard.py")!r}
+        print(len(audit_file(path, [r for r in load_rules() if r.id == "PA401"])), "scaler.unscale_(optimizer)" in fixed_source(read_script(path)))
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", "True"]
