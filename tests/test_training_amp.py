@@ -392,3 +392,35 @@ def test_auditing_and_fixing_a_training_script_imports_no_torch():
         """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["1", "True"]
+
+
+def test_an_optional_scaler_and_a_context_chosen_by_a_flag(tmp_path):
+    """``GradScaler() if args.fp16 else None`` then ``if scaler is not None``: the two
+    branches follow the flag, and an autocast context kept in a variable is a region."""
+    clean = script(tmp_path, """\
+        import contextlib
+        import torch
+
+        def train(model, optimizer, data, args):
+            scaler = torch.amp.GradScaler("cuda") if args.fp16 else None
+            ctx = torch.autocast("cuda", dtype=torch.float16) if args.fp16 else contextlib.nullcontext()
+            for x in data:
+                with ctx:
+                    loss = model(x).sum()
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.unscale_(optimizer)
+                else:
+                    loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if scaler is not None:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+        """)
+    assert found(clean) == []
+    hazard = script(tmp_path, clean.read_text().replace('torch.amp.GradScaler("cuda") if args.fp16 else None',
+                                                        'torch.amp.GradScaler("cuda") if args.scale else None'),
+                    "hazard.py")
+    assert found(hazard) == [("PA403", 14, "when args.fp16 is true and args.scale is false")]

@@ -358,12 +358,21 @@ class StepAnalysis:
         for caller in self.frames:
             if caller.call is not None:
                 implied |= self._enclosing(caller.call)
-        guard = frozenset((a, b) for a, b in path.guard
-                          if id(path.origins.get(a)) not in implied)
+        guard = frozenset((a, b) for a, b in path.guard if not self._said(a, path.origins.get(a), implied))
         key = (rule, id(node))
         if key not in self.hits:
             self.hits[key] = Hit(rule, node, values, [], frame.scope, fix)
         self.hits[key].guards.append(guard)
+
+    def _said(self, atom, origin, implied) -> bool:
+        """True when the if-statement ``origin`` encloses the finding (``implied``) and its
+        test names ``atom`` itself: ``if (i + 1) % accum == 0:`` around a step needs no
+        "when (i + 1) % accum == 0", but ``if scaler is not None:`` does not say which flag
+        made the scaler."""
+        if origin is None or id(origin) not in implied:
+            return False
+        test = getattr(origin, "test", None)
+        return test is not None and atom in text_of(self.module, test)
 
     def _enclosing(self, node) -> set:
         parents = self.script.parents
@@ -414,6 +423,8 @@ class StepAnalysis:
             for p in paths:
                 p.env.pop(stmt.name.value, None)
             return paths
+        if isinstance(stmt, cst.With):  # its context may be an autocast kept in a variable
+            return self._with(stmt, paths)
         relevant = id(stmt) in self.index.relevant
         if not relevant:
             return [self._flat(stmt, p) for p in paths]
@@ -879,13 +890,12 @@ class StepAnalysis:
                 if g is None:
                     continue
                 if isinstance(vl, Atom) or isinstance(vr, Atom):
-                    if kind in ("is", "is not") and (isinstance(vl, (Scaler, Autocast)) or isinstance(vr, (Scaler, Autocast))):
-                        same = False
-                    else:
-                        out.append((g, Atom(text_of(self.module, expr))))
-                        continue
+                    out.append((g, Atom(text_of(self.module, expr))))
+                    continue
+                if kind in ("is", "is not") and (vl is None or vr is None):
+                    same = vl is None and vr is None  # ``scaler is not None`` on a made scaler
                 else:
-                    same = vl is vr if kind in ("is", "is not") and vl is None or vr is None else vl == vr
+                    same = vl == vr
                 out.append((g, same if kind in ("==", "is") else not same))
         return tuple(out) or whole
 
