@@ -36,6 +36,6 @@ def _may_find(selected, text: str) -> bool:
     name resolution are the cost of a scan."""
     for _, check in selected:
         words = getattr(check, "mentions", None)
-        if words is None or any(word in text for word in words):
+        if words is None or (words(text) if callable(words) else any(word in text for word in words)):
             return True
     return False

@@ -18,14 +18,15 @@ def training_check(rule_id: str, reads: str = "script", mentions: tuple | None =
     """Register the decorated function as ``rule_id``'s check over files of kind ``reads``.
     It is called with the parsed file and yields ``TrainingHit``s.
 
-    ``mentions``: words one of which a script must contain for the check to find anything
-    (a textual prefilter: when no selected check's words occur, the script is not analysed,
-    only syntax-checked). None: the check reads every script."""
+    ``mentions``: a textual prefilter, the words one of which a script must contain for the
+    check to find anything, or a function of the text saying so. When no selected check may
+    find anything, the script is not analysed, only syntax-checked. None: the check reads
+    every script."""
     if reads not in KINDS:
         raise ValueError(f"{rule_id}: a training check reads one of {KINDS}, not {reads!r}")
 
     def register(fn):
-        fn.mentions = tuple(mentions) if mentions is not None else None
+        fn.mentions = mentions if mentions is None or callable(mentions) else tuple(mentions)
         CHECKS[(rule_id, reads)] = fn
         return fn
 

@@ -54,17 +54,23 @@ CLIPS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
 RELEVANT_CALLS = {"backward", "scale", "step", "update", "unscale_", "clip_grad_norm_",
                   "clip_grad_value_", "clip_grad_norm", "GradScaler", "ShardedGradScaler", "autocast"}
 RELEVANT_WORDS = ("amp", "fp16", "bf16", "float16", "bfloat16", "half", "dtype", "scaler", "precision")
-#: words a file must contain for the AMP analysis to have anything to find: every rule
-#: needs an autocast region or a scaler (made here: GradScaler; received: a name with
-#: "scaler" in it or ``unscale_`` on it), or a deprecated name. A scaler received under
-#: another name and never unscaled is missed, the price of skipping ~90% of files.
-MENTIONS = ("autocast", "GradScaler", "scaler", "unscale_", "torch.cuda.amp", "torch.cpu.amp",
-            "custom_fwd", "custom_bwd")
+#: the textual prefilter (``training_check(mentions=...)``): the walk's rules need a scaler
+#: or an autocast region (a scaler received under another name and never unscaled is
+#: missed) and a backward, a clip or a step; PA409 needs a deprecated spelling. Most files
+#: say neither and are not parsed by LibCST at all.
+AMP_WORDS = ("autocast", "GradScaler", "scaler", "unscale_")
+STEP_WORDS = ("backward", "clip_grad", ".step(")
+DEPRECATED_WORDS = ("torch.cuda.amp", "torch.cpu.amp", "custom_fwd", "custom_bwd", "import amp")
 
 
 def mentions_amp(text: str) -> bool:
-    """A cheap textual prefilter: a file naming none of these has no AMP protocol."""
-    return any(word in text for word in MENTIONS)
+    """Whether the step rules may find anything in a file with this text."""
+    return any(w in text for w in AMP_WORDS) and any(w in text for w in STEP_WORDS)
+
+
+def mentions_deprecated_amp(text: str) -> bool:
+    """Whether PA409 may find anything in a file with this text."""
+    return any(w in text for w in DEPRECATED_WORDS)
 
 
 @dataclass

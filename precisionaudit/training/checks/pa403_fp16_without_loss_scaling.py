@@ -1,9 +1,9 @@
 """PA403 fp16-without-loss-scaling: found by the step analysis (``training/step.py``), which walks the
 training step's paths once for all the AMP-protocol rules."""
 from ..registry import training_check
-from ..step import MENTIONS, training_hits
+from ..step import mentions_amp, training_hits
 
 
-@training_check("PA403", mentions=MENTIONS)
+@training_check("PA403", mentions=mentions_amp)
 def check(script):
     yield from training_hits(script, "PA403")

@@ -4,12 +4,12 @@ spelling it becomes; ``fix.py`` rewrites the ones it can."""
 from ..deprecated_amp import deprecated_uses
 from ..fix import autofixable_uses
 from ..registry import TrainingHit, training_check
-from ..step import MENTIONS, mentions_amp
+from ..step import mentions_deprecated_amp
 
 
-@training_check("PA409", mentions=MENTIONS)
+@training_check("PA409", mentions=mentions_deprecated_amp)
 def check(script):
-    if not mentions_amp(script.text):
+    if not mentions_deprecated_amp(script.text):
         return
     fixable = autofixable_uses(script)
     for use in deprecated_uses(script):
