@@ -22,6 +22,7 @@ import ast
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
+from libcst import metadata
 
 from .values import (TRUE_GUARD, Atom, Autocast, Dtype, Scaler, combine, join, known, negate,
                      simplify, truth)
@@ -257,6 +258,7 @@ class _Index(cst.CSTVisitor):
 
     def _flag(self, node):
         flags = [ast.literal_eval(a.value) for a in _positional(node) if isinstance(a, cst.SimpleString)]
+        flags = [f for f in flags if isinstance(f, str)]
         long = [f for f in flags if f.startswith("--")]
         if not long:
             return
@@ -314,12 +316,46 @@ class StepAnalysis:
         self.module.visit(self.index)
         self.optimizer_keys = {arg for receiver, arg in self.index.step_args if receiver in self.index.scaler_keys}
         self.amp_functions = self.index.amp_functions()
+        self.qualified = self._qualified_names()
         self.hits: dict = {}
         self.frames: list = []
         self.loop_ifs: list = []
         self.module_env: dict = {}
         self.class_env: dict = {}
         self._run()
+
+    def _qualified_names(self):
+        """LibCST's qualified names for the part of the file the walk reads: the top-level
+        statements (imports, constants, the ``__main__`` block) and the functions and
+        methods that reach an AMP call. Name resolution is most of a scan's time, and in a
+        5,000-line library module the AMP code is a few functions; the nodes are the
+        script's own, so the resolved names are theirs."""
+        body = []
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.FunctionDef):
+                if id(stmt) in self.amp_functions:
+                    body.append(stmt)
+            elif isinstance(stmt, cst.ClassDef):
+                kept = [m for m in stmt.body.body if isinstance(m, cst.FunctionDef) and id(m) in self.amp_functions]
+                if kept:
+                    init = self.methods[stmt.name.value].get("__init__")
+                    if init is not None and init not in kept:
+                        kept.insert(0, init)
+                    body.append(stmt.with_changes(body=stmt.body.with_changes(body=kept)))
+            else:
+                body.append(stmt)
+        pruned = self.module.with_changes(body=body)
+        try:
+            return metadata.MetadataWrapper(pruned, unsafe_skip_copy=True).resolve(metadata.QualifiedNameProvider)
+        except RecursionError:
+            return {}
+
+    def names_of(self, node) -> set:
+        """The qualified names ``node`` may stand for (``torch.amp.GradScaler`` for ``GS``)."""
+        names = self.qualified.get(node, ())
+        if callable(names):  # resolved lazily (a LazyValue)
+            names = names()
+        return {q.name for q in names}
 
     # -- entry points ----------------------------------------------------------------------
     def _run(self):
@@ -328,7 +364,7 @@ class StepAnalysis:
         self.module_env = _merged_env(paths, lambda k: "." not in k)
         for cls, methods in self.methods.items():
             init = methods.get("__init__")
-            if init is not None:
+            if init is not None and any(id(m) in self.amp_functions for m in methods.values()):
                 paths = self._entry(init.body.body, Frame(f"{cls}.__init__", cls, fn=init), self.module_env)
                 self.class_env[cls] = _merged_env(paths, lambda k: k.startswith("self."))
         called = self.index.called
@@ -631,7 +667,7 @@ class StepAnalysis:
         return paths
 
     def _call(self, call, p) -> list:
-        names = self.script.names_of(call.func)
+        names = self.names_of(call.func)
         method = _method(call)
         if names & CLIPS:
             return self._clip(call, p)
@@ -840,7 +876,7 @@ class StepAnalysis:
             if expr.value == "__name__":
                 return known("__main__")
         if isinstance(expr, (cst.Name, cst.Attribute)):
-            names = self.script.names_of(expr)
+            names = self.names_of(expr)
             for name in names:
                 if name in DTYPES:
                     return known(Dtype(DTYPES[name]))
@@ -872,7 +908,7 @@ class StepAnalysis:
             if scalers:
                 return tuple((g, s.enabled) for g, s in scalers)
         if isinstance(expr, cst.Call):
-            names = self.script.names_of(expr.func)
+            names = self.names_of(expr.func)
             for name in names:
                 if name in SCALERS:
                     return self._scaler_value(expr, SCALERS[name], p)
@@ -1131,6 +1167,12 @@ def _compute_assigned(stmt) -> list:
     return found
 
 
+class _NoAnalysis:
+    """What a script too deeply nested to analyse yields: no hit."""
+
+    hits: dict = {}
+
+
 def analyse(script) -> StepAnalysis:
     """The script's step analysis, computed once and kept on the script for every rule."""
     cached = getattr(script, "_amp_step", None)
@@ -1138,6 +1180,8 @@ def analyse(script) -> StepAnalysis:
         _MEMO.clear()
         try:
             cached = StepAnalysis(script)
+        except RecursionError:  # nested deeper than the visitors go: silence, no traceback
+            cached = _NoAnalysis()
         finally:
             _MEMO.clear()
         script._amp_step = cached
