@@ -424,3 +424,27 @@ def test_an_optional_scaler_and_a_context_chosen_by_a_flag(tmp_path):
                                                         'torch.amp.GradScaler("cuda") if args.scale else None'),
                     "hazard.py")
     assert found(hazard) == [("PA403", 14, "when args.fp16 is true and args.scale is false")]
+
+
+def test_a_fallback_for_an_old_torch_is_not_a_deprecated_use(tmp_path):
+    """accelerate's own code: the old name only where the installed torch is too old for
+    the new one (an import fallback, a version check)."""
+    path = script(tmp_path, """\
+        import torch
+        from accelerate.utils import is_torch_version
+
+        if is_torch_version(">=", "2.4.0"):
+            from torch.amp import GradScaler
+        else:
+            from torch.cuda.amp import GradScaler
+
+        def make(scaler: GradScaler = None, **kwargs):
+            if is_torch_version(">=", "2.3"):
+                return torch.amp.GradScaler("cuda", **kwargs)
+            else:
+                return torch.cuda.amp.GradScaler(**kwargs)
+
+        def old(**kwargs):
+            return torch.cuda.amp.GradScaler(**kwargs)
+        """)
+    assert found(path, ["PA409"]) == [("PA409", 16, None)]

@@ -64,6 +64,13 @@ class _Uses(cst.CSTVisitor):
         self.found: list = []
         self.calls: dict = {}
         self.decorators: set = set()
+        self.gates: list = []
+
+    def visit_If(self, node):
+        self.gates.append(_is_version_gate(self.script.module.code_for_node(node.test)))
+
+    def leave_If(self, node):
+        self.gates.pop()
 
     def visit_Import(self, node):
         return False
@@ -78,9 +85,15 @@ class _Uses(cst.CSTVisitor):
         self.decorators.add(id(node.decorator))
 
     def _use(self, node):
-        names = self.script.names_of(node) & set(DEPRECATED)
+        every = self.script.names_of(node)
+        names = every & set(DEPRECATED)
         if not names:
             return True
+        if every - names or any(self.gates):
+            # ``try: from torch.amp import GradScaler / except: from torch.cuda.amp import
+            # GradScaler``, ``if is_torch_version(">=", "2.3"): ... else: torch.cuda.amp...``:
+            # the old name is a deliberate fallback for an old torch, not a use to rewrite
+            return False
         qualified = sorted(names)[0]
         member, device = DEPRECATED[qualified]
         call = self.calls.get(id(node))
@@ -103,3 +116,10 @@ def deprecated_uses(script) -> list:
         script.module.visit(visitor)
         cached = script._amp_deprecated = visitor.found
     return cached
+
+
+def _is_version_gate(test: str) -> bool:
+    """An if-test that picks code by the installed torch (``is_torch_version(...)``,
+    ``torch.__version__ >= ...``, ``hasattr(torch, "amp")``)."""
+    low = test.lower()
+    return "version" in low or ("hasattr" in low and "amp" in low)
