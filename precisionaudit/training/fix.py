@@ -159,7 +159,8 @@ def _new_args(use, args):
 
 def _clip_inserts(script, wanted) -> dict:
     """id of the statement holding each fixable PA401 clip -> the statement to insert."""
-    from .step import analyse, mentions_amp
+    from .step import analyse
+    from .step_syntax import mentions_amp
 
     if not mentions_amp(script.text):
         return {}

@@ -24,6 +24,9 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 from libcst import metadata
 
+from .step_syntax import (AUTOCASTS, CLIPS, DEFAULT_AUTOCAST_DTYPE, DTYPES, MEMO, SCALERS, StepIndex, arg_of,
+                          assigned_in, bind_args, calls_in_order, key_of, mentions_amp, method_name_of, method_of,
+                          params_of, positional, reads_of, targets_of, text_of)
 from .values import (TRUE_GUARD, Atom, Autocast, Dtype, Scaler, combine, join, known, negate,
                      simplify, truth)
 
@@ -31,47 +34,6 @@ from .values import (TRUE_GUARD, Atom, Autocast, Dtype, Scaler, combine, join, k
 MAX_PATHS = 256
 #: calls followed into their callee, at most this deep
 MAX_INLINE_DEPTH = 4
-
-DTYPES = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
-          "torch.float32": "float32", "torch.float": "float32"}
-#: GradScaler classes -> the position of their ``enabled`` argument
-SCALERS = {"torch.amp.GradScaler": 5, "torch.amp.grad_scaler.GradScaler": 5,
-           "torch.GradScaler": 5,
-           "torch.cuda.amp.GradScaler": 4, "torch.cuda.amp.grad_scaler.GradScaler": 4,
-           "torch.cpu.amp.GradScaler": 4, "torch.cpu.amp.grad_scaler.GradScaler": 4,
-           "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": 5,
-           "torch.distributed.fsdp.ShardedGradScaler": 5}
-#: autocast classes -> (fixed device or None, position of dtype, position of enabled)
-AUTOCASTS = {"torch.autocast": (None, 1, 2), "torch.amp.autocast": (None, 1, 2),
-             "torch.amp.autocast_mode.autocast": (None, 1, 2),
-             "torch.cuda.amp.autocast": ("cuda", 1, 0), "torch.cuda.amp.autocast_mode.autocast": ("cuda", 1, 0),
-             "torch.cpu.amp.autocast": ("cpu", 1, 0), "torch.cpu.amp.autocast_mode.autocast": ("cpu", 1, 0)}
-#: autocast's default dtype per device (torch.get_autocast_dtype)
-DEFAULT_AUTOCAST_DTYPE = {"cuda": "float16", "xpu": "float16", "cpu": "bfloat16"}
-CLIPS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
-         "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_value_",
-         "torch.nn.utils.clip_grad_norm"}
-#: method and function names that make a statement worth splitting paths on
-RELEVANT_CALLS = {"backward", "scale", "step", "update", "unscale_", "clip_grad_norm_",
-                  "clip_grad_value_", "clip_grad_norm", "GradScaler", "ShardedGradScaler", "autocast"}
-RELEVANT_WORDS = ("amp", "fp16", "bf16", "float16", "bfloat16", "half", "dtype", "scaler", "precision")
-#: the textual prefilter (``training_check(mentions=...)``): the walk's rules need a scaler
-#: or an autocast region (a scaler received under another name and never unscaled is
-#: missed) and a backward, a clip or a step; PA409 needs a deprecated spelling. Most files
-#: say neither and are not parsed by LibCST at all.
-AMP_WORDS = ("autocast", "GradScaler", "scaler", "unscale_")
-STEP_WORDS = ("backward", "clip_grad", ".step(")
-DEPRECATED_WORDS = ("torch.cuda.amp", "torch.cpu.amp", "custom_fwd", "custom_bwd", "import amp")
-
-
-def mentions_amp(text: str) -> bool:
-    """Whether the step rules may find anything in a file with this text."""
-    return any(w in text for w in AMP_WORDS) and any(w in text for w in STEP_WORDS)
-
-
-def mentions_deprecated_amp(text: str) -> bool:
-    """Whether PA409 may find anything in a file with this text."""
-    return any(w in text for w in DEPRECATED_WORDS)
 
 
 @dataclass
@@ -136,154 +98,6 @@ class TooComplex(Exception):
     """The walk gave up (too many paths): the function gives no finding."""
 
 
-def text_of(module: cst.Module, node) -> str:
-    return _memo("text", node, lambda n: module.code_for_node(n).strip())
-
-
-def _key(module, node) -> str | None:
-    """``loss``, ``self.scaler``: a name the walk tracks values under (None: not one)."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = _key(module, node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
-
-
-def _arg(call: cst.Call, keyword: str, position: int | None):
-    for i, arg in enumerate(a for a in call.args if a.keyword is None and not a.star):
-        if i == position:
-            return arg.value
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    return None
-
-
-def _positional(call: cst.Call) -> list:
-    return [a.value for a in call.args if a.keyword is None and not a.star]
-
-
-def _method(call: cst.Call) -> str | None:
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
-
-
-class _Index(cst.CSTVisitor):
-    """One pass over the file: its functions and methods, which of them are called, the
-    names used as scalers and optimizers, argparse flags, and the compound statements
-    that contain something AMP-related (the only ones worth splitting paths on)."""
-
-    def __init__(self, module, functions, methods):
-        self.module = module
-        self.functions = functions
-        self.methods = methods
-        self.local_names = set(functions) | {m for ms in methods.values() for m in ms}
-        self.relevant: set = set()
-        self.stack: list = []
-        self.called: set = set()
-        self.scaler_keys: set = set()
-        self.step_args: list = []
-        self.flags: dict = {}
-        self.fn_stack: list = []
-        self.has_events: set = set()     # ids of functions with an AMP call in their body
-        self.callees: dict = {}          # id of function -> local names it calls
-        self.defs: dict = {}             # id -> FunctionDef
-
-    def visit_FunctionDef(self, node):
-        self.fn_stack.append(node)
-        self.defs[id(node)] = node
-
-    def leave_FunctionDef(self, node):
-        self.fn_stack.pop()
-
-    def amp_functions(self) -> set:
-        """ids of the functions whose walk can meet an AMP event: those with one in their
-        body and those calling them (the rest are neither walked nor followed)."""
-        relevant = set(self.has_events)
-        changed = True
-        while changed:
-            names = {self.defs[i].name.value for i in relevant}
-            grown = {i for i, called in self.callees.items() if called & names} | relevant
-            changed = grown != relevant
-            relevant = grown
-        return relevant
-
-    def _mark(self):
-        for node in reversed(self.stack):
-            if id(node) in self.relevant:
-                break
-            self.relevant.add(id(node))
-
-    def _push(self, node):
-        self.stack.append(node)
-
-    def _pop(self, node):
-        self.stack.pop()
-
-    visit_If = visit_For = visit_While = visit_With = visit_Try = _push
-    leave_If = leave_For = leave_While = leave_With = leave_Try = _pop
-
-    def visit_Call(self, node):
-        func = node.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else (
-            func.value if isinstance(func, cst.Name) else None)
-        if name in RELEVANT_CALLS or name in self.local_names:
-            self._mark()
-        if self.fn_stack:
-            if name in RELEVANT_CALLS or name == "is_enabled":
-                self.has_events.add(id(self.fn_stack[-1]))
-            if name in self.local_names:
-                self.callees.setdefault(id(self.fn_stack[-1]), set()).add(name)
-        if isinstance(func, cst.Name) and func.value in self.functions:
-            self.called.add(func.value)
-        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
-                and name in self.local_names:
-            self.called.add(name)
-        if isinstance(func, cst.Attribute):
-            receiver = _key(self.module, func.value)
-            if name == "unscale_" and receiver:
-                self.scaler_keys.add(receiver)
-            if name == "backward" and isinstance(func.value, cst.Call) and _method(func.value) == "scale":
-                inner = _key(self.module, func.value.func.value)
-                if inner:
-                    self.scaler_keys.add(inner)
-            if name in ("scale", "step", "update") and receiver and receiver.lower().endswith("scaler"):
-                self.scaler_keys.add(receiver)
-            if name == "step" and receiver and len(node.args) == 1:
-                arg = _key(self.module, node.args[0].value)
-                if arg:
-                    self.step_args.append((receiver, arg))
-            if name == "add_argument":
-                self._flag(node)
-
-    def _flag(self, node):
-        flags = [ast.literal_eval(a.value) for a in _positional(node) if isinstance(a, cst.SimpleString)]
-        flags = [f for f in flags if isinstance(f, str)]
-        long = [f for f in flags if f.startswith("--")]
-        if not long:
-            return
-        dest = _arg(node, "dest", None)
-        name = ast.literal_eval(dest.value) if isinstance(dest, cst.SimpleString) else long[0][2:].replace("-", "_")
-        self.flags[name] = long[0]
-
-    def _word(self, text):
-        low = text.lower()
-        if any(w in low for w in RELEVANT_WORDS):
-            self._mark()
-
-    def visit_Name(self, node):
-        self._word(node.value)
-
-    def _control(self, node):
-        """continue/break/return/raise change which statements a path runs."""
-        self._mark()
-
-    visit_Continue = visit_Break = visit_Return = visit_Raise = _control
-
-    def visit_Attribute(self, node):
-        self._word(node.attr.value)
-
-
 @dataclass
 class Frame:
     """A function being walked: its scope name (``Trainer.training_step``), its class, and
@@ -312,7 +126,7 @@ class StepAnalysis:
                 self.classes[stmt.name.value] = stmt
                 self.methods[stmt.name.value] = {
                     s.name.value: s for s in stmt.body.body if isinstance(s, cst.FunctionDef)}
-        self.index = _Index(self.module, self.functions, self.methods)
+        self.index = StepIndex(self.module, self.functions, self.methods)
         self.module.visit(self.index)
         self.optimizer_keys = {arg for receiver, arg in self.index.step_args if receiver in self.index.scaler_keys}
         self.amp_functions = self.index.amp_functions()
@@ -380,7 +194,7 @@ class StepAnalysis:
     def _entry(self, body, frame, env, fn=None):
         path = Path(env=dict(env))
         if fn is not None:
-            for param in _params(fn, frame.cls is not None):
+            for param in params_of(fn, frame.cls is not None):
                 path.env.pop(param, None)
         self.frames = [frame]
         self.loop_ifs = []
@@ -489,8 +303,8 @@ class StepAnalysis:
         """A statement with nothing AMP-related: only what it assigns matters, and that
         becomes unknown (its provenance is kept)."""
         region = path.region
-        for node in _assigned(stmt):
-            key = _key(self.module, node)
+        for node in assigned_in(stmt):
+            key = key_of(self.module, node)
             if key:
                 path.env.pop(key, None)
                 path.prov[key] = path.prov.get(key, frozenset()) | (frozenset({region}) if region else frozenset())
@@ -524,8 +338,8 @@ class StepAnalysis:
         for p in paths:
             p = p.copy()
             if isinstance(stmt, cst.For):
-                for node in _targets(stmt.target):
-                    key = _key(self.module, node)
+                for node in targets_of(stmt.target):
+                    key = key_of(self.module, node)
                     if key:
                         p.env.pop(key, None)
                         p.prov.pop(key, None)
@@ -582,11 +396,11 @@ class StepAnalysis:
                     if isinstance(value, Autocast):
                         q.regions = q.regions + (value,)
                     if item.asname is not None:
-                        for node in _targets(item.asname.name):
-                            key = _key(self.module, node)
+                        for node in targets_of(item.asname.name):
+                            key = key_of(self.module, node)
                             if key:
                                 q.env.pop(key, None)
-                                if _method_name(item.item) == "scale_loss":
+                                if method_name_of(item.item) == "scale_loss":
                                     q.env[key] = known(Atom("__scaled__"))
                     entered.append(q)
             states = entered
@@ -607,9 +421,9 @@ class StepAnalysis:
                 prov = self._prov(value, q)
                 alts = self._eval(value, q) if isinstance(small, cst.Assign) else None
                 for target in targets:
-                    nodes = _targets(target)
+                    nodes = targets_of(target)
                     for node in nodes:
-                        key = _key(self.module, node)
+                        key = key_of(self.module, node)
                         if not key:
                             continue
                         if isinstance(small, cst.AugAssign):
@@ -642,8 +456,8 @@ class StepAnalysis:
         """The enabled autocast regions ``expr``'s value was computed under: the one in
         force now, and those of the names it reads."""
         regions = {p.region} if p.region else set()
-        for node in _reads(expr):
-            key = _key(self.module, node)
+        for node in reads_of(expr):
+            key = key_of(self.module, node)
             if key and key in p.prov:
                 regions |= p.prov[key]
         if p.ret_prov and _calls_local(expr, self):
@@ -654,7 +468,7 @@ class StepAnalysis:
     def _events(self, expr, paths) -> list:
         """The paths after the calls in ``expr`` ran, in evaluation order. A call into a
         function of this file is walked once for all the paths that reach it."""
-        for call in _calls_in_order(expr):
+        for call in calls_in_order(expr):
             live = [p for p in paths if p.ended is None]
             done = [p for p in paths if p.ended is not None]
             target = self._local_callee(call)
@@ -668,10 +482,10 @@ class StepAnalysis:
 
     def _call(self, call, p) -> list:
         names = self.names_of(call.func)
-        method = _method(call)
+        method = method_of(call)
         if names & CLIPS:
             return self._clip(call, p)
-        if method == "backward" and not _positional(call):
+        if method == "backward" and not positional(call):
             return self._backward(call, p)
         receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
         if method in ("unscale_", "step", "update") and receiver is not None:
@@ -679,7 +493,7 @@ class StepAnalysis:
             if scalers:
                 return self._scaler_call(method, call, receiver, scalers, p)
             if method == "step" and not call.args:
-                key = _key(self.module, receiver)
+                key = key_of(self.module, receiver)
                 if key in self.optimizer_keys:
                     node = p.scaler_opts.get(key)
                     if node is not None:
@@ -690,7 +504,7 @@ class StepAnalysis:
 
     def _scalers(self, receiver, p):
         """The scaler ``receiver`` is on this path, as alternatives (empty: not a scaler)."""
-        key = _key(self.module, receiver)
+        key = key_of(self.module, receiver)
         alts = p.env.get(key) if key else None
         if alts and any(isinstance(v, Scaler) for _, v in alts):
             return [(g, v) for g, v in alts if isinstance(v, Scaler)]
@@ -712,7 +526,7 @@ class StepAnalysis:
             if method == "unscale_":
                 q.pending = None
             elif method == "step":
-                opt = _key(self.module, call.args[0].value) if call.args else None
+                opt = key_of(self.module, call.args[0].value) if call.args else None
                 if q.backward == "plain":
                     self.hit("PA402", call, q, {
                         "call": text_of(self.module, call),
@@ -752,9 +566,9 @@ class StepAnalysis:
         line = self.script.line_column(clip)[0]
         loop = self._loop_of(clip)
         found = set()
-        for node in _calls_in_order(fn.body):
-            if _method(node) == "step" and len(node.args) == 1 and \
-                    _key(self.module, node.func.value) == scaler_text and self.script.line_column(node)[0] > line \
+        for node in calls_in_order(fn.body):
+            if method_of(node) == "step" and len(node.args) == 1 and \
+                    key_of(self.module, node.func.value) == scaler_text and self.script.line_column(node)[0] > line \
                     and self._loop_of(node) is loop:
                 found.add(text_of(self.module, node.args[0].value))
         return found.pop() if len(found) == 1 else None
@@ -770,13 +584,13 @@ class StepAnalysis:
     def _backward(self, call, p) -> list:
         receiver = call.func.value
         out = []
-        if isinstance(receiver, cst.Call) and _method(receiver) == "scale" and receiver.args:
+        if isinstance(receiver, cst.Call) and method_of(receiver) == "scale" and receiver.args:
             scalers = self._scalers(receiver.func.value, p)
             loss = receiver.args[0].value
             text = text_of(self.module, receiver.func.value)
         else:
             scalers, loss, text = [], receiver, None
-            key = _key(self.module, receiver)
+            key = key_of(self.module, receiver)
             if key and any(isinstance(v, Atom) and v.text == "__scaled__" for _, v in p.env.get(key, ())):
                 return [p]  # apex's ``with amp.scale_loss(loss, opt) as scaled:``
         alternatives = [(g, s) for g, s in scalers] or [(TRUE_GUARD, None)]
@@ -836,9 +650,9 @@ class StepAnalysis:
             q.callers = p.callers + ((p.env, p.prov),)
             q.env = {**self.module_env, **{k: v for k, v in p.env.items() if k.startswith("self.")}}
             q.prov = {k: v for k, v in p.prov.items() if k.startswith("self.")}
-            for param in _params(fn, cls is not None):
+            for param in params_of(fn, cls is not None):
                 q.env.pop(param, None)
-            for param, arg in _bind(fn, call, cls is not None):
+            for param, arg in bind_args(fn, call, cls is not None):
                 q.env[param] = self._eval(arg, p)
                 q.prov[param] = self._prov(arg, p)
             q.ret_prov = frozenset()
@@ -880,7 +694,7 @@ class StepAnalysis:
             for name in names:
                 if name in DTYPES:
                     return known(Dtype(DTYPES[name]))
-            key = _key(module, expr)
+            key = key_of(module, expr)
             if key and key in p.env:
                 return p.env[key]
             return known(Atom(text_of(module, expr)))
@@ -903,7 +717,7 @@ class StepAnalysis:
             return tuple(combine(left, right, op))
         if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
             return self._compare(expr, p)
-        if isinstance(expr, cst.Call) and _method(expr) == "is_enabled" and not expr.args:
+        if isinstance(expr, cst.Call) and method_of(expr) == "is_enabled" and not expr.args:
             scalers = self._scalers(expr.func.value, p)
             if scalers:
                 return tuple((g, s.enabled) for g, s in scalers)
@@ -942,7 +756,7 @@ class StepAnalysis:
         return tuple(out) or whole
 
     def _scaler_value(self, call, position, p) -> tuple:
-        enabled = _arg(call, "enabled", position)
+        enabled = arg_of(call, "enabled", position)
         alts = truth(self._eval(enabled, p)) if enabled is not None else [(TRUE_GUARD, True)]
         return tuple((g, Scaler(call, b)) for g, b in alts)
 
@@ -950,11 +764,11 @@ class StepAnalysis:
         device, dtype_at, enabled_at = spec
         devices = known(device) if device else None
         if devices is None:
-            dev = _arg(call, "device_type", 0)
+            dev = arg_of(call, "device_type", 0)
             devices = self._eval(dev, p) if dev is not None else known(Atom("?"))
-        dtype = _arg(call, "dtype", dtype_at)
+        dtype = arg_of(call, "dtype", dtype_at)
         dtypes = self._eval(dtype, p) if dtype is not None else known(None)
-        enabled = _arg(call, "enabled", enabled_at)
+        enabled = arg_of(call, "enabled", enabled_at)
         enableds = truth(self._eval(enabled, p)) if enabled is not None else [(TRUE_GUARD, True)]
         out = []
         for gd, dev in devices:
@@ -1018,10 +832,6 @@ def _merge(paths: list) -> list:
     return out
 
 
-def _method_name(expr) -> str | None:
-    return _method(expr) if isinstance(expr, cst.Call) else None
-
-
 def _merged_env(paths, keep) -> dict:
     """Every path's bindings of the kept names as one set of alternatives, each guarded by
     the path it comes from."""
@@ -1037,134 +847,8 @@ def _merged_env(paths, keep) -> dict:
     return {k: tuple(v) for k, v in merged.items()}
 
 
-def _params(fn, method: bool) -> list:
-    params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)]
-    return params[1:] if method and params else params
-
-
-def _bind(fn, call, method: bool):
-    """(parameter, argument expression) pairs for a plain call of ``fn``."""
-    if any(a.star for a in call.args):
-        return []
-    positional = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
-    if method:
-        positional = positional[1:]
-    pairs = []
-    for name, arg in zip(positional, [a for a in call.args if a.keyword is None]):
-        pairs.append((name, arg.value))
-    for arg in call.args:
-        if arg.keyword is not None:
-            pairs.append((arg.keyword.value, arg.value))
-    return pairs
-
-
-def _targets(node) -> list:
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return [t for e in node.elements for t in _targets(e.value)]
-    if isinstance(node, cst.StarredElement):
-        return _targets(node.value)
-    return [node]
-
-
-class _Collector(cst.CSTVisitor):
-    def __init__(self, kind, skip_defs=True):
-        self.kind = kind
-        self.found = []
-        self.skip_defs = skip_defs
-
-    def on_visit(self, node):
-        if self.skip_defs and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return False
-        return super().on_visit(node)
-
-    def on_leave(self, node):
-        if isinstance(node, self.kind):
-            self.found.append(node)
-        super().on_leave(node)
-
-
-_MEMO: dict = {}
-
-
-def _memo(kind, node, compute):
-    """Path-independent facts of a node, computed once per node (the walk meets the same
-    statement on many paths, and LibCST visits are the cost of a scan). Keyed by id while
-    the node lives: ``analyse`` clears the memo for each script."""
-    key = (kind, id(node))
-    found = _MEMO.get(key)
-    if found is None:
-        found = _MEMO[key] = (node, compute(node))
-    return found[1]
-
-
-def _calls_in_order(node) -> list:
-    """The calls in ``node`` in evaluation order (arguments and receivers first)."""
-    def compute(node):
-        collector = _Collector(cst.Call)
-        node.visit(collector)
-        return collector.found
-
-    return _memo("calls", node, compute)
-
-
-def _reads(expr) -> list:
-    """The names and attribute chains ``expr`` reads."""
-    return _memo("reads", expr, _compute_reads)
-
-
-def _compute_reads(expr) -> list:
-    found = []
-
-    class Reads(cst.CSTVisitor):
-        def visit_Attribute(self, node):
-            found.append(node)
-
-        def visit_Name(self, node):
-            found.append(node)
-
-        def visit_Lambda(self, node):
-            return False
-
-    expr.visit(Reads())
-    return found
-
-
 def _calls_local(expr, analysis) -> bool:
-    return any(analysis._local_callee(c) is not None for c in _calls_in_order(expr))
-
-
-def _assigned(stmt) -> list:
-    """What a statement assigns, anywhere inside it (targets of =, +=, for, with ... as)."""
-    return _memo("assigned", stmt, _compute_assigned)
-
-
-def _compute_assigned(stmt) -> list:
-    found = []
-
-    class Targets(cst.CSTVisitor):
-        def visit_AssignTarget(self, node):
-            found.extend(_targets(node.target))
-
-        def visit_AugAssign(self, node):
-            found.append(node.target)
-
-        def visit_AnnAssign(self, node):
-            found.append(node.target)
-
-        def visit_For(self, node):
-            found.extend(_targets(node.target))
-
-        def visit_AsName(self, node):
-            found.extend(_targets(node.name))
-
-        def visit_FunctionDef(self, node):
-            return False
-
-        def visit_ClassDef(self, node):
-            return False
-
-    stmt.visit(Targets())
-    return found
+    return any(analysis._local_callee(c) is not None for c in calls_in_order(expr))
 
 
 class _NoAnalysis:
@@ -1177,13 +861,13 @@ def analyse(script) -> StepAnalysis:
     """The script's step analysis, computed once and kept on the script for every rule."""
     cached = getattr(script, "_amp_step", None)
     if cached is None:
-        _MEMO.clear()
+        MEMO.clear()
         try:
             cached = StepAnalysis(script)
         except RecursionError:  # nested deeper than the visitors go: silence, no traceback
             cached = _NoAnalysis()
         finally:
-            _MEMO.clear()
+            MEMO.clear()
         script._amp_step = cached
     return cached
 

@@ -1,7 +1,8 @@
 """PA404 scaler-under-bf16: found by the step analysis (``training/step.py``), which walks the
 training step's paths once for all the AMP-protocol rules."""
 from ..registry import training_check
-from ..step import mentions_amp, training_hits
+from ..step import training_hits
+from ..step_syntax import mentions_amp
 
 
 @training_check("PA404", mentions=mentions_amp)

@@ -4,7 +4,7 @@ spelling it becomes; ``fix.py`` rewrites the ones it can."""
 from ..deprecated_amp import deprecated_uses
 from ..fix import autofixable_uses
 from ..registry import TrainingHit, training_check
-from ..step import mentions_deprecated_amp
+from ..step_syntax import mentions_deprecated_amp
 
 
 @training_check("PA409", mentions=mentions_deprecated_amp)
