@@ -448,3 +448,35 @@ def test_a_fallback_for_an_old_torch_is_not_a_deprecated_use(tmp_path):
             return torch.cuda.amp.GradScaler(**kwargs)
         """)
     assert found(path, ["PA409"]) == [("PA409", 16, None)]
+
+
+def test_fixing_some_findings_never_rewrites_a_name_without_its_import():
+    """--fix of chosen findings: a use of ``GS`` chosen without the other uses of the names
+    its import binds stays as it is (``GS("cuda")`` on torch.cuda.amp.GradScaler would pass
+    "cuda" as init_scale); an attribute use is rewritten alone."""
+    from precisionaudit.training.fix import fixed_source
+    from precisionaudit.training.source import read_script
+
+    path = sample("pa409_deprecated_amp_api_hazard.py")
+    findings = audit(path, ["PA409"])
+    scaler = [f for f in findings if f.evidence["name"].startswith("GS ")]
+    cpu = [f for f in findings if f.evidence["name"] == "torch.cpu.amp.autocast"]
+    original = open(path, encoding="utf-8").read()
+    assert fixed_source(read_script(path), scaler) == original
+    new = fixed_source(read_script(path), cpu)
+    assert [line for line in new.splitlines() if line not in original.splitlines()] == [
+        '    with torch.amp.autocast("cpu"):']
+
+
+@pytest.mark.parametrize("text,line", [
+    ("def f(:\n    pass\n", 1),  # no AMP word: the prefilter spares LibCST, ast still checks
+    ("import torch\nscaler = torch.amp.GradScaler(\n", 2),  # no step word: likewise
+    ("import torch\nscaler.scale(loss).backward()\nif x\n", 3)])  # analysed: LibCST's error
+def test_a_file_that_does_not_parse_is_a_usage_error_naming_its_line(tmp_path, text, line):
+    """Whether or not the prefilter spares it the analysis."""
+    from precisionaudit.core.errors import UsageError
+
+    path = tmp_path / "broken.py"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=rf"broken.py:{line}:"):
+        audit(path)

@@ -244,6 +244,10 @@ def fixed_source(script, findings=None) -> str:
         imports = {i for i in imports
                    if all(id(u.node) in kept for u in _plan(script)[0] if isinstance(u.node, cst.Name)
                           and _binds(script, i, u))}
+        # a name's use is rewritten only with its import: ``GS("cuda")`` on the old
+        # torch.cuda.amp.GradScaler would pass "cuda" as its init_scale
+        uses = [u for u in uses if not isinstance(u.node, cst.Name)
+                or any(_binds(script, i, u) for i in imports)]
     inserts = _clip_inserts(script, wanted)
     if not uses and not inserts:
         return script.text
