@@ -296,6 +296,8 @@ def test_the_messages_and_fixes_are_filled_by_the_check(rule, name):
     for f in findings:
         assert "{" not in f.message and not any("{" in str(v) for v in f.fix.values())
         assert f.fix["action"] == "edit"
+        # --fix applies PA401's inserts and PA409's rewrites; every other fix is said in words
+        assert f.fix["autofix"] is (rule in ("PA401", "PA409"))
 
 
 # ------------------------------------------------------------------- --fix

@@ -883,7 +883,7 @@ def training_hits(script, rule: str):
         if hit.rule != rule:
             continue
         line, column = script.line_column(hit.node)
-        fix = dict(hit.fix or {})
+        fix = {"autofix": False, **(hit.fix or {})}
         yield TrainingHit(line=line, column=column, values=hit.values, condition=analysis.condition(hit),
                           scope=hit.scope, subject=hit.values.get("clip") or hit.values.get("backward")
                           or hit.values.get("scaler") or hit.values.get("call"), fix=fix)
