@@ -482,3 +482,11 @@ def test_a_file_that_does_not_parse_is_a_usage_error_naming_its_line(tmp_path, t
     path.write_text(text)
     with pytest.raises(UsageError, match=rf"broken.py:{line}:"):
         audit(path)
+
+
+def test_syntax_newer_than_the_interpreter_is_not_an_error_when_libcst_reads_it(tmp_path):
+    """The prefilter's syntax check uses CPython's parser; a construct it does not know
+    (a 3.12 ``type`` alias under 3.11) is left to LibCST, as the analysed files are."""
+    path = tmp_path / "aliases.py"
+    path.write_text("type Vector = list[float]\n\n\ndef norm(v: Vector) -> float:\n    return sum(x * x for x in v)\n")
+    assert audit(path) == []

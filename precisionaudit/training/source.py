@@ -76,8 +76,9 @@ def read_script(path: str) -> Script:
 
 def check_syntax(path: str, text: str) -> None:
     """A UsageError naming the file and line when ``text`` is not Python, as ``Script``
-    would raise, with CPython's parser (several times faster than LibCST's): a file the
-    prefilter spares from analysis is still one that must parse."""
+    raises: CPython's parser first (several times faster than LibCST's), LibCST's when
+    CPython refuses. A file the prefilter spares from analysis is still one that must
+    parse."""
     import ast
     import warnings
 
@@ -86,9 +87,14 @@ def check_syntax(path: str, text: str) -> None:
             warnings.simplefilter("ignore")  # SyntaxWarning: invalid escape sequences
             ast.parse(text, filename=path)
     except SyntaxError as exc:
-        raise UsageError(f"{path}:{exc.lineno}:{(exc.offset or 0)}: cannot parse: {exc.msg}") from None
+        # newer syntax than this interpreter's (a 3.12 ``type`` statement under 3.11)?
+        # LibCST decides; when it refuses too, CPython's place for the error is the better
+        try:
+            Script(path, text)
+        except UsageError:
+            raise UsageError(f"{path}:{exc.lineno}:{exc.offset or 0}: cannot parse: {exc.msg}") from None
     except (RecursionError, MemoryError):
-        raise UsageError(f"{path}: cannot parse: nested too deeply") from None
+        Script(path, text)  # nesting CPython refuses: LibCST decides, with Script's error
 
 
 def read_text(path: str) -> str:
