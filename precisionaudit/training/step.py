@@ -27,7 +27,7 @@ from libcst import metadata
 from .step_syntax import (AUTOCASTS, CLIPS, DEFAULT_AUTOCAST_DTYPE, DTYPES, MEMO, SCALERS, StepIndex, arg_of,
                           assigned_in, bind_args, calls_in_order, key_of, mentions_amp, method_name_of, method_of,
                           params_of, positional, reads_of, targets_of, text_of)
-from .values import (TRUE_GUARD, Atom, Autocast, Dtype, Scaler, combine, join, known, negate,
+from .step_values import (TRUE_GUARD, Atom, Autocast, Dtype, Scaler, combine, join, known, negate,
                      simplify, truth)
 
 #: more paths than this through one entry function: the function is left alone

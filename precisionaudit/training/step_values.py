@@ -1,4 +1,4 @@
-"""What a training script's expressions may be worth, statically: a value is a tuple of
+"""What a training script's expressions may be worth to the step walk (``step.py``): a value is a tuple of
 alternatives ``(guard, value)``, each holding when its guard does. A guard is a frozenset
 of literals ``(atom, truth)`` over atoms, the source text of what cannot be known
 (``args.fp16``, ``(i + 1) % accum == 0``). ``dtype = torch.float16 if args.fp16 else
