@@ -1,5 +1,5 @@
-"""What a training script's expressions may be worth to the step walk (``step.py``): a value is a tuple of
-alternatives ``(guard, value)``, each holding when its guard does. A guard is a frozenset
+"""What a training script's expressions may be worth to the step walk (``step.py``): a
+value is a tuple of alternatives ``(guard, value)``, each holding when its guard does. A guard is a frozenset
 of literals ``(atom, truth)`` over atoms, the source text of what cannot be known
 (``args.fp16``, ``(i + 1) % accum == 0``). ``dtype = torch.float16 if args.fp16 else
 torch.bfloat16`` is ``(({("args.fp16", True)}, Dtype("float16")), ({("args.fp16", False)},
