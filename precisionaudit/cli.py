@@ -458,6 +458,8 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     from .settings.resolve import SettingsResolver
 
     flags = _flags(dtype=dtype, mode=mode, device=device)
+    if flags["device"] in ("auto", "cpu-emulated"):  # where it runs; the settings take the policy's device
+        flags["device"] = "cuda"
     settings = SettingsResolver(rule_ids(), config_file, isolated, flags).for_path(path)
     dtype, mode = settings.target.dtype, settings.target.mode
     if flags["device"] is None and settings.config.device == "cpu":

@@ -229,3 +229,16 @@ def test_the_eager_fallback_runs_cudas_kernels_where_cpu_has_none():
     lstm = [a for _, a in captured.graph.nodes(data=True) if "lstm" in a["op"] or "rnn" in a["op"]]
     assert lstm and {a["compute_dtype"] for a in lstm} == {"float16"}
     assert {f.rule for f in findings_of(model("data_dependent_lstm.py"))} >= {"PA104"}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cudnn_rnns_compute_in_float16_under_any_autocast_dtype(dtype):
+    """cuDNN's RNN autocast wrapper (AutocastRNN.cpp) casts to float16 whatever the autocast
+    dtype: on an H200 an LSTM under bfloat16 autocast read and returned float16
+    (bench/gpu_truth.py table 1). The layer after it reads float16 too."""
+    captured = capture_file(sample("pa104_lstm_hazard.py"),
+                            Target(dtype, "autocast"))
+    nodes = list(run_passes(captured.graph).nodes.values())
+    lstm = [a for a in nodes if "lstm" in a["op"] or "rnn" in a["op"]]
+    assert lstm and {a["compute_dtype"] for a in lstm} == {"float16"}
+    assert all("cuDNN RNNs run in float16" in a["why"] for a in lstm)

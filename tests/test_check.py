@@ -33,6 +33,17 @@ def test_the_generated_plan_makes_each_demo_pass(cli, tmp_path, name, mode, base
     assert report["executions"] == {"forward": 3, "backward": 0} and report["device"] == "cpu-emulated"
 
 
+@pytest.mark.parametrize("device", ["cpu-emulated", "auto"])
+def test_device_named_on_the_command_line_runs_cuda_policy(cli, device):
+    """--device cpu-emulated (and an explicit auto) once reached the settings as a policy device
+    and ended in an internal error; they are where the check runs, CUDA's policy either way."""
+    result, report = check_json(cli, sample("check_clean.py"), "--device", device)
+    assert result.exit_code == 0, result.output
+    assert report["target"]["device"] == "cuda"
+    if device == "cpu-emulated":
+        assert report["device"] == "cpu-emulated"
+
+
 def test_without_a_plan_the_baseline_is_the_verdict(cli):
     result, report = check_json(cli, sample("check_mask_fill.py"))
     assert [v["name"] for v in report["variants"]] == ["reference", "baseline"]

@@ -24,6 +24,8 @@ def reason(node, target) -> str:
     low = node["compute_dtype"] in LOW
     if kind == "lower_precision_fp":
         return "autocast: lower_precision_fp list" if low else "autocast disabled here"
+    if kind == "half":
+        return "autocast: cuDNN RNNs run in float16 under any autocast dtype" if low else "autocast disabled here"
     if kind in ("fp32", "fp32_set_opt_dtype", "fp32_append_dtype") and not low:
         return f"autocast: {kind} list"
     if kind == "promote" or len({d for d in node["in_dtypes"] if d in LOW | {"float32"}}) > 1:

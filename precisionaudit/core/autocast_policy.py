@@ -13,10 +13,14 @@ conv_transpose2d.input conv_transpose3d.input convolution prelu addmm addmv addr
 einsum mm mv linalg_vecdot linear addbmm baddbmm bmm chain_matmul linalg_multi_dot
 _thnn_fused_lstm_cell _thnn_fused_gru_cell lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell
 _scaled_dot_product_flash_attention scaled_dot_product_attention cudnn_convolution
-cudnn_convolution_transpose mkldnn_rnn_layer
+cudnn_convolution_transpose
 """.split()
-# mkldnn_rnn_layer is CPU's nn.LSTM/GRU kernel. It stands in for cuDNN's _cudnn_rnn, which
-# CUDA autocast casts to the low dtype (_cudnn_rnn_cast_reflatten, not in the lists above).
+# cuDNN's RNNs (nn.LSTM/GRU/RNN on CUDA: _cudnn_rnn) are cast by their own wrapper
+# (aten/src/ATen/cudnn/AutocastRNN.cpp, _cudnn_rnn_cast_reflatten, not in the lists above)
+# to float16 whatever the autocast dtype: on an H200 (torch 2.11+cu130) an LSTM under
+# bfloat16 autocast read and returned float16 (bench/gpu_truth.py, table 1). On CPU,
+# mkldnn_rnn_layer is nn.LSTM/GRU's kernel and stands in for it.
+HALF = ["mkldnn_rnn_layer"]
 CPU_STAND_INS = {"mkldnn_rnn_layer"}
 FP32 = """
 acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan
@@ -44,7 +48,7 @@ POLICY: dict[str, str] = {}
 for _names, _kind in ((LOWER_PRECISION_FP, "lower_precision_fp"), (FP32, "fp32"),
                       (FP32_SET_OPT_DTYPE, "fp32_set_opt_dtype"),
                       (FP32_APPEND_DTYPE, "fp32_append_dtype"), (PROMOTE, "promote"),
-                      (BANNED, "banned")):
+                      (BANNED, "banned"), (HALF, "half")):
     POLICY.update(dict.fromkeys(_names, _kind))
 
 BANNED_MESSAGE = (

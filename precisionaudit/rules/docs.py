@@ -31,6 +31,7 @@ def _severity(rule) -> str:
 #: the catalog's severity column wraps past this; the summary takes what the terminal has left
 SEVERITY_COLUMN, SEVERITY_COLUMN_MIN = 24, 12
 SUMMARY_COLUMN_MIN = 30
+NAME_COLUMN_MIN = 16
 
 
 def render_catalog(rules, width: int | None = None) -> str:
@@ -41,14 +42,17 @@ def render_catalog(rules, width: int | None = None) -> str:
         width = shutil.get_terminal_size((100, 24)).columns
     rows = [("id", "name", "default", "summary")] + [(r.id, r.name, _severity(r), r.summary) for r in rules]
     longest = [max(len(row[i]) for row in rows) for i in range(4)]
-    spare = width - longest[0] - longest[1] - 6  # what the severity and summary columns share
+    # a long name (low-precision-params-with-scaler) wraps at its hyphens before the
+    # severity and summary columns go below their minimum
+    name = max(NAME_COLUMN_MIN, min(longest[1], width - longest[0] - 6 - SEVERITY_COLUMN_MIN - SUMMARY_COLUMN_MIN))
+    spare = width - longest[0] - name - 6  # what the severity and summary columns share
     severity = max(SEVERITY_COLUMN_MIN, min(longest[2], max(SEVERITY_COLUMN, spare - longest[3]),
                                             spare - SUMMARY_COLUMN_MIN))
-    widths = [longest[0], longest[1], severity, max(SUMMARY_COLUMN_MIN, spare - severity)]
+    widths = [longest[0], name, severity, max(SUMMARY_COLUMN_MIN, spare - severity)]
     lines = []
     for row in rows:
-        cells = [[row[0]], [row[1]]] + [textwrap.wrap(c, w, break_on_hyphens=False) or [""]
-                                        for c, w in zip(row[2:], widths[2:])]
+        cells = [[row[0]], textwrap.wrap(row[1], name, break_on_hyphens=True)] + [
+            textwrap.wrap(c, w, break_on_hyphens=False) or [""] for c, w in zip(row[2:], widths[2:])]
         for i in range(max(map(len, cells))):
             parts = [cell[i] if i < len(cell) else "" for cell in cells]
             lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths)).rstrip())

@@ -2,40 +2,74 @@
 training rules that were selected."""
 from __future__ import annotations
 
+import ast
+
 from .findings import training_finding
-from .registry import CHECKS
+from .registry import CHECKS, MENTIONS
 
 
 def audit_file(path: str, rules) -> list:
-    """Findings of the ``scope: training`` rules among ``rules`` for the script at ``path``.
+    """Findings of the ``scope: training`` rules among ``rules`` for the script or config
+    at ``path``: a DeepSpeed JSON or accelerate YAML config (``configs.config_kind``) runs
+    the checks registered with ``reads="deepspeed"``/``"accelerate"``; any other .json or
+    .yaml is skipped (no findings); anything else is read as a Python script.
 
     The file is parsed, never run; a file that cannot be parsed is a UsageError naming it.
     """
     from . import checks  # noqa: F401 - registers the bundled checks
-    from .source import Script, check_syntax, read_text
+    from .configs import JSON_SUFFIXES, YAML_SUFFIXES, config_kind, read_config
+    from .source import read_script
 
     chosen = [r for r in rules if r.scope == "training"]
     if not chosen:
         return []
-    kind, text = "script", read_text(path)
-    selected = [(rule, CHECKS.get((rule.id, kind))) for rule in chosen]
-    selected = [(rule, check) for rule, check in selected if check is not None]
-    if not _may_find(selected, text):
-        check_syntax(path, text)
-        return []
-    subject = Script(path, text)
+    if path.lower().endswith(JSON_SUFFIXES + YAML_SUFFIXES):
+        kind = config_kind(path)
+        if kind is None:
+            return []
+        subject = read_config(path, kind)
+    else:
+        kind = "script"
+        if not _worth_parsing(path, [(r.id, kind) for r in chosen if (r.id, kind) in CHECKS]):
+            return []
+        subject = read_script(path)
     findings = []
-    for rule, check in selected:
-        findings += [training_finding(rule, path, hit) for hit in check(subject)]
+    for rule in chosen:
+        check = CHECKS.get((rule.id, kind))
+        if check is not None:
+            findings += [training_finding(rule, path, hit) for hit in check(subject)]
     return findings
 
 
-def _may_find(selected, text: str) -> bool:
-    """False when every selected check names the words it needs and none occurs in
-    ``text``: most Python files never mention a scaler or autocast, and LibCST's parse and
-    name resolution are the cost of a scan."""
-    for _, check in selected:
-        words = getattr(check, "mentions", None)
-        if words is None or (words(text) if callable(words) else any(word in text for word in words)):
+def audit_files(paths, rules) -> tuple[list, list[str]]:
+    """(findings, error lines) over ``paths``: a file that cannot be read or parsed is one
+    error line naming it, and the other files are still audited."""
+    from ..core.errors import UsageError
+
+    findings, errors = [], []
+    for path in paths:
+        try:
+            findings += audit_file(path, rules)
+        except UsageError as exc:
+            errors.append(str(exc))
+    return findings, errors
+
+
+def _worth_parsing(path: str, keys) -> bool:
+    """False when every check to run says the file's text cannot interest it: parsing a
+    large file with LibCST and its metadata costs seconds, and most files of a library
+    name no optimizer. A skipped file is still compiled by CPython's parser (far faster)
+    so that a syntax error is reported as for any file; an unreadable file, or one that
+    does not compile, is handed to read_script, which names the problem."""
+    if not keys or any(key not in MENTIONS for key in keys):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        text = raw.decode("utf-8")
+        if any(MENTIONS[key](text) for key in keys):
             return True
+        compile(raw, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
     return False

@@ -12,22 +12,23 @@ KINDS = ("script", "deepspeed", "accelerate")
 
 #: (rule id, kind) -> check; one rule may read several kinds (PA421: FSDP calls and JSON)
 CHECKS: dict = {}
+#: (rule id, kind) -> ``mentions(text) -> bool``: False when the check cannot fire on a file
+#: with that text, so a file no selected check needs is never parsed
+MENTIONS: dict = {}
 
 
-def training_check(rule_id: str, reads: str = "script", mentions: tuple | None = None):
+def training_check(rule_id: str, reads: str = "script", mentions=None):
     """Register the decorated function as ``rule_id``'s check over files of kind ``reads``.
-    It is called with the parsed file and yields ``TrainingHit``s.
-
-    ``mentions``: a textual prefilter, the words one of which a script must contain for the
-    check to find anything, or a function of the text saying so. When no selected check may
-    find anything, the script is not analysed, only syntax-checked. None: the check reads
-    every script."""
+    It is called with the parsed file and yields ``TrainingHit``s. ``mentions``, when
+    given, is a cheap test of the file's text (substrings, no parsing) that is False
+    where the check cannot fire."""
     if reads not in KINDS:
         raise ValueError(f"{rule_id}: a training check reads one of {KINDS}, not {reads!r}")
 
     def register(fn):
-        fn.mentions = mentions if mentions is None or callable(mentions) else tuple(mentions)
         CHECKS[(rule_id, reads)] = fn
+        if mentions is not None:
+            MENTIONS[(rule_id, reads)] = mentions
         return fn
 
     return register

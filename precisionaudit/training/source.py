@@ -11,6 +11,7 @@ from functools import cached_property
 
 import libcst as cst
 from libcst import metadata
+from libcst.metadata.base_provider import LazyValue
 
 from ..core.errors import UsageError
 
@@ -59,7 +60,7 @@ class Script:
     def names_of(self, node) -> set[str]:
         """The qualified names ``node`` may stand for (empty when unknown)."""
         names = self.qualified_names.get(node, ())
-        if callable(names):  # libcst resolves QualifiedNameProvider lazily (a LazyValue)
+        if isinstance(names, LazyValue):  # QualifiedNameProvider resolves each node on demand
             names = names()
         return {q.name for q in names}
 
@@ -71,34 +72,6 @@ class Script:
 
 def read_script(path: str) -> Script:
     """``path`` parsed; a binary or non-UTF-8 file is a UsageError, never a traceback."""
-    return Script(path, read_text(path))
-
-
-def check_syntax(path: str, text: str) -> None:
-    """A UsageError naming the file and line when ``text`` is not Python, as ``Script``
-    raises: CPython's parser first (several times faster than LibCST's), LibCST's when
-    CPython refuses. A file the prefilter spares from analysis is still one that must
-    parse."""
-    import ast
-    import warnings
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarning: invalid escape sequences
-            ast.parse(text, filename=path)
-    except SyntaxError as exc:
-        # newer syntax than this interpreter's (a 3.12 ``type`` statement under 3.11)?
-        # LibCST decides; when it refuses too, CPython's place for the error is the better
-        try:
-            Script(path, text)
-        except UsageError:
-            raise UsageError(f"{path}:{exc.lineno}:{exc.offset or 0}: cannot parse: {exc.msg}") from None
-    except (RecursionError, MemoryError):
-        Script(path, text)  # nesting CPython refuses: LibCST decides, with Script's error
-
-
-def read_text(path: str) -> str:
-    """``path``'s text; a binary or non-UTF-8 file is a UsageError, never a traceback."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
@@ -111,4 +84,4 @@ def read_text(path: str) -> str:
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         raise UsageError(f"{path}:{line}: not UTF-8 ({exc.reason})") from None
-    return text
+    return Script(path, text)

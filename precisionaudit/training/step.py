@@ -371,8 +371,8 @@ class StepAnalysis:
                              "no update() follows this step on this path, so the next iteration's "
                              "scaler.step raises \"step() has already been called since the last update()\"",
                              "remedy": "call scaler.update() once after every scaler.step(optimizer) of the iteration"})
-            if not stepping or any(kind == "step" for kind, _, _ in q.marks):
-                continue
+            if not stepping or any(kind in ("step", "zero_grad") for kind, _, _ in q.marks):
+                continue  # a path that steps, or drops its gradients (a skipped step), accumulates nothing
             for kind, node, _ in q.marks:
                 if kind in ("update", "unscale_"):
                     self.hit("PA402", node, q, {"call": text_of(self.module, node), "problem":
@@ -487,6 +487,9 @@ class StepAnalysis:
             return self._clip(call, p)
         if method == "backward" and not positional(call):
             return self._backward(call, p)
+        if method == "zero_grad":
+            p.marks.append(("zero_grad", call, None))
+            return [p]
         receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
         if method in ("unscale_", "step", "update") and receiver is not None:
             scalers = self._scalers(receiver, p)
@@ -780,7 +783,10 @@ class StepAnalysis:
                         continue
                     if isinstance(dt, Dtype):
                         name = dt.name
-                    elif dt is None and isinstance(dev, str):
+                    elif dt is None and isinstance(dev, str) and all(isinstance(d, str) for _, d in devices):
+                        # the device's default dtype, only where the device is known on every
+                        # path: ``autocast(d if d != "mps" else "cpu")`` may not cover the
+                        # tensors' device at all
                         name = DEFAULT_AUTOCAST_DTYPE.get(dev)
                     else:
                         name = None

@@ -31,7 +31,7 @@ CLIPS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
          "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_value_",
          "torch.nn.utils.clip_grad_norm"}
 #: method and function names that make a statement worth splitting paths on
-RELEVANT_CALLS = {"backward", "scale", "step", "update", "unscale_", "clip_grad_norm_",
+RELEVANT_CALLS = {"backward", "scale", "step", "update", "unscale_", "zero_grad", "clip_grad_norm_",
                   "clip_grad_value_", "clip_grad_norm", "GradScaler", "ShardedGradScaler", "autocast"}
 RELEVANT_WORDS = ("amp", "fp16", "bf16", "float16", "bfloat16", "half", "dtype", "scaler", "precision")
 #: the textual prefilter (``training_check(mentions=...)``): the walk's rules need a scaler
@@ -54,7 +54,21 @@ def mentions_deprecated_amp(text: str) -> bool:
 
 
 def text_of(module: cst.Module, node) -> str:
-    return memo("text", node, lambda n: module.code_for_node(n).strip())
+    """``node``'s source text, without parentheses around the whole (``(use_amp)`` and
+    ``use_amp`` are one atom)."""
+    return memo("text", node, lambda n: _unparenthesized(module.code_for_node(n).strip()))
+
+
+def _unparenthesized(text: str) -> str:
+    while text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(text) - 1:
+                return text  # "(a) + (b)": the first parenthesis closes early
+        text = text[1:-1].strip()
+    return text
 
 
 def key_of(module, node) -> str | None:

@@ -11,6 +11,7 @@ strides (``_create_grouped_mm_output_tensor``) and drops only the bf16 check.
 from __future__ import annotations
 
 import functools
+import inspect
 
 import torch
 
@@ -33,4 +34,11 @@ def register_fakes() -> None:
             from torch._meta_registrations import _create_grouped_mm_output_tensor  # noqa: F401
         except ImportError:  # a torch whose meta kernel has no shape helper to reuse
             return
-        torch.library.register_fake("aten::_grouped_mm", _grouped_mm_fake)
+        # torch 2.11 defaults allow_override to False (2.13: True), and refuses then to replace
+        # the meta kernel its CUDA builds register in C++ (seen on an H200, torch 2.11+cu130)
+        override = ({"allow_override": True}
+                    if "allow_override" in inspect.signature(torch.library.register_fake).parameters else {})
+        try:
+            torch.library.register_fake("aten::_grouped_mm", _grouped_mm_fake, **override)
+        except RuntimeError:  # a torch that keeps its own fake: a non-bf16 MoE then captures eagerly
+            return

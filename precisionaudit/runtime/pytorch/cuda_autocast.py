@@ -73,6 +73,8 @@ def _make_kernel(name: str, kind: str, low: torch.dtype, on_banned):
         with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_CPU):
             if kind == "lower_precision_fp":
                 args, kwargs = _cast_all(args, kwargs, low)
+            elif kind == "half":  # cuDNN RNNs: float16 under any autocast dtype
+                args, kwargs = _cast_all(args, kwargs, torch.float16)
             elif kind == "fp32":
                 args, kwargs = _cast_all(args, kwargs, torch.float32)
             elif kind == "fp32_set_opt_dtype":

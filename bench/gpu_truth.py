@@ -1,0 +1,1222 @@
+"""What precisionaudit says about CUDA, measured on a real GPU (issue 28).
+
+Everything precisionaudit says about CUDA is emulated on CPU. This script runs the same things
+on a GPU and prints five tables (markdown, ready for bench/README.md), then runs the GPU-only
+tests (tests/test_gpu.py):
+
+1. dtypes    - per model, the aten ops under real ``torch.autocast("cuda")`` against the scan's
+               own record (its capture, emulated on CPU), compared per module as multisets of
+               (aten op, input dtypes, output dtypes); the target is 0 mismatches
+2. numerics  - ``check --device cuda`` against ``check --device cpu-emulated`` on the check
+               demonstrations (sample_models/check_*.py, tests/demos, the fp16 cumsum limit)
+3. training  - standalone training steps under real CUDA AMP / pure fp16 / pure bf16 (issues
+               23 and 24): clip before unscale, no GradScaler, Adam eps in fp16, bf16 AdamW
+               stalls; each also run on CPU with CUDA's autocast emulated, side by side
+4. step time - GPT-2-small training steps (CUDA events, medians): fp32, AMP, AMP + plan
+5. GEMM time - the shapes the shape rules flag against their padded sizes, and FP8
+
+On the device (repo root; the missing packages travel as wheels in .whl/)::
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD && \\
+        PYTHONUNBUFFERED=1 python3 bench/gpu_truth.py
+
+Results go to $OUT (else --out, else /tmp/gpu_truth): gpu_truth.json, gpu_truth.md and
+gpu_truth.log, rewritten as each result arrives, so a run cut short keeps what it measured.
+Each section has its own time budget and its own try/except; a watchdog ends the run at
+--budget seconds (default 420) whatever happens. ``--dry-run`` runs every code path on CPU at
+tiny sizes (CUDA replaced by CPU with CUDA's policy emulated, or skipped with a note).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import _thread
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+SAMPLES = os.path.join(ROOT, "sample_models")
+HF_MODELS = os.path.join(ROOT, "tests", "hf_models")
+DEMOS = os.path.join(ROOT, "tests", "demos")
+#: (file, entries) of the real architectures, built from small transformers configs
+ARCHITECTURES = [
+    (os.path.join(HF_MODELS, "gpt2_tiny.py"), ["get_model", "get_eager_model", "get_upcast_model"]),
+    (os.path.join(HF_MODELS, "llama_tiny.py"), ["get_model", "get_eager_model"]),
+    (os.path.join(HF_MODELS, "t5_tiny.py"), ["get_model", "get_eager_model"]),
+    (os.path.join(HF_MODELS, "bert_tiny.py"), ["get_model", "get_eager_model"]),
+    (os.path.join(ROOT, "bench", "models", "vit_tiny.py"), ["get_model", "get_eager_model"]),
+]
+
+
+# --------------------------------------------------------------------------------------
+# results: written as they arrive
+# --------------------------------------------------------------------------------------
+class Results:
+    """The JSON document and the markdown tables, rewritten on every ``save``."""
+
+    def __init__(self, out_dir: str):
+        os.makedirs(out_dir, exist_ok=True)
+        self.out_dir = out_dir
+        self.data: dict = {"environment": {}, "sections": {}}
+        self.tables: dict[str, list[str]] = {}
+        self.lock = threading.Lock()
+        self._log = open(os.path.join(out_dir, "gpu_truth.log"), "a", buffering=1)
+
+    def log(self, message: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {message}"
+        print(line, flush=True)
+        self._log.write(line + "\n")
+
+    def section(self, name: str) -> dict:
+        return self.data["sections"].setdefault(name, {"status": "running", "rows": [], "notes": []})
+
+    def table(self, name: str, lines: list[str]) -> None:
+        self.tables[name] = lines
+
+    def save(self) -> None:
+        with self.lock:
+            for name, text in (("gpu_truth.json", json.dumps(self.data, indent=1, default=str)),
+                               ("gpu_truth.md", self.markdown())):
+                path = os.path.join(self.out_dir, name)
+                with open(path + ".tmp", "w") as f:
+                    f.write(text)
+                os.replace(path + ".tmp", path)
+
+    def markdown(self) -> str:
+        env = self.data["environment"]
+        lines = ["# GPU truth (bench/gpu_truth.py)", ""]
+        lines += [f"- {k}: {v}" for k, v in env.items()]
+        for name, section in self.data["sections"].items():
+            lines += ["", f"## {name}", "", f"status: {section['status']}"
+                      + (f" ({section['wall_s']} s)" if "wall_s" in section else ""), ""]
+            lines += self.tables.get(name, [])
+            lines += [f"- note: {n}" for n in section["notes"]]
+        return "\n".join(lines) + "\n"
+
+
+def md_table(header: list[str], rows: list[list]) -> list[str]:
+    def cell(v):
+        if isinstance(v, float):
+            v = f"{v:.4g}"
+        return str(v).replace("|", "\\|").replace("\n", " ")
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + \
+        ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+
+
+class Budget:
+    """A section's time budget: ``left()`` is checked between items; past budget + grace the
+    watchdog interrupts the main thread (KeyboardInterrupt), which the section catches."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.start = seconds, time.monotonic()
+
+    def used(self) -> float:
+        return time.monotonic() - self.start
+
+    def left(self) -> float:
+        return self.seconds - self.used()
+
+
+class Watchdog(threading.Thread):
+    """Ends a stuck section (interrupt_main) and the whole run at its deadline (os._exit)."""
+
+    def __init__(self, results: Results, total_s: float, grace_s: float = 30.0):
+        super().__init__(daemon=True)
+        self.results, self.deadline, self.grace = results, time.monotonic() + total_s, grace_s
+        self.budget: Budget | None = None
+        self.interrupted = False
+
+    def run(self):
+        while True:
+            time.sleep(1.0)
+            now = time.monotonic()
+            if now > self.deadline:
+                self.results.data["environment"]["cut"] = "the run reached its --budget and was ended"
+                self.results.log("watchdog: total budget reached, saving and exiting")
+                try:
+                    self.results.save()
+                finally:
+                    os._exit(3)
+            budget = self.budget
+            if budget is not None and budget.left() < -self.grace and not self.interrupted:
+                self.interrupted = True
+                self.results.log("watchdog: section over its budget, interrupting it")
+                _thread.interrupt_main()
+
+
+def run_section(ctx, name: str, budget_s: float, fn) -> None:
+    """Run one table's function under its budget; whatever it raises is recorded, not fatal."""
+    results = ctx.results
+    section = results.section(name)
+    budget = Budget(budget_s)
+    ctx.watchdog.budget, ctx.watchdog.interrupted = budget, False
+    results.log(f"== {name} (budget {budget_s:.0f} s)")
+    try:
+        fn(ctx, section, budget)
+        section["status"] = "done" if section["status"] == "running" else section["status"]
+    except KeyboardInterrupt:
+        section["status"] = "cut by the watchdog (over budget)"
+    except BaseException as exc:  # noqa: BLE001 - one section's failure must not end the run
+        section["status"] = f"failed: {type(exc).__name__}: {exc}"
+        section["traceback"] = traceback.format_exc()
+        results.log(section["traceback"])
+    finally:
+        ctx.watchdog.budget = None
+        section["wall_s"] = round(budget.used(), 1)
+        results.log(f"== {name}: {section['status']} ({section['wall_s']} s)")
+        results.save()
+
+
+class Context:
+    def __init__(self, args, results, watchdog):
+        self.args, self.results, self.watchdog = args, results, watchdog
+        self.dry = args.dry_run
+        self.cuda = torch.cuda.is_available() and not args.dry_run
+        self.dev = "cuda" if self.cuda else "cpu"
+        self.tmp = tempfile.mkdtemp(prefix="gpu_truth_")
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
+def environment(ctx) -> dict:
+    import transformers
+
+    env = {"python": platform.python_version(), "torch": torch.__version__,
+           "torch_cuda": torch.version.cuda, "transformers": transformers.__version__,
+           "pinned torch (constraints.txt)": _pinned_torch(),
+           "dry_run": ctx.dry, "device": "cpu (dry run)" if not ctx.cuda else torch.cuda.get_device_name(0)}
+    if ctx.cuda:
+        props = torch.cuda.get_device_properties(0)
+        env.update(sm_count=props.multi_processor_count, memory_gib=round(props.total_memory / 2**30, 1),
+                   capability=f"{props.major}.{props.minor}")
+    try:
+        env["precisionaudit_commit"] = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                                      capture_output=True, text=True, timeout=5).stdout.strip()
+    except Exception:  # noqa: BLE001 - no git there: the commit is simply unknown
+        env["precisionaudit_commit"] = "unknown"
+    return env
+
+
+def _pinned_torch() -> str:
+    try:
+        with open(os.path.join(ROOT, "constraints.txt")) as f:
+            return next((line.strip() for line in f if line.lower().startswith("torch==")), "?")
+    except OSError:
+        return "?"
+
+
+# --------------------------------------------------------------------------------------
+# 1. dtypes: real CUDA autocast against the scan's emulated record
+# --------------------------------------------------------------------------------------
+#: calls whose aten ops are the backend's choice (SDPA: flash / efficient / cuDNN / CPU flash /
+#: math; recurrent layers: cuDNN's one _cudnn_rnn against CPU's mkldnn_rnn_layer per layer):
+#: compared as one op, the dtypes of the tensors it reads from outside -> its result's dtype
+OPAQUE_CALLS = ("scaled_dot_product", "lstm", "gru", "rnn_tanh", "rnn_relu")
+OPAQUE_ATENS = ("rnn", "scaled_dot_product")
+CAST = "aten._to_copy.default"
+
+
+def op_keys(rec) -> collections.Counter:
+    """Counter of (module, aten op, input dtypes, output dtypes) over a Recorder's ops.
+
+    Inputs are the tensor arguments in order (Python scalars left out); an attention call
+    (SDPA) is one key: its casts as they are, then ("sdpa", dtypes of the tensors it read
+    from outside the call, dtype of its result), since which kernel runs it is the backend's.
+    """
+    keys = collections.Counter()
+    for call in rec.calls:
+        ops = [rec.ops[i] for i in call.ops]
+        if any(tag in call.fn for tag in OPAQUE_CALLS) or any(tag in op.target for op in ops for tag in OPAQUE_ATENS):
+            inside = set(call.ops)
+            rest = [op for op in ops if op.target != CAST]
+            for op in ops:
+                if op.target == CAST:
+                    keys[_key(call, op)] += 1
+            if rest:
+                external = tuple(sorted({str(r.dtype) for op in rest for r in op.inputs
+                                         if r.dtype is not None and r.dtype.is_floating_point
+                                         and not (isinstance(r.producer, int) and r.producer in inside)}))
+                keys[(call.module, f"one op: {call.fn}", external,
+                      tuple(str(o.dtype) for o in rest[-1].outputs[:1]))] += 1
+            continue
+        for op in ops:
+            keys[_key(call, op)] += 1
+    return keys
+
+
+def call_keys(rec) -> collections.Counter:
+    """Counter of (module, call, floating dtypes it read from outside, floating dtypes its ops
+    computed in, the dtype of its last op's first floating output: the call's result; SDPA's
+    log-sum-exp, cuDNN's weight buffer are the backend's) over a Recorder's user-level calls: the same
+    comparison one level up, where backend-specific aten names (cuDNN's batch norm, CPU's
+    mkldnn kernels) do not count."""
+    keys = collections.Counter()
+    for call in rec.calls:
+        ops = [rec.ops[i] for i in call.ops]
+        if not ops:
+            continue
+        inside = set(call.ops)
+        external = {str(r.dtype) for op in ops for r in op.inputs if _floating(r)
+                    and not (isinstance(r.producer, int) and r.producer in inside)}
+        computed = {str(r.dtype) for op in ops if op.target != CAST for r in op.inputs if _floating(r)}
+        result = next((str(o.dtype) for o in ops[-1].outputs if _floating(o)), None)
+        keys[(call.module, call.fn, tuple(sorted(external)), tuple(sorted(computed)),
+              (result,) if result else ())] += 1
+    return keys
+
+
+def _floating(ref) -> bool:
+    """A floating tensor (the masks and indices an op reads are not the autocast policy's)."""
+    return ref.dtype is not None and ref.dtype.is_floating_point
+
+
+def is_float_key(key) -> bool:
+    """A key whose op reads or writes a floating tensor: what the autocast policy decides."""
+    return any("float" in d for part in key[2:] if isinstance(part, (tuple, list)) for d in part)
+
+
+def _key(call, op) -> tuple:
+    return (call.module, op.target, tuple(str(r.dtype) for r in op.inputs if r.dtype is not None),
+            tuple(str(r.dtype) for r in op.outputs))
+
+
+def emulated_record(path: str, entry: str, dtype: str):
+    """The scan's own record of the model: precisionaudit's capture (fake tensors, CUDA's
+    autocast emulated on CPU; the eager fallback where the scan takes it), its Recorder kept."""
+    from precisionaudit.capture.pytorch import capture as capture_module
+    from precisionaudit.core.target import Target
+
+    kept = []
+    original = capture_module.Recorder
+
+    class Keeping(original):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            kept.append(self)
+
+    capture_module.Recorder = Keeping
+    try:
+        result = capture_module.capture_file(path, Target(dtype, "autocast", "cuda"), entry)
+    finally:
+        capture_module.Recorder = original
+    return kept[-1], result.frontend
+
+
+def real_record(path: str, entry: str, dtype: str, device: str):
+    """The same Recorder around the model's real forward on ``device`` under the real
+    ``torch.autocast`` (device "cpu": CUDA's policy emulated on real CPU tensors, the dry run)."""
+    from precisionaudit.capture.pytorch.model_file import entry_points, split_inputs
+    from precisionaudit.capture.pytorch.recorder import Recorder
+    from precisionaudit.core.target import Target
+    from precisionaudit.runtime.pytorch.cuda_autocast import autocast_policy
+    from precisionaudit.runtime.pytorch.execution import to_device
+
+    make_model, make_inputs = entry_points(path, entry, "get_example_inputs")
+    torch.manual_seed(0)
+    model = make_model().to(device)  # in the mode get_model() gives it, as the scan captures it
+    args, kwargs = to_device(split_inputs(make_inputs(), path, "get_example_inputs"), device)
+    target = Target(dtype, "autocast", "cuda")
+    policy = contextlib.ExitStack()
+    if device == "cuda":
+        policy.enter_context(torch.autocast("cuda", dtype=target.torch_dtype))
+    else:  # the dry run: CUDA's policy and kernels emulated on real CPU tensors (the scan's eager path)
+        from precisionaudit.runtime.pytorch.emulation import EmulatedKernels
+
+        policy.enter_context(EmulatedKernels())
+        policy.enter_context(autocast_policy(target, "cpu-emulated"))
+    recorder = Recorder(model, {**dict(model.named_buffers()), **dict(model.named_parameters())})
+    recorder.mark_inputs((args, kwargs))
+    with torch.no_grad(), policy, recorder:
+        model(*args, **kwargs)
+    return recorder
+
+
+def compare_dtypes(path: str, entry: str, dtype: str, device: str) -> dict:
+    """One model's row: ops on each side, matched, and the mismatches (either side's surplus)."""
+    emulated, frontend = emulated_record(path, entry, dtype)
+    row = {"model": os.path.relpath(path, ROOT), "entry": entry, "dtype": dtype, "frontend": frontend}
+    try:
+        real = real_record(path, entry, dtype, device)
+    except Exception as exc:  # noqa: BLE001 - a forward CUDA refuses is a result
+        row.update(status="real run raised", error=f"{type(exc).__name__}: {str(exc)[:300]}",
+                   mismatches=None)
+        return row
+    a, b = op_keys(real), op_keys(emulated)
+    only_real, only_emulated = a - b, b - a
+    dtype_pairs, one_side_float, one_side_other = pair_differences(only_real, only_emulated)
+    ca, cb = call_keys(real), call_keys(emulated)
+    call_pairs, _, _ = pair_differences(ca - cb, cb - ca)
+    row.update(status="ok", ops_real=sum(a.values()), ops_emulated=sum(b.values()),
+               matched=sum((a & b).values()), mismatches=dtype_pairs,
+               one_side_float=one_side_float, one_side_other=one_side_other,
+               calls=sum(ca.values()), call_mismatches=call_pairs,
+               calls_only_real=_listed(ca - cb, 12), calls_only_emulated=_listed(cb - ca, 12),
+               only_real=_listed(only_real), only_emulated=_listed(only_emulated))
+    return row
+
+
+def pair_differences(only_real: collections.Counter, only_emulated: collections.Counter) -> tuple[int, int, int]:
+    """(dtype mismatches, float ops on one side only, int/bool ops on one side only).
+
+    Per (module, aten op), the surplus keys of the two sides are paired: a pair is the same op
+    in the same module with other dtypes on each side (a policy mismatch); what is left
+    unpaired is an op that ran on one side only (a different path, e.g. a mask HF drops after
+    an ``.item()`` check that fake tensors cannot answer)."""
+    groups: dict = collections.defaultdict(lambda: [collections.Counter(), collections.Counter()])
+    for side, keys in enumerate((only_real, only_emulated)):
+        for key, n in keys.items():
+            groups[key[:2]][side][key] += n
+    pairs = one_float = one_other = 0
+    for real, emulated in groups.values():
+        paired = min(sum(real.values()), sum(emulated.values()))
+        pairs += paired
+        rest = real if sum(real.values()) > paired else emulated
+        left = sum(rest.values()) - paired
+        if left:
+            floats = any(is_float_key(k) for k in rest)
+            one_float += left if floats else 0
+            one_other += 0 if floats else left
+    return pairs, one_float, one_other
+
+
+def _listed(keys: collections.Counter, limit: int = 40) -> list:
+    """[module, op, in dtypes, out dtypes, count], floating ones first."""
+    ordered = sorted(keys.items(), key=lambda kv: (not is_float_key(kv[0]), str(kv)))
+    return [list(k) + [n] for k, n in ordered[:limit]]
+
+
+def dtype_models(dry: bool, all_models: bool = False) -> list[tuple[str, str]]:
+    """(file, entry): the architectures first, then every sample model with example inputs."""
+    models = [(path, entry) for path, entries in ARCHITECTURES for entry in entries]
+    samples = sorted(f for f in os.listdir(SAMPLES) if f.endswith(".py"))
+    for name in samples:
+        with open(os.path.join(SAMPLES, name)) as f:
+            if "def get_example_inputs" in f.read():
+                models.append((os.path.join(SAMPLES, name), "get_model"))
+    if dry and not all_models:
+        keep = {"gpt2_tiny.py:get_model", "vit_tiny.py:get_model", "check_variance.py:get_model",
+                "pa101_softmax_hazard.py:get_model", "pa107_mask_hazard.py:get_model"}
+        models = [(p, e) for p, e in models if f"{os.path.basename(p)}:{e}" in keep]
+    return models
+
+
+def table_dtypes(ctx, section, budget):
+    section["notes"].append(
+        "compared: per module, the multiset of (aten op, input tensor dtypes, output dtypes) the "
+        "Recorder of precisionaudit's capture sees below autocast; real side: the model's real forward "
+        f"({'CPU with the emulated policy: DRY RUN' if not ctx.cuda else 'CUDA'}, torch.autocast), "
+        "emulated side: the scan's own capture (fake tensors, CUDA autocast emulated on CPU). "
+        "SDPA and recurrent-layer calls count as one op each (their kernels are the backend's choice; "
+        "keyed by the set of floating dtypes they read and their result's dtype). "
+        "Per module and aten op the surplus of each side is paired: a dtype mismatch is the same op in the "
+        "same module with other dtypes on each side (a policy error: target 0); an op on one side only is a "
+        "different path (e.g. HF drops an all-ones mask after an .item() check that fake tensors cannot "
+        "answer, so the scan's capture keeps it), split into ops with a floating tensor and int/bool-only ops. "
+        "Call level: the same pairing per user-level call (module, torch function) keyed by the dtypes it "
+        "read from outside, the dtypes its ops computed in and its result's, where backend-specific aten "
+        "names (cuDNN batch norm, CPU mkldnn kernels) do not count")
+    models = dtype_models(ctx.dry, ctx.args.all_models)
+    rows = section["rows"]
+    skipped = []
+    architectures = {path for path, _ in ARCHITECTURES}
+    dtypes = ctx.args.dtypes.split(",")
+    items = [(path, entry, dtype) for first in (True, False) for dtype in dtypes
+             for path, entry in models if (path in architectures) == first]  # architectures first
+    for path, entry, dtype in items:
+        if budget.left() < 0:
+            skipped.append(f"{os.path.basename(path)}:{entry}:{dtype}")
+            continue
+        started = time.monotonic()
+        try:
+            row = compare_dtypes(path, entry, dtype, ctx.dev)
+        except Exception as exc:  # noqa: BLE001
+            row = {"model": os.path.relpath(path, ROOT), "entry": entry, "dtype": dtype,
+                   "status": f"failed: {type(exc).__name__}: {str(exc)[:300]}", "mismatches": None}
+        row["wall_s"] = round(time.monotonic() - started, 2)
+        rows.append(row)
+        ctx.results.log(f"dtypes {row['model']}:{entry} {dtype}: {row['status']} "
+                        f"mismatches={row.get('mismatches')}")
+        _dtypes_table(ctx, section)
+    if skipped:
+        section["notes"].append(f"not reached within the budget: {len(skipped)}: {', '.join(skipped)}")
+    _dtypes_table(ctx, section)
+
+
+def _dtypes_table(ctx, section):
+    rows = section["rows"]
+    body = [[f"{r['model']}:{r['entry']}", r["dtype"], r.get("frontend", ""), r["status"],
+             r.get("ops_real", ""), r.get("ops_emulated", ""), r.get("matched", ""),
+             "" if r.get("mismatches") is None else r["mismatches"], r.get("one_side_float", ""),
+             r.get("one_side_other", ""), r.get("call_mismatches", ""), r.get("error", "")[:120]] for r in rows]
+    lines = md_table(["model", "dtype", "scan frontend", "status", "ops real", "ops emulated",
+                      "matched", "dtype mismatches", "float ops on one side only",
+                      "int/bool ops on one side only", "call-level dtype mismatches", "error"], body)
+    total = sum(r["mismatches"] or 0 for r in rows)
+    calls = sum(r.get("call_mismatches") or 0 for r in rows)
+    lines += ["", f"total call-level dtype mismatches: {calls}"]
+    lines += ["", f"total dtype mismatches: {total} over {sum(1 for r in rows if r['status'] == 'ok')} "
+              f"compared models (target 0)"]
+    detail = [r for r in rows if r.get("mismatches") or r.get("one_side_float") or r.get("one_side_other")
+              or r.get("call_mismatches")]
+    if detail:
+        lines += ["", "mismatches (module, aten op, in dtypes, out dtypes, count):"]
+        for r in detail:
+            lines.append(f"- {r['model']}:{r['entry']} {r['dtype']}")
+            if r.get("call_mismatches"):
+                lines += [f"  - call, real only: {k}" for k in r["calls_only_real"]]
+                lines += [f"  - call, emulated only: {k}" for k in r["calls_only_emulated"]]
+            for side in ("only_real", "only_emulated"):
+                keys = sorted(r[side], key=lambda k: not is_float_key(k))  # float ones first
+                lines += [f"  - {side.replace('_', ' ')}: {k}" for k in keys[:12]]
+    ctx.results.table("1. dtypes", lines)
+    ctx.results.save()
+
+
+# --------------------------------------------------------------------------------------
+# 2. numerics: check --device cuda against --device cpu-emulated
+# --------------------------------------------------------------------------------------
+CROSS_ENTROPY_MODEL = '''"""cross_entropy on the logits of an fp16 GEMM under autocast (generated by bench/gpu_truth.py)."""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(64, 10)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.proj(x), y)
+
+
+def get_model():
+    return Classifier()
+
+
+def get_example_inputs():
+    return (torch.randn(8, 64), torch.randint(0, 10, (8,)))
+'''
+
+
+def numerics_demos(tmp: str) -> list[tuple[str, str, str, str]]:
+    """(file, dtype, mode, why[, extra flags]) of the check demonstrations in tests."""
+    demos = [(os.path.join(SAMPLES, "check_mask_fill.py"), "float16", "autocast", "tests/test_check.py"),
+             (os.path.join(SAMPLES, "check_exp_overflow.py"), "float16", "pure", "tests/test_check.py"),
+             (os.path.join(SAMPLES, "check_variance.py"), "float16", "autocast", "tests/test_check.py"),
+             (os.path.join(SAMPLES, "check_clean.py"), "float16", "autocast", "tests/test_check.py")]
+    for name, dtype, mode in [("exp_gates.py", "float16", "pure"), ("mask_fill.py", "float16", "autocast"),
+                              ("mask_fill.py", "float16", "pure"), ("rotary_positions.py", "float16", "pure"),
+                              ("rotary_positions.py", "float16", "autocast"),
+                              ("rotary_positions.py", "bfloat16", "pure"),
+                              ("rotary_positions.py", "bfloat16", "autocast"),
+                              ("positions_cumsum.py", "bfloat16", "pure"), ("t5_ff.py", "float16", "pure"),
+                              ("layernorm_eps.py", "float16", "pure")]:
+        demos.append((os.path.join(DEMOS, name), dtype, mode, "tests/test_demos.py"))
+    demos.append((os.path.join(SAMPLES, "pa103_cumsum_hazard.py"), "float16", "pure",
+                  "known limit: CUDA's fp16 cumsum accumulates in fp16 (README)"))
+    demos.append((os.path.join(DEMOS, "positions_cumsum.py"), "float16", "pure",
+                  "cumsum positions in fp16 (the limit, on a demo)"))
+    ce = os.path.join(tmp, "cross_entropy_grad.py")
+    with open(ce, "w") as f:
+        f.write(CROSS_ENTROPY_MODEL)
+    demos.append((ce, "float16", "autocast", "check --grad: the emulation raised in log_softmax's backward "
+                  "on CPU (expected scalar type Float but found Half)", ["--grad"]))
+    return demos
+
+
+def cli(*args) -> tuple[int, str, str]:
+    """precisionaudit's command line, in this process (torch is imported: it does not fork)."""
+    from click.testing import CliRunner
+
+    from precisionaudit.cli import main
+
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:  # click >= 8.2 keeps stderr apart already
+        runner = CliRunner()
+    result = runner.invoke(main, [str(a) for a in args])
+    stderr = getattr(result, "stderr", "") if result.stderr_bytes is not None else ""
+    return result.exit_code, result.stdout, stderr
+
+
+def _summary(report: dict, variant: str) -> dict:
+    entry = next((v for v in report.get("variants", []) if v["name"] == variant), None)
+    if entry is None:
+        return {"status": "absent"}
+    out = {"status": entry["status"], "error": (entry.get("error") or "")[:160]}
+    outputs = [o for o in entry.get("outputs", []) if o.get("status") != "incomparable"]
+    if outputs:
+        first = outputs[0]
+        out.update({k: first.get(k) for k in ("max_abs", "max_rel", "mean_rel", "cosine", "nonfinite")})
+    fd = entry.get("first_divergence")
+    if fd:
+        out["first_divergence"] = f"{fd.get('module')}:{fd.get('op')}"
+    return out
+
+
+def table_numerics(ctx, section, budget):
+    section["notes"].append(
+        "each demonstration: `precisionaudit plan` (static plan), then `precisionaudit check --plan` "
+        "with --device cuda and with --device cpu-emulated (same seed, same inputs); agreement = "
+        "the same status for baseline and for planned. Metrics are of the first compared output."
+        + (" DRY RUN: both sides ran on CPU (cuda falls back to the emulation)." if not ctx.cuda else ""))
+    rows = section["rows"]
+    for path, dtype, mode, why, *extra in numerics_demos(ctx.tmp):
+        if budget.left() < 0:
+            section["notes"].append(f"not reached within the budget: {os.path.basename(path)} {dtype} {mode}")
+            continue
+        row = {"demo": os.path.relpath(path, ROOT) if path.startswith(ROOT) else os.path.basename(path),
+               "dtype": dtype, "mode": mode, "why": why, "flags": extra[0] if extra else []}
+        started = time.monotonic()
+        try:
+            plan = os.path.join(ctx.tmp, f"plan_{len(rows)}.yaml")
+            flags = ["--dtype", dtype, "--mode", mode, "--timeout", "120"]
+            code, _, err = cli("plan", path, *flags, "-o", plan)
+            flags += extra[0] if extra else []
+            row["plan_exit"] = code
+            if code != 0:
+                row["plan_error"] = err.strip()[-300:]
+            plan_args = ["--plan", plan] if code == 0 else []
+            for device in ("cuda", "cpu-emulated"):
+                code, out, err = cli("check", path, *flags, *plan_args, "--device", device, "--format", "json")
+                try:
+                    report = json.loads(out)
+                except ValueError:
+                    row[device] = {"exit": code, "error": (err or out).strip()[-300:]}
+                    continue
+                row[device] = {"exit": code, "ran_on": report.get("device"),
+                               "baseline": _summary(report, "baseline"), "planned": _summary(report, "planned"),
+                               "notes": report.get("notes", [])}
+            a, b = row.get("cuda", {}), row.get("cpu-emulated", {})
+            row["agree"] = all(a.get(v, {}).get("status") == b.get(v, {}).get("status") is not None
+                               for v in ("baseline", "planned")) and "baseline" in a
+        except Exception as exc:  # noqa: BLE001
+            row["failed"] = f"{type(exc).__name__}: {exc}"
+        row["wall_s"] = round(time.monotonic() - started, 2)
+        rows.append(row)
+        ctx.results.log(f"numerics {row['demo']} {dtype} {mode}: agree={row.get('agree')} "
+                        f"{row.get('failed', '')}")
+        _numerics_table(ctx, section)
+    _numerics_table(ctx, section)
+
+
+def _fmt_variant(v: dict) -> str:
+    if not v:
+        return "-"
+    if "status" not in v:
+        return str(v)
+    parts = [v["status"]]
+    if v.get("max_abs") is not None:
+        parts.append(f"max_abs {v['max_abs']:.3g}, cos {v['cosine']:.6f}" if isinstance(v.get("cosine"), float)
+                     else f"max_abs {v['max_abs']}")
+    if v.get("error"):
+        parts.append(v["error"][:80])
+    return "; ".join(parts)
+
+
+def _numerics_table(ctx, section):
+    body = []
+    for r in section["rows"]:
+        a, b = r.get("cuda", {}), r.get("cpu-emulated", {})
+        body.append([" ".join([r["demo"], *r.get("flags", [])]), f"{r['dtype']} {r['mode']}", _fmt_variant(a.get("baseline", {})),
+                     _fmt_variant(b.get("baseline", {})), _fmt_variant(a.get("planned", {})),
+                     _fmt_variant(b.get("planned", {})), r.get("agree", r.get("failed", "?")),
+                     a.get("ran_on", "")])
+    lines = md_table(["demonstration", "target", "baseline cuda", "baseline emulated", "planned cuda",
+                      "planned emulated", "agree", "cuda side ran on"], body)
+    ctx.results.table("2. numerics", lines)
+    ctx.results.save()
+
+
+# --------------------------------------------------------------------------------------
+# 3. training steps (issues 23 and 24)
+# --------------------------------------------------------------------------------------
+class Side:
+    """Where a training program runs: real CUDA AMP, or CPU with CUDA's autocast emulated."""
+
+    def __init__(self, name: str):
+        from precisionaudit.runtime.pytorch import execution
+
+        self.name = name
+        self.device = "cuda" if name == "cuda" else "cpu"
+        self.runtime = execution.resolve("cuda" if name == "cuda" else "cpu-emulated")
+
+    def autocast(self, dtype):
+        """The forward's context for fp16/bf16 autocast (the backward runs outside it, as in
+        PyTorch's AMP examples): torch.autocast("cuda"), or its emulation on CPU."""
+        from precisionaudit.core.target import Target
+        from precisionaudit.runtime.pytorch import execution
+
+        return execution.policy(self.runtime, Target(str(dtype).split(".")[-1], "autocast", "cuda"))
+
+    def numerics(self):
+        """Around the whole step: on CPU, low-precision kernels computed as CUDA's are."""
+        from precisionaudit.runtime.pytorch import execution
+
+        return execution.numerics(self.runtime)
+
+    def scaler(self, **kwargs):
+        return torch.amp.GradScaler(self.device, **kwargs)
+
+
+def _mlp(side, widths, seed=0):
+    torch.manual_seed(seed)
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
+        if i < len(widths) - 2:
+            layers.append(torch.nn.GELU())
+    return torch.nn.Sequential(*layers).to(side.device)
+
+
+def train_clip_before_unscale(side, steps: int) -> dict:
+    """PA401: clip_grad_norm_ on the scaled gradients vs after scaler.unscale_ (same init)."""
+    out = {}
+    torch.manual_seed(1)
+    x = torch.randn(256, 64, device=side.device)
+    y = torch.randint(0, 10, (256,), device=side.device)
+    for protocol in ("clip before unscale_", "unscale_ then clip", "fp32, clip"):
+        model = _mlp(side, [64, 256, 256, 10])
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = side.scaler(init_scale=2.0 ** 16, enabled=protocol != "fp32, clip")
+        losses, first = [], {}
+        for step in range(steps):
+            opt.zero_grad(set_to_none=True)
+            amp = side.autocast(torch.float16) if protocol != "fp32, clip" else contextlib.nullcontext()
+            with side.numerics():
+                with amp:
+                    # .float(): the CPU emulation's log_softmax backward refuses fp16 (see the report)
+                    loss = torch.nn.functional.cross_entropy(model(x).float(), y)
+                scaler.scale(loss).backward()
+            if protocol == "unscale_ then clip":
+                scaler.unscale_(opt)
+            scale = scaler.get_scale() if scaler.is_enabled() else 1.0
+            true_norm = torch.linalg.vector_norm(torch.stack(
+                [torch.linalg.vector_norm(p.grad.float()) for p in model.parameters()])).item()
+            if protocol == "clip before unscale_":
+                true_norm /= scale
+            seen = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0).item()
+            if step == 0:
+                first = {"scale": scale, "norm_seen_by_clip": seen, "true_grad_norm": true_norm,
+                         "clip_applied": seen > 1.0, "clip_coefficient": min(1.0, 1.0 / (seen + 1e-6))}
+            scaler.step(opt)
+            scaler.update()
+            losses.append(loss.item())
+        out[protocol] = {**first, "loss_first": losses[0], "loss_last": losses[-1],
+                         "loss_curve": [round(v, 5) for v in losses]}
+    bad, good = out["clip before unscale_"], out["unscale_ then clip"]
+    out["verdict"] = ("hazard: the clip saw the scaled norm" if bad["norm_seen_by_clip"] > 100 * good["norm_seen_by_clip"]
+                      else "no difference")
+    return out
+
+
+def train_no_scaler(side, steps: int) -> dict:
+    """PA403/PA306: fp16 autocast with no GradScaler - gradients flushed to zero against fp32.
+
+    A student fits a teacher's 4096 outputs (MSE over 512 x 4096 elements), its loss divided by
+    8 for gradient accumulation over 8 micro-batches (one is run): the fp16 gradient of each
+    output element is about 2 * residual / (2M * 8), below fp16's subnormal range."""
+    accumulation = 8
+    torch.manual_seed(2)
+    x = torch.randn(512, 256, device=side.device)
+    teacher = _mlp(side, [256, 512, 512, 4096], seed=7)
+    with torch.no_grad():
+        target = teacher(x)
+    out = {}
+    grads = {}
+    for variant in ("fp32", "fp16 autocast, no scaler", "fp16 autocast + GradScaler"):
+        model = _mlp(side, [256, 512, 512, 4096], seed=3)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        scaler = side.scaler(enabled=variant.endswith("GradScaler"))
+        losses, skipped = [], 0
+        for step in range(steps):
+            opt.zero_grad(set_to_none=True)
+            amp = side.autocast(torch.float16) if variant != "fp32" else contextlib.nullcontext()
+            with side.numerics():
+                with amp:
+                    loss = torch.nn.functional.mse_loss(model(x).float(), target) / accumulation
+                scaler.scale(loss).backward()
+            if step == 0:
+                scaler.unscale_(opt) if scaler.is_enabled() else None
+                grads[variant] = torch.cat([p.grad.detach().float().flatten() for p in model.parameters()])
+            scale_before = scaler.get_scale() if scaler.is_enabled() else 1.0
+            scaler.step(opt)
+            scaler.update()
+            if scaler.is_enabled() and scaler.get_scale() < scale_before:
+                skipped += 1
+            losses.append(loss.item())
+        out[variant] = {"loss_first": losses[0], "loss_last": losses[-1], "skipped_steps": skipped,
+                        "loss_curve": [round(v, 7) for v in losses]}
+    ref = grads["fp32"]
+    nonzero = ref != 0
+    for variant in ("fp16 autocast, no scaler", "fp16 autocast + GradScaler"):
+        g = grads[variant]
+        out[variant]["grads_flushed_share"] = ((g == 0) & nonzero).sum().item() / max(1, nonzero.sum().item())
+        out[variant]["grad_rel_error"] = ((g - ref).norm() / ref.norm()).item()
+    out["median_abs_grad_fp32"] = ref.abs().median().item()
+    out["verdict"] = ("hazard: gradients flush without a scaler"
+                      if out["fp16 autocast, no scaler"]["grads_flushed_share"] > 0.01 else "no flush measured")
+    return out
+
+
+def train_adam_eps(side, steps: int) -> dict:
+    """PA406: a pure fp16 model with Adam(eps=1e-8) - eps is 0 in fp16 and a zero gradient is 0/0."""
+    out = {}
+    variants = [("fp16, eps=1e-8", torch.float16, 1e-8, {}), ("fp16, eps=1e-4", torch.float16, 1e-4, {}),
+                ("fp32, eps=1e-8", torch.float32, 1e-8, {})]
+    if side.device == "cuda":
+        variants.append(("fp16, eps=1e-8, fused=True", torch.float16, 1e-8, {"fused": True}))
+    torch.manual_seed(4)
+    ids = torch.randint(0, 100, (64, 16), device=side.device)  # rows 100..999 are never read
+    labels = torch.randint(0, 10, (64,), device=side.device)
+    for name, dtype, eps, extra in variants:
+        torch.manual_seed(5)
+        model = torch.nn.Sequential(torch.nn.Embedding(1000, 32), torch.nn.Flatten(),
+                                    torch.nn.Linear(32 * 16, 10)).to(side.device, dtype)
+        try:
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=eps, **extra)
+        except Exception as exc:  # noqa: BLE001 - fused may not exist for this device/dtype
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+            continue
+        first_nan, losses = None, []
+        with side.numerics():
+            for step in range(steps):
+                opt.zero_grad(set_to_none=True)
+                loss = torch.nn.functional.cross_entropy(model(ids).float(), labels)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+                if first_nan is None and any(not torch.isfinite(p).all() for p in model.parameters()):
+                    first_nan = step + 1
+        out[name] = {"nan_after_steps": first_nan, "loss_last": losses[-1],
+                     "nan_params_share": sum((~torch.isfinite(p)).sum().item() for p in model.parameters())
+                     / sum(p.numel() for p in model.parameters())}
+    out["verdict"] = ("hazard: NaN with eps=1e-8 in fp16" if out["fp16, eps=1e-8"].get("nan_after_steps")
+                      else "no NaN")
+    return out
+
+
+def train_bf16_stall(side, steps: int) -> dict:
+    """PA304/PA407: pure bf16 + AdamW(lr=1e-4) - LayerNorm weights of 1.0 never move."""
+    out = {}
+    torch.manual_seed(6)
+    x = torch.randn(128, 64, device=side.device)
+    y = torch.randint(0, 10, (128,), device=side.device)
+    for name, param_dtype, amp in (("pure bf16", torch.bfloat16, False),
+                                   ("fp32 master weights, bf16 autocast", torch.float32, True),
+                                   ("fp32", torch.float32, False)):
+        torch.manual_seed(7)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.LayerNorm(64),
+                                    torch.nn.Linear(64, 10)).to(side.device, param_dtype)
+        norm = model[1]
+        before = norm.weight.detach().clone()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        for _ in range(steps):
+            opt.zero_grad(set_to_none=True)
+            with side.numerics():
+                with side.autocast(torch.bfloat16) if amp else contextlib.nullcontext():
+                    loss = torch.nn.functional.cross_entropy(model(x.to(param_dtype)).float(), y)
+                loss.backward()
+            opt.step()
+        moved = (norm.weight.detach() != before).float().mean().item()
+        out[name] = {"layernorm_weights_moved_share": moved, "loss_last": loss.item(),
+                     "layernorm_weight_max_change": (norm.weight.detach().float() - before.float()).abs().max().item()}
+    out["verdict"] = ("hazard: bf16 norm weights stall" if out["pure bf16"]["layernorm_weights_moved_share"] < 0.05
+                      <= out["fp32 master weights, bf16 autocast"]["layernorm_weights_moved_share"] else "no stall")
+    return out
+
+
+TRAINING = [("a. clip_grad_norm_ before scaler.unscale_ (PA401)", train_clip_before_unscale, 10),
+            ("b. fp16 autocast without GradScaler (PA403, PA306)", train_no_scaler, 6),
+            ("c. pure fp16 Adam eps=1e-8 (PA406, issue 24)", train_adam_eps, 10),
+            ("d. pure bf16 AdamW lr 1e-4, 20 steps (PA304/PA407)", train_bf16_stall, 20)]
+
+
+def table_training(ctx, section, budget):
+    section["notes"].append(
+        "standalone programs (check --train, issue 24, is not on main: there is no emulated *verdict* "
+        "to compare with); each runs on real CUDA (torch.autocast('cuda'), torch.amp.GradScaler('cuda')) "
+        "and on CPU with precisionaudit's CUDA-autocast emulation (GradScaler('cpu')); verdict = what the "
+        "program shows, agreement = same verdict on both sides")
+    sides = (["cuda"] if ctx.cuda else []) + ["cpu-emulated"]
+    if not ctx.cuda:
+        section["notes"].append("DRY RUN: no CUDA, only the cpu-emulated side ran")
+    for name, fn, steps in TRAINING:
+        if budget.left() < 0:
+            section["notes"].append(f"not reached within the budget: {name}")
+            continue
+        row = {"program": name}
+        for side_name in sides:
+            started = time.monotonic()
+            try:
+                row[side_name] = fn(Side(side_name), steps if not ctx.dry else min(steps, 4))
+            except Exception as exc:  # noqa: BLE001
+                row[side_name] = {"verdict": f"failed: {type(exc).__name__}: {exc}"[:300]}
+            row[side_name]["wall_s"] = round(time.monotonic() - started, 2)
+        verdicts = [row[s]["verdict"] for s in sides]
+        row["agree"] = len(set(verdicts)) == 1 if len(sides) > 1 else "n/a (one side)"
+        section["rows"].append(row)
+        ctx.results.log(f"training {name}: {verdicts}")
+        _training_table(ctx, section, sides)
+
+
+def _training_table(ctx, section, sides):
+    lines = []
+    for row in section["rows"]:
+        lines += [f"### {row['program']}", ""]
+        first = row[sides[0]]
+        variants = [k for k in first if isinstance(first[k], dict)]
+        measures = []
+        for v in variants:
+            measures += [m for m in first[v] if m not in measures and m != "loss_curve"]
+        body = [[v, s, *[(row[s].get(v) or {}).get(m, "") if isinstance(row[s].get(v), dict) else "" for m in measures]]
+                for v in variants for s in sides]
+        lines += md_table(["variant", "ran on", *measures], body)
+        lines.append("")
+        for s in sides:
+            lines.append(f"- {s}: " + "; ".join(f"{k} {row[s].get(k)}" for k in row[s] if not isinstance(row[s][k], dict)))
+        for v in variants:
+            for s in sides:
+                curve = row[s].get(v, {}).get("loss_curve") if isinstance(row[s].get(v), dict) else None
+                if curve:
+                    lines.append(f"- loss curve, {v}, {s}: {curve}")
+        lines += [f"- agreement of the verdicts: {row['agree']}", ""]
+    ctx.results.table("3. training steps", lines)
+    ctx.results.save()
+
+
+# --------------------------------------------------------------------------------------
+# 4. step time: GPT-2-small training steps
+# --------------------------------------------------------------------------------------
+GPT2_MODEL_FILE = '''"""GPT-2 for bench/gpu_truth.py's step-time plan (generated)."""
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+def get_model():
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(GPT2Config(**{config!r})).eval()
+
+
+def get_example_inputs():
+    return {{"input_ids": torch.randint(0, {vocab}, ({batch}, {tokens}))}}
+'''
+
+
+def _timer(ctx):
+    if ctx.cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def begin():
+            start.record()
+
+        def finish() -> float:
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+        return begin, finish
+    clock = {}
+
+    def begin():
+        clock["t"] = time.perf_counter()
+
+    def finish() -> float:
+        return (time.perf_counter() - clock["t"]) * 1e3
+    return begin, finish
+
+
+def gpt2_step_times(ctx, config: dict, batch: int, tokens: int, variant: str, plan: str | None,
+                    warmup: int, steps: int) -> dict:
+    """Median ms of ``steps`` training steps (forward, backward, AdamW) after ``warmup``."""
+    import precisionaudit
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(**config)).to(ctx.dev).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    amp = variant.startswith("amp")
+    dtype = torch.bfloat16 if "bf16" in variant else torch.float16
+    scaler = torch.amp.GradScaler(ctx.dev, enabled=amp and dtype == torch.float16)
+    ids = torch.randint(0, config["vocab_size"], (batch, tokens), device=ctx.dev)
+    handle = precisionaudit.apply_plan(model, plan) if plan else None
+    tf32 = "tf32" in variant
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    begin, finish = _timer(ctx)
+    times, losses = [], []
+    try:
+        for step in range(warmup + steps):
+            begin()
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(ctx.dev, dtype=dtype, enabled=amp):
+                loss = model(input_ids=ids, labels=ids).loss
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            ms = finish()
+            if step >= warmup:
+                times.append(ms)
+            losses.append(loss.detach())
+    finally:
+        torch.set_float32_matmul_precision(saved)
+        if handle is not None:
+            handle.remove()
+    losses = [v.item() for v in losses]
+    result = {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
+              "steps_timed": len(times), "loss_first": losses[0], "loss_last": losses[-1],
+              "finite": all(math.isfinite(v) for v in losses)}
+    if handle is not None:
+        result["plan_unmatched"] = [o.module for o in handle.unmatched]
+    del model, opt
+    if ctx.cuda:
+        torch.cuda.empty_cache()
+    return result
+
+
+def table_step_time(ctx, section, budget):
+    if ctx.dry:
+        config = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=50257, n_positions=128, use_cache=False)
+        batch, tokens, warmup, steps = 2, 32, 1, 3
+    else:
+        config = dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024, use_cache=False)
+        batch, tokens, warmup, steps = 8, 512, 5, 30
+    section["notes"].append(f"GPT2LMHeadModel {config}, batch {batch}x{tokens}, AdamW(lr=1e-4, foreach), loss = "
+                            f"model(ids, labels=ids).loss; {warmup} warm-up steps, median of {steps}; "
+                            f"{'CUDA events' if ctx.cuda else 'perf_counter (DRY RUN, CPU)'}; fp32 = TF32 off "
+                            "(PyTorch's default), fp32+tf32 = set_float32_matmul_precision('high'); AMP fp16 with "
+                            "GradScaler; plan = `precisionaudit plan` on the same config, applied with apply_plan")
+    rows = section["rows"]
+    for attn in ("eager", "sdpa"):
+        cfg = dict(config, attn_implementation=attn)
+        path = os.path.join(ctx.tmp, f"gpt2_{attn}.py")
+        with open(path, "w") as f:
+            f.write(GPT2_MODEL_FILE.format(config=cfg, vocab=cfg["vocab_size"], batch=batch, tokens=tokens))
+        plan = os.path.join(ctx.tmp, f"gpt2_{attn}_plan.yaml")
+        code, _, err = cli("plan", path, "--timeout", "120", "-o", plan)
+        plan_text = open(plan).read() if code == 0 else f"plan failed ({code}): {err.strip()[-300:]}"
+        section.setdefault("plans", {})[attn] = plan_text
+        overrides = [ln for ln in plan_text.splitlines() if ln.startswith("- module:")]
+        # the most telling first: a section cut at its budget loses the extras
+        variants = ["fp32", "amp fp16", "amp fp16 + plan", "fp32+tf32"] if attn == "eager" else \
+            ["amp fp16", "fp32", "amp fp16 + plan", "amp bf16"]
+        for variant in variants:
+            if budget.left() < 0:
+                section["notes"].append(f"not reached within the budget: {attn} {variant}")
+                continue
+            row = {"attention": attn, "variant": variant,
+                   "plan_overrides": [ln.split(":", 1)[1].strip() for ln in overrides] if "plan" in variant else None}
+            try:
+                if "plan" in variant and code != 0:
+                    raise RuntimeError(plan_text)
+                row.update(gpt2_step_times(ctx, cfg, batch, tokens, variant, plan if "plan" in variant else None,
+                                           warmup, steps))
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                if ctx.cuda:
+                    torch.cuda.empty_cache()
+            rows.append(row)
+            ctx.results.log(f"step time {attn} {variant}: {row.get('median_ms', row.get('error'))}")
+            _step_table(ctx, section)
+
+
+def _step_table(ctx, section):
+    rows = section["rows"]
+    med = {(r["attention"], r["variant"]): r.get("median_ms") for r in rows}
+    body = []
+    for r in rows:
+        amp = med.get((r["attention"], "amp fp16"))
+        fp32 = med.get((r["attention"], "fp32"))
+        m = r.get("median_ms")
+        body.append([r["attention"], r["variant"], "" if m is None else round(m, 2),
+                     "" if m is None or not fp32 else round(fp32 / m, 2),
+                     "" if m is None or not amp else round(m / amp, 3),
+                     r.get("plan_overrides") if r.get("plan_overrides") is not None else "",
+                     r.get("finite", ""), r.get("error", "")])
+    lines = md_table(["attention", "variant", "median ms/step", "speed-up over fp32", "time / AMP fp16",
+                      "plan overrides", "losses finite", "error"], body)
+    lines += ["", "targets (issue 28): plan at most 1.03 x AMP; AMP at least 2 x fp32"]
+    ctx.results.table("4. step time", lines)
+    ctx.results.save()
+
+
+# --------------------------------------------------------------------------------------
+# 5. GEMM time: flagged shapes against their padded sizes, and FP8
+# --------------------------------------------------------------------------------------
+def time_op(ctx, fn, reps: int, inner: int) -> float:
+    """Median ms of one call of ``fn`` over ``reps`` timings of ``inner`` back-to-back calls."""
+    for _ in range(3):
+        fn()
+    ctx.sync()
+    begin, finish = _timer(ctx)
+    times = []
+    for _ in range(reps):
+        begin()
+        for _ in range(inner):
+            fn()
+        times.append(finish() / inner)
+    return statistics.median(times)
+
+
+def gemm_cases(dry: bool) -> list[tuple[str, str, dict]]:
+    """(group, label, shape) of each timed op; the dry run divides the sizes."""
+    s = 16 if dry else 1
+    cases = []
+    for n in (50257, 50304):
+        cases.append(("PA202 lm_head vocab", f"N={n}", dict(kind="linear", m=8 * 512 // s, k=768, n=n // s)))
+    for k in (100, 104, 128):
+        cases.append(("PA201 GEMM K", f"K={k}", dict(kind="linear", m=4096 // s, k=k, n=4096 // s)))
+    for d in (64, 80, 96):
+        for kind in ("qk", "pv", "sdpa"):
+            cases.append((f"PA206 head dim ({kind})", f"d={d}", dict(kind=kind, b=8 // (2 if dry else 1),
+                                                                    h=12, t=512 // s, d=d)))
+    return cases
+
+
+def _gemm_fn(ctx, case: dict, dtype):
+    dev = ctx.dev
+    if case["kind"] == "linear":
+        x = torch.randn(case["m"], case["k"], device=dev, dtype=dtype)
+        w = torch.randn(case["n"], case["k"], device=dev, dtype=dtype)
+        flops = 2 * case["m"] * case["n"] * case["k"]
+        return (lambda: torch.nn.functional.linear(x, w)), flops
+    b, h, t, d = case["b"], case["h"], case["t"], case["d"]
+    q, k, v = (torch.randn(b, h, t, d, device=dev, dtype=dtype) for _ in range(3))
+    if case["kind"] == "qk":
+        kt = k.transpose(-1, -2)
+        return (lambda: torch.matmul(q, kt)), 2 * b * h * t * t * d
+    if case["kind"] == "pv":
+        p = torch.randn(b, h, t, t, device=dev, dtype=dtype)
+        return (lambda: torch.matmul(p, v)), 2 * b * h * t * t * d
+    return (lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)), 2 * b * h * t * t * d
+
+
+def table_gemm(ctx, section, budget):
+    reps, inner = (3, 1) if ctx.dry else (30, 10)
+    section["notes"].append(f"median of {reps} timings of {inner} back-to-back calls, after 3 warm-ups; "
+                            f"{'CUDA events' if ctx.cuda else 'perf_counter, DRY RUN on CPU at sizes / 16'}; "
+                            "random normal data; TFLOP/s counts the op's own FLOPs (the padded shape does more work)")
+    rows = section["rows"]
+    dtypes = [torch.float16, torch.bfloat16] if ctx.cuda else [torch.bfloat16]
+    for dtype in dtypes:
+        for group, label, case in gemm_cases(ctx.dry):
+            if budget.left() < 0:
+                section["notes"].append(f"not reached within the budget: {group} {label} {dtype}")
+                continue
+            row = {"group": group, "shape": label, "dtype": str(dtype).split(".")[-1], "case": case}
+            try:
+                fn, flops = _gemm_fn(ctx, case, dtype)
+                ms = time_op(ctx, fn, reps, inner)
+                row.update(ms=ms, tflops=flops / ms / 1e9)
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            rows.append(row)
+        _gemm_table(ctx, section)
+    for label, m, k, n in (("N=50304 (16-divisible)", 4096, 768, 50304), ("N=50257", 4096, 768, 50257),
+                           ("K=104 (8-divisible, not 16)", 4096, 104, 4096), ("K=100", 4096, 100, 4096),
+                           ("K=128", 4096, 128, 4096)):
+        if budget.left() < 0:
+            break
+        if ctx.dry:
+            m, n = m // 16, max(16, n // 16)
+        row = {"group": "FP8 torch._scaled_mm e4m3 -> bf16", "shape": label, "dtype": "float8_e4m3fn",
+               "case": dict(m=m, k=k, n=n)}
+        try:
+            a = torch.randn(m, k, device=ctx.dev).to(torch.float8_e4m3fn)
+            b = torch.randn(n, k, device=ctx.dev).to(torch.float8_e4m3fn).t()  # column-major (k, n)
+            one = torch.tensor(1.0, device=ctx.dev)
+            fn = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
+            ms = time_op(ctx, fn, reps, inner)
+            row.update(ms=ms, tflops=2 * m * n * k / ms / 1e9)
+        except Exception as exc:  # noqa: BLE001 - the expected refusal of a non-divisible shape
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+        rows.append(row)
+    _gemm_table(ctx, section)
+
+
+def _gemm_table(ctx, section):
+    body = [[r["group"], r["shape"], r["dtype"], "" if "ms" not in r else round(r["ms"] * 1e3, 1),
+             "" if "tflops" not in r else round(r["tflops"], 1), r.get("error", "")] for r in section["rows"]]
+    ctx.results.table("5. GEMM time", md_table(["rule / op", "shape", "dtype", "median µs", "TFLOP/s", "error"], body))
+    ctx.results.save()
+
+
+# --------------------------------------------------------------------------------------
+# 6. the GPU-only tests
+# --------------------------------------------------------------------------------------
+def table_tests(ctx, section, budget):
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/test_gpu.py"]
+    try:
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=max(30, budget.left()))
+        tail = (proc.stdout + proc.stderr)[-3000:]
+        section["rows"].append({"command": " ".join(command[1:]), "exit": proc.returncode, "tail": tail})
+    except subprocess.TimeoutExpired as exc:
+        tail = f"timed out after {exc.timeout:.0f} s"
+        section["rows"].append({"command": " ".join(command[1:]), "exit": None, "tail": tail})
+    ctx.results.log(tail)
+    ctx.results.table("6. GPU tests", ["```", tail.strip(), "```"])
+    ctx.results.save()
+
+
+#: (table, function, budget in seconds): 370 s in all, under the default --budget of 420
+SECTIONS = [("1. dtypes", table_dtypes, 130), ("2. numerics", table_numerics, 60),
+            ("3. training steps", table_training, 35), ("4. step time", table_step_time, 55),
+            ("5. GEMM time", table_gemm, 30), ("6. GPU tests", table_tests, 60)]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes: exercise every code path")
+    parser.add_argument("--out", default=None, help="output folder (default: $OUT, else /tmp/gpu_truth)")
+    parser.add_argument("--budget", type=float, default=420.0, help="seconds before the watchdog ends the run")
+    parser.add_argument("--all-models", action="store_true", help="dry run: every model in the dtype table")
+    parser.add_argument("--dtypes", default="float16,bfloat16", help="dtype table: the autocast dtypes")
+    parser.add_argument("--only", default="", help="comma-separated section numbers to run (e.g. 1,4)")
+    args = parser.parse_args(argv)
+    out = args.out or os.environ.get("OUT") or "/tmp/gpu_truth"
+    results = Results(out)
+    watchdog = Watchdog(results, args.budget)
+    watchdog.start()
+    ctx = Context(args, results, watchdog)
+    started = time.monotonic()
+    try:
+        results.data["environment"] = environment(ctx)
+    except Exception as exc:  # noqa: BLE001
+        results.data["environment"] = {"error": f"{type(exc).__name__}: {exc}"}
+    if not ctx.dry and not torch.cuda.is_available():
+        results.data["environment"]["warning"] = "no CUDA device: the 'real' side ran on CPU (like --dry-run)"
+    results.log(f"environment: {results.data['environment']}")
+    results.save()
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    for name, fn, budget_s in SECTIONS:
+        if only and name.split(".")[0] not in only:
+            continue
+        run_section(ctx, name, budget_s, fn)
+    results.data["environment"]["total_wall_s"] = round(time.monotonic() - started, 1)
+    results.save()
+    results.log(f"done in {time.monotonic() - started:.0f} s; results in {out}")
+    print(results.markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""transformers PR #21428 / accelerate PR #1036: "do not scale gradient in bf16 mode".
+
+Sources (read):
+  https://github.com/huggingface/transformers/pull/21428 (merged)
+  https://github.com/huggingface/accelerate/pull/1036 (merged)
+
+Before the fix the Trainer's native-AMP setup read
+``self.amp_dtype = torch.float16 if args.fp16 else torch.bfloat16`` and then unconditionally
+``self.do_grad_scaling = True``, so ``--bf16`` runs went through a GradScaler. "`GradScaler`
+only makes sense in float16 mode and not for bf16 on the GPU" (accelerate #1036); stas00:
+"bf16 has an almost the same dynamic range as fp32, so no scaling is needed. the same needs to
+be fixed in HF Trainer". The finding should name the condition "when --bf16 is set" (args.fp16
+unset). Cut down from the Trainer's ``__init__`` / ``training_step`` / optimizer step of that
+time; the scaler is the deprecated ``torch.cuda.amp.GradScaler`` it used.
+"""
+import argparse
+
+import torch
+
+
+class Trainer:
+    def __init__(self, model, args, train_dataloader):
+        self.model = model
+        self.args = args
+        self.train_dataloader = train_dataloader
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, eps=args.adam_epsilon)
+        self.use_cuda_amp = False
+        self.do_grad_scaling = False
+        if args.fp16 or args.bf16:
+            self.use_cuda_amp = True
+            self.amp_dtype = torch.float16 if args.fp16 else torch.bfloat16
+            self.do_grad_scaling = True
+            self.scaler = torch.cuda.amp.GradScaler()  # expect: PA404 [if fp16|bf16], PA409
+
+    def training_step(self, inputs):
+        self.model.train()
+        with torch.autocast(device_type="cuda", dtype=self.amp_dtype, enabled=self.use_cuda_amp):
+            loss = self.model(**inputs).loss
+        if self.do_grad_scaling:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        return loss.detach()
+
+    def optimizer_step(self):
+        if self.do_grad_scaling:
+            self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.max_grad_norm)
+        if self.do_grad_scaling:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad()
+
+    def train(self):
+        for inputs in self.train_dataloader:
+            self.training_step(inputs)
+            self.optimizer_step()
+
+
+def parse_args():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fp16", action="store_true")
+    parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
+    parser.add_argument("--adam_epsilon", type=float, default=1e-8)
+    parser.add_argument("--max_grad_norm", type=float, default=1.0)
+    return parser.parse_args()
