@@ -371,16 +371,28 @@ class StepAnalysis:
                              "no update() follows this step on this path, so the next iteration's "
                              "scaler.step raises \"step() has already been called since the last update()\"",
                              "remedy": "call scaler.update() once after every scaler.step(optimizer) of the iteration"})
-            if not stepping or any(kind in ("step", "zero_grad") for kind, _, _ in q.marks):
-                continue  # a path that steps, or drops its gradients (a skipped step), accumulates nothing
-            for kind, node, _ in q.marks:
-                if kind in ("update", "unscale_"):
-                    self.hit("PA402", node, q, {"call": text_of(self.module, node), "problem":
-                             f"{kind}() runs on micro-steps where scaler.step does not (gradient accumulation): "
-                             + ("the scale changes while gradients accumulate" if kind == "update" else
-                                "gradients are unscaled in place and the next backward adds scaled ones to them"),
-                             "remedy": f"call {kind}() only on the iterations that call scaler.step"},
-                             drop=frozenset(inner_ifs))
+            kinds = [kind for kind, _, _ in q.marks]
+            if not stepping or "step" in kinds:
+                continue
+            zeroed = "zero_grad" in kinds  # a skipped step that drops its gradients accumulates nothing
+            for i, (kind, node, _) in enumerate(q.marks):
+                updated_after = "update" in kinds[i + 1:]
+                if kind == "update" and not zeroed:
+                    problem = ("update() runs on micro-steps where scaler.step does not (gradient accumulation): "
+                               "the scale changes while gradients accumulate")
+                elif kind == "unscale_" and not zeroed:
+                    problem = ("unscale_() runs on micro-steps where scaler.step does not (gradient accumulation): "
+                               "gradients are unscaled in place and the next backward adds scaled ones to them")
+                elif kind == "unscale_" and not updated_after:
+                    problem = ("unscale_() runs on an iteration that neither steps nor calls update(): the next "
+                               "unscale_() raises \"unscale_() has already been called on this optimizer since "
+                               "the last update()\"")
+                else:
+                    continue
+                self.hit("PA402", node, q, {"call": text_of(self.module, node), "problem": problem,
+                                            "remedy": f"call {kind}() only on the iterations that call scaler.step"
+                                            if not zeroed else "call scaler.update() on every iteration that unscaled"},
+                         drop=frozenset(inner_ifs))
 
     def _with(self, stmt, paths):
         states = [p.copy() for p in paths]
