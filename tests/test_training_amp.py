@@ -515,3 +515,32 @@ def test_a_skipped_step_that_drops_its_gradients_is_not_an_accumulation(tmp_path
                 optimizer.zero_grad(set_to_none=True)
         """)
     assert found(path) == []
+
+
+def test_a_dtype_table_lookup_keeps_its_entries_apart(tmp_path):
+    """``DTYPES[cf.dtype]`` is each entry under its key, and two keys never hold at once:
+    a scaler made only when the dtype is float16 is clean; one made always fires for bf16.
+    The dtype is set in a method the training method calls (followed: it sets self.*)."""
+    text = """\
+        import torch
+        DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+        class Trainer:
+            def init(self, cf):
+                self.dtype = DTYPES[cf.dtype]
+
+            def run(self, cf, model, loader, optimizer):
+                self.init(cf)
+                SCALER
+                for x in loader:
+                    with torch.autocast("cuda", dtype=self.dtype):
+                        loss = model(x).sum()
+                    self.scaler.scale(loss).backward()
+                    self.scaler.step(optimizer)
+                    self.scaler.update()
+        """
+    clean = script(tmp_path, text.replace("SCALER", 'self.scaler = torch.amp.GradScaler("cuda", '
+                                                    'enabled=self.dtype == torch.float16)'), "clean.py")
+    assert found(clean) == []
+    hazard = script(tmp_path, text.replace("SCALER", 'self.scaler = torch.amp.GradScaler("cuda")'), "hazard.py")
+    assert found(hazard) == [("PA404", 10, "when cf.dtype == 'bf16'")]

@@ -27,7 +27,7 @@ from libcst import metadata
 from .step_syntax import (AUTOCASTS, CLIPS, DEFAULT_AUTOCAST_DTYPE, DTYPES, MEMO, SCALERS, StepIndex, arg_of,
                           assigned_in, bind_args, calls_in_order, key_of, mentions_amp, method_name_of, method_of,
                           params_of, positional, reads_of, targets_of, text_of)
-from .step_values import (TRUE_GUARD, Atom, Autocast, Dtype, Scaler, combine, join, known, negate,
+from .step_values import (TRUE_GUARD, Atom, Autocast, Dtype, Scaler, Table, combine, join, known, negate,
                      simplify, truth)
 
 #: more paths than this through one entry function: the function is left alone
@@ -152,6 +152,8 @@ class StepAnalysis:
             elif isinstance(stmt, cst.ClassDef):
                 kept = [m for m in stmt.body.body if isinstance(m, cst.FunctionDef) and id(m) in self.amp_functions]
                 if kept:
+                    kept += [m for m in stmt.body.body if isinstance(m, cst.FunctionDef) and m not in kept
+                             and id(m) in self.index.self_setters]
                     init = self.methods[stmt.name.value].get("__init__")
                     if init is not None and init not in kept:
                         kept.insert(0, init)
@@ -245,9 +247,11 @@ class StepAnalysis:
         guard = simplify(hit.guards)
         if not guard:
             return None
-        return "when " + " and ".join(self._words(a, b) for a, b in sorted(guard))
+        return "when " + " and ".join(self._words(a, b) for a, b in sorted(guard, key=repr))
 
     def _words(self, atom, value):
+        if not isinstance(value, bool):  # a table key: ``cf.attention_dtype == 'bf16'``
+            return f"{atom} {value!r}"
         head, _, attr = atom.partition(".")
         if head in ("args", "opt", "opts", "cli_args") and attr in self.index.flags:
             return f"{self.index.flags[attr]} is {'set' if value else 'not set'}"
@@ -655,8 +659,8 @@ class StepAnalysis:
 
     def _inline(self, target, call, paths) -> list:
         fn, cls = target
-        if id(fn) not in self.amp_functions:
-            return paths
+        if id(fn) not in self.amp_functions and not (cls is not None and id(fn) in self.index.self_setters):
+            return paths  # a method that sets self.<attr> is followed: it may set the dtype or the scaler
         if len(self.frames) > MAX_INLINE_DEPTH or any(f.fn is fn for f in self.frames):
             return paths
         entering = []
@@ -732,6 +736,10 @@ class StepAnalysis:
             return tuple(combine(left, right, op))
         if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
             return self._compare(expr, p)
+        if isinstance(expr, cst.Dict):
+            return self._table(expr, p)
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+            return self._lookup(expr, p)
         if isinstance(expr, cst.Call) and method_of(expr) == "is_enabled" and not expr.args:
             scalers = self._scalers(expr.func.value, p)
             if scalers:
@@ -744,6 +752,39 @@ class StepAnalysis:
                 if name in AUTOCASTS:
                     return self._autocast_value(expr, AUTOCASTS[name], p)
         return known(Atom(text_of(module, expr)))
+
+    def _table(self, expr, p) -> tuple:
+        entries = []
+        for element in expr.elements:
+            if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+                return known(Atom(text_of(self.module, expr)))
+            entries.append((ast.literal_eval(element.key.value), self._eval(element.value, p)))
+        return known(Table(tuple(entries)))
+
+    def _lookup(self, expr, p) -> tuple:
+        """``table[key]``: the entry of a known key; under an unknown key, every entry,
+        each under the condition that the key names it."""
+        whole = known(Atom(text_of(self.module, expr)))
+        tables = self._eval(expr.value, p)
+        if not all(isinstance(v, Table) for _, v in tables):
+            return whole
+        key_node = expr.slice[0].slice.value
+        out = []
+        for gt, table in tables:
+            for gk, key in self._eval(key_node, p):
+                g = join(gt, gk)
+                if g is None:
+                    continue
+                for name, alts in table.entries:
+                    if isinstance(key, Atom):
+                        # one atom per key, valued by the entry: two entries never hold at once
+                        cond = join(g, frozenset({(f"{key.text} ==", name)}))
+                    else:
+                        cond = g if key == name else None
+                    if cond is None:
+                        continue
+                    out += [(c, v) for c, v in ((join(cond, ga), v) for ga, v in alts) if c is not None]
+        return tuple(out) or whole
 
     def _compare(self, expr, p) -> tuple:
         target = expr.comparisons[0]
@@ -834,7 +875,7 @@ def _merge(paths: list) -> list:
             for i, a in enumerate(group):
                 for b in group[i + 1:]:
                     diff = a.guard ^ b.guard
-                    if len(diff) == 2 and len({atom for atom, _ in diff}) == 1:
+                    if len(diff) == 2 and len({atom for atom, _ in diff}) == 1 and {v for _, v in diff} == {True, False}:
                         merged = a.copy()
                         merged.guard = a.guard & b.guard
                         group = [q for q in group if q is not a and q is not b] + [merged]

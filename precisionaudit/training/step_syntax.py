@@ -119,6 +119,13 @@ class StepIndex(cst.CSTVisitor):
         self.has_events: set = set()     # ids of functions with an AMP call in their body
         self.callees: dict = {}          # id of function -> local names it calls
         self.defs: dict = {}             # id -> FunctionDef
+        self.self_setters: set = set()   # ids of methods that assign ``self.<attr>``
+
+    def visit_AssignTarget(self, node):
+        target = node.target
+        if self.fn_stack and isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) \
+                and target.value.value == "self":
+            self.self_setters.add(id(self.fn_stack[-1]))
 
     def visit_FunctionDef(self, node):
         self.fn_stack.append(node)

@@ -48,6 +48,14 @@ class Autocast:
     enabled: bool
 
 
+@dataclass(frozen=True)
+class Table:
+    """A dict literal of string keys (``DTYPES = {"fp16": torch.float16, ...}``): each
+    key's value alternatives, so ``DTYPES[args.dtype]`` is each entry under its key."""
+
+    entries: tuple
+
+
 def known(value) -> tuple:
     return ((TRUE_GUARD, value),)
 
@@ -110,7 +118,7 @@ def simplify(guards: list) -> frozenset | None:
                 if a is b or len(a) != len(b):
                     continue
                 diff = a ^ b
-                if len(diff) == 2 and len({atom for atom, _ in diff}) == 1:
+                if len(diff) == 2 and len({atom for atom, _ in diff}) == 1 and {v for _, v in diff} == {True, False}:
                     common = a & b
                     current -= {a, b}
                     current.add(common)
@@ -120,4 +128,4 @@ def simplify(guards: list) -> frozenset | None:
                 break
         if TRUE_GUARD in current:
             return None
-    return min(current, key=lambda g: (len(g), sorted(g))) if current else None
+    return min(current, key=lambda g: (len(g), sorted(map(repr, g)))) if current else None
