@@ -744,6 +744,12 @@ class StepAnalysis:
             scalers = self._scalers(expr.func.value, p)
             if scalers:
                 return tuple((g, s.enabled) for g, s in scalers)
+        if isinstance(expr, cst.Call) and len(expr.args) == 1 and not expr.args[0].keyword and (
+                self.names_of(expr.func) & {"torch.device", "builtins.str"}
+                or isinstance(expr.func, cst.Name) and expr.func.value == "str"):
+            return self._device(expr.args[0].value, expr, p)  # torch.device("cuda" if ... else "cpu")
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "type" and key_of(self.module, expr) not in p.env:
+            return self._device(expr.value, expr, p)  # device.type
         if isinstance(expr, cst.Call):
             names = self.names_of(expr.func)
             for name in names:
@@ -752,6 +758,14 @@ class StepAnalysis:
                 if name in AUTOCASTS:
                     return self._autocast_value(expr, AUTOCASTS[name], p)
         return known(Atom(text_of(module, expr)))
+
+    def _device(self, inner, expr, p) -> tuple:
+        """A device named by strings on every path (``"cuda"``, ``"cuda:0"`` -> ``"cuda"``);
+        anything else is unknown."""
+        alts = self._eval(inner, p)
+        if all(isinstance(v, str) for _, v in alts):
+            return tuple((g, v.split(":")[0]) for g, v in alts)
+        return known(Atom(text_of(self.module, expr)))
 
     def _table(self, expr, p) -> tuple:
         entries = []
