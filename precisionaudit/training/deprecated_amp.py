@@ -1,0 +1,125 @@
+"""The deprecated ``torch.cuda.amp`` / ``torch.cpu.amp`` names (PA409): where a script
+uses them, and what each use becomes under ``torch.amp``. Shared by the rule's check and
+by ``fix.py``, so the message and the rewrite never disagree.
+
+torch 2.13's ``torch.cuda.amp.autocast(enabled, dtype, cache_enabled)`` is
+``torch.amp.autocast("cuda", dtype=..., enabled=..., cache_enabled=...)``: the device comes
+first and the positional order differs, so positional arguments become keywords.
+``GradScaler``'s arguments keep their order after the device. ``custom_fwd`` and
+``custom_bwd`` need ``device_type=`` as a keyword (torch/amp/autocast_mode.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+#: deprecated qualified name -> (torch.amp member, device)
+DEPRECATED = {
+    "torch.cuda.amp.autocast": ("autocast", "cuda"),
+    "torch.cuda.amp.autocast_mode.autocast": ("autocast", "cuda"),
+    "torch.cuda.amp.GradScaler": ("GradScaler", "cuda"),
+    "torch.cuda.amp.grad_scaler.GradScaler": ("GradScaler", "cuda"),
+    "torch.cuda.amp.custom_fwd": ("custom_fwd", "cuda"),
+    "torch.cuda.amp.autocast_mode.custom_fwd": ("custom_fwd", "cuda"),
+    "torch.cuda.amp.custom_bwd": ("custom_bwd", "cuda"),
+    "torch.cuda.amp.autocast_mode.custom_bwd": ("custom_bwd", "cuda"),
+    "torch.cpu.amp.autocast": ("autocast", "cpu"),
+    "torch.cpu.amp.autocast_mode.autocast": ("autocast", "cpu"),
+    "torch.cpu.amp.GradScaler": ("GradScaler", "cpu"),
+    "torch.cpu.amp.grad_scaler.GradScaler": ("GradScaler", "cpu"),
+}
+#: the old autocast's positional parameters, in order (they become keywords)
+OLD_AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
+#: modules whose from-imports are rewritten
+MODULES = {"torch.cuda.amp": "torch.amp", "torch.cpu.amp": "torch.amp",
+           "torch.cuda.amp.autocast_mode": "torch.amp.autocast_mode",
+           "torch.cuda.amp.grad_scaler": "torch.amp.grad_scaler",
+           "torch.cpu.amp.autocast_mode": "torch.amp.autocast_mode",
+           "torch.cpu.amp.grad_scaler": "torch.amp.grad_scaler"}
+
+
+@dataclass
+class Use:
+    """One use of a deprecated name: the Name/Attribute node, what it stands for, how it is
+    used (``call``: called, ``decorator``: a bare decorator, ``other``)."""
+
+    node: object
+    qualified: str
+    member: str
+    device: str
+    how: str
+    call: object = None
+
+    @property
+    def replacement(self) -> str:
+        if self.member in ("custom_fwd", "custom_bwd"):
+            return f'torch.amp.{self.member}(device_type="{self.device}")'
+        return f'torch.amp.{self.member}("{self.device}", ...)'
+
+
+class _Uses(cst.CSTVisitor):
+    def __init__(self, script):
+        self.script = script
+        self.found: list = []
+        self.calls: dict = {}
+        self.decorators: set = set()
+        self.gates: list = []
+
+    def visit_If(self, node):
+        self.gates.append(_is_version_gate(self.script.module.code_for_node(node.test)))
+
+    def leave_If(self, node):
+        self.gates.pop()
+
+    def visit_Import(self, node):
+        return False
+
+    def visit_ImportFrom(self, node):
+        return False
+
+    def visit_Call(self, node):
+        self.calls[id(node.func)] = node
+
+    def visit_Decorator(self, node):
+        self.decorators.add(id(node.decorator))
+
+    def _use(self, node):
+        every = self.script.names_of(node)
+        names = every & set(DEPRECATED)
+        if not names:
+            return True
+        if every - names or any(self.gates):
+            # ``try: from torch.amp import GradScaler / except: from torch.cuda.amp import
+            # GradScaler``, ``if is_torch_version(">=", "2.3"): ... else: torch.cuda.amp...``:
+            # the old name is a deliberate fallback for an old torch, not a use to rewrite
+            return False
+        qualified = sorted(names)[0]
+        member, device = DEPRECATED[qualified]
+        call = self.calls.get(id(node))
+        how = "call" if call is not None else ("decorator" if id(node) in self.decorators else "other")
+        self.found.append(Use(node, qualified, member, device, how, call))
+        return False
+
+    def visit_Attribute(self, node):
+        return self._use(node)
+
+    def visit_Name(self, node):
+        self._use(node)
+
+
+def deprecated_uses(script) -> list:
+    """Every use of a deprecated AMP name in ``script``, in source order."""
+    cached = getattr(script, "_amp_deprecated", None)
+    if cached is None:
+        visitor = _Uses(script)
+        script.module.visit(visitor)
+        cached = script._amp_deprecated = visitor.found
+    return cached
+
+
+def _is_version_gate(test: str) -> bool:
+    """An if-test that picks code by the installed torch (``is_torch_version(...)``,
+    ``torch.__version__ >= ...``, ``hasattr(torch, "amp")``)."""
+    low = test.lower()
+    return "version" in low or ("hasattr" in low and "amp" in low)

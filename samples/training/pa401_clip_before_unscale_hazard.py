@@ -1,0 +1,34 @@
+"""PA401 hazard: the gradients are clipped while still multiplied by the loss scale
+(the Lightning #9599 bug): with a scale of 65536 the norm always exceeds max_norm, so
+every step is shrunk to max_norm / 65536 and training flattens."""
+import argparse
+
+import torch
+from torch import nn
+
+
+def train_one_epoch(model, loader, optimizer, scaler, use_amp, max_norm=1.0):
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        with torch.autocast("cuda", dtype=torch.float16, enabled=use_amp):
+            loss = nn.functional.cross_entropy(model(inputs), targets)
+        scaler.scale(loss).backward()
+        # clips scaled gradients: unscale_ is missing
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(optimizer)
+        scaler.update()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--amp", action="store_true")
+    args = parser.parse_args()
+    model = nn.Linear(16, 4).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda", enabled=args.amp)
+    loader = [(torch.randn(8, 16).cuda(), torch.randint(0, 4, (8,)).cuda())] * 10
+    train_one_epoch(model, loader, optimizer, scaler, args.amp)
+
+
+if __name__ == "__main__":
+    main()
