@@ -181,3 +181,16 @@ def test_deepspeed_configs_are_scanned_and_other_json_files_are_not(cli, tmp_pat
     assert "package.json: not a DeepSpeed or accelerate config" in named.output
     skipped = cli("scan", "--skip-non-models", str(tmp_path / "package.json"))
     assert skipped.exit_code == 0, skipped.output
+
+
+def test_every_clean_training_sample_is_clean_under_every_training_rule():
+    """A clean twin is written for one rule; no other rule may find anything in it either
+    (PA403 once found a real fp16-without-scaler path in PA405's twin)."""
+    from precisionaudit.rules.engine import load_rules
+    from precisionaudit.training.audit import audit_file
+
+    rules = load_rules(checks=False)
+    clean = sorted(f for f in os.listdir(SAMPLES) if "_clean." in f or f.endswith("_clean.py"))
+    assert len(clean) >= 12
+    found = {name: [(f.rule, f.line) for f in audit_file(os.path.join(SAMPLES, name), rules)] for name in clean}
+    assert {name: hits for name, hits in found.items() if hits} == {}

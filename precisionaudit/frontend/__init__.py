@@ -16,14 +16,15 @@ __all__ = ["CheckRequest", "Frontend", "ModelFrontend", "PlanOutcome", "PlanRequ
            "is_model_file", "not_scanned", "scan_frontends", "MODELS", "SUFFIXES"]
 
 PYTORCH, ONNX, TRAINING = PyTorchFrontend(), OnnxFrontend(), TrainingFrontend()
+TRAINING_CONFIG = TrainingFrontend(configs=True)
 #: the model frontend of each suffix: what plan, check, explain and convert call (a file of
 #: another suffix is taken as a PyTorch model file, whose import then says what is wrong)
 MODELS: dict[str, ModelFrontend] = {".py": PYTORCH, ".onnx": ONNX}
 #: the suffixes a scan looks at (a directory yields their files) and the frontends it asks,
 #: in order, whether they scan such a file (``takes``). DeepSpeed JSON and accelerate YAML
 #: configs are training files too (other JSON/YAML: no frontend takes them).
-SUFFIXES: dict[str, tuple] = {".py": (PYTORCH, TRAINING), ".onnx": (ONNX,), ".json": (TRAINING,),
-                              ".yaml": (TRAINING,), ".yml": (TRAINING,)}
+SUFFIXES: dict[str, tuple] = {".py": (PYTORCH, TRAINING), ".onnx": (ONNX,), ".json": (TRAINING_CONFIG,),
+                              ".yaml": (TRAINING_CONFIG,), ".yml": (TRAINING_CONFIG,)}
 
 
 def _suffix(path: str, table) -> str | None:

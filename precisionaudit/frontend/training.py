@@ -14,6 +14,11 @@ class TrainingFrontend:
     #: what the report names as the file's entry
     entry = "script"
 
+    def __init__(self, configs: bool = False):
+        #: the JSON/YAML frontend: a file is taken only when its text makes it a DeepSpeed or
+        #: accelerate config (``training.configs.config_kind``)
+        self.configs = configs
+
     def judged_target(self, target):
         return target
 
@@ -24,7 +29,7 @@ class TrainingFrontend:
 
         if not any(r.scope == "training" for r in rules):
             return False
-        return path.endswith(".py") or config_kind(path) is not None
+        return not self.configs or config_kind(path) is not None
 
     def scan(self, path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None,
              values=None):

@@ -10,7 +10,7 @@ from torch import nn
 def train_one_epoch(model, loader, optimizer, scaler):
     for x, y in loader:
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.float16):
+        with torch.autocast("cuda", dtype=torch.float16, enabled=scaler.is_enabled()):
             loss = nn.functional.cross_entropy(model(x), y)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
