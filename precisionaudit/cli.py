@@ -131,12 +131,16 @@ Examples:
 @click.option("--skip-non-models", is_flag=True,
               help="Skip named files no selected rule applies to (a Python file without the entry "
               "point when no training rule is selected): what the pre-commit hooks pass.")
+@click.option("--fix", is_flag=True, help="Rewrite what is safe to rewrite in training scripts (PA409: "
+              "torch.amp with the device; PA401: scaler.unscale_ before the clip), then report what remains.")
+@click.option("--diff", is_flag=True, help="Print the --fix rewrites as a unified diff and write nothing "
+              "(exit 1 when there is one).")
 @target_options
 @value_options
 @guarded
 def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_settings, select,
-         extend_select, ignore, config_file, isolated, baseline, write_baseline, skip_non_models, dtype,
-         mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
+         extend_select, ignore, config_file, isolated, baseline, write_baseline, skip_non_models, fix, diff,
+         dtype, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
     """Scan model files and training scripts (or directories of them) for precision hazards.
 
     A Python file defining the entry point is a model (and a training script); one without
@@ -160,10 +164,37 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
     if show_settings:
         click.echo(render_settings(resolver.groups(manager.files)), nl=False)
         return
+    if fix or diff:
+        _fix_scripts(manager, resolver, write=not diff)  # --diff shows them and exits
     manager.prepare()
     printer = ScanPrinter(manager, fmt, statistics, color, output_file, write_baseline)
     report = manager.run(printer, write_baseline and (printer.baseline_path, write_baseline))
     sys.exit(printer.finish(report, exit_zero))
+
+
+def _fix_scripts(manager, resolver, write: bool) -> None:
+    """--fix: rewrite the training scripts' autofixable findings (atomically; the scan then
+    reports what remains). --diff: print the rewrites as a unified diff, write nothing, and
+    exit 1 when there is one."""
+    import difflib
+
+    from .core.atomic import write_text_atomic
+    from .frontend import TRAINING
+    from .report.words import plural
+    from .rules.engine import load_rules
+    from .training.fix import fixes
+
+    catalog = load_rules(checks=False)
+    changed = fixes([p for p in manager.files if TRAINING in manager.frontends[p]],
+                    lambda path: [r for r in catalog if r.id in resolver.for_path(path).rule_ids])
+    if not write:
+        click.echo("".join("".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), path, path))
+                           for path, old, new in changed), nl=False)
+        sys.exit(EXIT_FINDINGS if changed else EXIT_OK)
+    for path, _, new in changed:
+        write_text_atomic(path, new, "fixed script")
+    if changed:
+        click.echo(f"precisionaudit: fixed {plural(len(changed), 'file')}", err=True)
 
 
 def _flags(**values) -> dict:

@@ -194,3 +194,25 @@ def test_every_clean_training_sample_is_clean_under_every_training_rule():
     assert len(clean) >= 12
     found = {name: [(f.rule, f.line) for f in audit_file(os.path.join(SAMPLES, name), rules)] for name in clean}
     assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_diff_shows_the_rewrites_and_fix_makes_them(cli, tmp_path):
+    """--diff prints the PA409 rewrite and leaves the file as it was (exit 1); --fix writes
+    it (the scan then reports what remains: nothing); a script that does not parse is left
+    untouched and reported (exit 2)."""
+    script = tmp_path / "train.py"
+    original = "import torch\n\n\ndef step(model, x):\n    with torch.cuda.amp.autocast():  # keep\n        return model(x)\n"
+    script.write_text(original)
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n")
+    diff = cli("scan", "--diff", str(script))
+    assert diff.exit_code == 1
+    assert '+    with torch.amp.autocast("cuda"):  # keep' in diff.output
+    assert script.read_text() == original
+    fixed = cli("scan", "--fix", "--format", "json", str(script), str(broken))
+    assert fixed.exit_code == 2  # the broken file
+    assert script.read_text() == original.replace("torch.cuda.amp.autocast()", 'torch.amp.autocast("cuda")')
+    assert broken.read_text() == "def f(:\n"
+    document = json.loads(fixed.stdout)
+    assert [f["rule"] for f in document["findings"]] == []
+    assert cli("scan", "--diff", str(script)).exit_code == 0

@@ -257,3 +257,25 @@ def fixed_source(script, findings=None) -> str:
 def _binds(script, importer_id, use) -> bool:
     importer = _deprecated_imports(script).get(use.node.value)
     return importer is not None and id(importer) == importer_id
+
+
+def fixes(paths, rules_of) -> list[tuple[str, str, str]]:
+    """(path, text, fixed text) of each training script among ``paths`` that ``--fix`` would
+    change, fixing the autofixable findings of the rules selected for it (``rules_of(path)``).
+    A script that cannot be read or parsed is left alone (the scan reports it)."""
+    from ..core.errors import UsageError
+    from .audit import audit_file
+    from .source import read_script
+
+    changed = []
+    for path in paths:
+        try:
+            findings = [f for f in audit_file(path, rules_of(path)) if f.fix.get("autofix")]
+            script = read_script(path) if findings else None
+        except UsageError:
+            continue
+        if script is not None:
+            text = fixed_source(script, findings)
+            if text != script.text:
+                changed.append((path, script.text, text))
+    return changed
