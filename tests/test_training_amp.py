@@ -544,3 +544,35 @@ def test_a_dtype_table_lookup_keeps_its_entries_apart(tmp_path):
     assert found(clean) == []
     hazard = script(tmp_path, text.replace("SCALER", 'self.scaler = torch.amp.GradScaler("cuda")'), "hazard.py")
     assert found(hazard) == [("PA404", 10, "when cf.dtype == 'bf16'")]
+
+
+def test_pa409_is_silent_on_fallbacks_for_an_old_torch_as_lightning_and_timm_write_them(tmp_path):
+    """Lightning's `new if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()` and
+    timm's `try: torch.amp.GradScaler(device=...) except (AttributeError, TypeError): ...` keep
+    the old name for an old torch only (both were false positives on the installed libraries);
+    an old name in a handler of an unrelated try is still a use."""
+    path = script(tmp_path, """\
+        import torch
+        _TORCH_GREATER_EQUAL_2_4 = True
+
+
+        class Plugin:
+            def __init__(self, device):
+                self.scaler = torch.amp.GradScaler(device=device) if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()
+
+
+        class NativeScaler:
+            def __init__(self, device="cuda"):
+                try:
+                    self._scaler = torch.amp.GradScaler(device=device)
+                except (AttributeError, TypeError):
+                    self._scaler = torch.cuda.amp.GradScaler()
+
+
+        def make():
+            try:
+                import apex  # noqa: F401
+            except ImportError:
+                return torch.cuda.amp.GradScaler()
+        """)
+    assert found(path) == [("PA409", 22, None)]

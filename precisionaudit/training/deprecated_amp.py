@@ -10,6 +10,8 @@ first and the positional order differs, so positional arguments become keywords.
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 
 import libcst as cst
@@ -65,11 +67,35 @@ class _Uses(cst.CSTVisitor):
         self.calls: dict = {}
         self.decorators: set = set()
         self.gates: list = []
+        self.tries: list = []  # per enclosing try: whether its body uses the new torch.amp names
 
     def visit_If(self, node):
         self.gates.append(_is_version_gate(self.script.module.code_for_node(node.test)))
 
     def leave_If(self, node):
+        self.gates.pop()
+
+    def visit_IfExp(self, node):
+        """``torch.amp.GradScaler(...) if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()``
+        (Lightning): the other branch is the new name, or the test the torch version."""
+        code = self.script.module.code_for_node
+        self.gates.append(_is_version_gate(code(node.test)) or _NEW_API in code(node.body) + code(node.orelse))
+
+    def leave_IfExp(self, node):
+        self.gates.pop()
+
+    def visit_Try(self, node):
+        self.tries.append(_NEW_API in self.script.module.code_for_node(node.body))
+
+    def leave_Try(self, node):
+        self.tries.pop()
+
+    def visit_ExceptHandler(self, node):
+        """``try: torch.amp.GradScaler(device=...) / except (AttributeError, TypeError):
+        torch.cuda.amp.GradScaler()`` (timm): the handler is the old torch's fallback."""
+        self.gates.append(bool(self.tries) and self.tries[-1])
+
+    def leave_ExceptHandler(self, node):
         self.gates.pop()
 
     def visit_Import(self, node):
@@ -122,4 +148,9 @@ def _is_version_gate(test: str) -> bool:
     """An if-test that picks code by the installed torch (``is_torch_version(...)``,
     ``torch.__version__ >= ...``, ``hasattr(torch, "amp")``)."""
     low = test.lower()
-    return "version" in low or ("hasattr" in low and "amp" in low)
+    return ("version" in low or ("hasattr" in low and "amp" in low) or "greater" in low
+            or re.search(r"torch\w*_\d+_\d+", low) is not None)  # _TORCH_GREATER_EQUAL_2_4, TORCH_1_10
+
+
+#: the new API's spelling: a branch or try body that uses it makes the old name a fallback
+_NEW_API = "torch.amp."
