@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..core.errors import UsageError
+from .source import read_text
 
 #: top-level keys no other file is likely to have (deepspeed/runtime/constants.py): they
 #: claim even a file that does not parse, so that its error is reported
@@ -87,7 +88,7 @@ def config_kind(path: str) -> str | None:
     else:
         return None
     try:
-        text = _read_text(path)
+        text = read_text(path, "utf-8-sig")
     except UsageError:
         return None  # not text: no config of ours
     if not hint.search(text):
@@ -111,7 +112,7 @@ def _is_kind(kind: str, data) -> bool:
 def read_config(path: str, kind: str) -> Config:
     """``path`` parsed as a ``kind`` config. Bad JSON/YAML is a UsageError
     ``path:line:col: ...`` (one line, exit 2), never a traceback."""
-    text = _read_text(path)
+    text = read_text(path, "utf-8-sig")
     if kind == "deepspeed":
         return _read_json(path, text)
     if kind == "accelerate":
@@ -119,19 +120,6 @@ def read_config(path: str, kind: str) -> Config:
     raise ValueError(f"not a config kind: {kind!r}")
 
 
-def _read_text(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
-    if b"\0" in raw:
-        raise UsageError(f"{path}: not a text file")
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise UsageError(f"{path}:{line}: not UTF-8 ({exc.reason})") from None
 
 
 # --- JSON (DeepSpeed) ---------------------------------------------------------------------

@@ -144,13 +144,3 @@ def all_calls(script) -> list[cst.Call]:
     return _CALLS[script]
 
 
-def enclosing(script, node) -> str:
-    """The functions and classes around ``node``, outermost first (``Trainer.setup``);
-    "" at module level."""
-    names = []
-    parent = script.parents.get(node)
-    while parent is not None:
-        if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
-            names.append(parent.name.value)
-        parent = script.parents.get(parent)
-    return ".".join(reversed(names))

@@ -64,6 +64,17 @@ class Script:
             names = names()
         return {q.name for q in names}
 
+    def enclosing(self, node) -> str:
+        """The functions and classes around ``node``, outermost first (``Trainer.setup``);
+        "" at module level: a finding's scope."""
+        names = []
+        parent = self.parents.get(node)
+        while parent is not None:
+            if isinstance(parent, (cst.FunctionDef, cst.ClassDef)):
+                names.append(parent.name.value)
+            parent = self.parents.get(parent)
+        return ".".join(reversed(names))
+
     def line_column(self, node) -> tuple[int, int]:
         """Where ``node`` starts: 1-based line and column."""
         start = self.positions[node].start
@@ -72,6 +83,12 @@ class Script:
 
 def read_script(path: str) -> Script:
     """``path`` parsed; a binary or non-UTF-8 file is a UsageError, never a traceback."""
+    return Script(path, read_text(path))
+
+
+def read_text(path: str, encoding: str = "utf-8") -> str:
+    """The text of a script or config; an unreadable, binary or non-UTF-8 file is one
+    UsageError line naming it (and the line of a bad byte)."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
@@ -80,8 +97,7 @@ def read_script(path: str) -> Script:
     if b"\0" in raw:
         raise UsageError(f"{path}: not a text file")
     try:
-        text = raw.decode("utf-8")
+        return raw.decode(encoding)
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         raise UsageError(f"{path}:{line}: not UTF-8 ({exc.reason})") from None
-    return Script(path, text)

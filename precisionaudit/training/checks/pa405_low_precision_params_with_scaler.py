@@ -17,7 +17,6 @@ from ..params import (LOW_PRECISION_WORDS, MAX_LINES, constructions, mentions_an
                       optimizer_sites, unfused_paths)
 from ..registry import TrainingHit, training_check
 from ..values import UNKNOWN, Possible, all_calls, argument, condition_words, conjoin, dtypes, position, truths
-from ._sites import scope_name
 
 GRAD_SCALERS = frozenset({"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.cuda.amp.GradScaler",
                           "torch.cuda.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler",
@@ -59,7 +58,7 @@ def low_precision_params_with_scaler(script):
     for origin, (possible, how) in sorted(hits.items(), key=lambda item: position(script, item[0])):
         line, column = script.line_column(origin)
         values = {"conversion": _conversion_words(script, origin), "how": how}
-        yield TrainingHit(line, column, values, condition_words(possible.condition), scope=scope_name(script, origin),
+        yield TrainingHit(line, column, values, condition_words(possible.condition), scope=script.enclosing(origin),
                           subject=_subject(origin))
 
 

@@ -17,7 +17,6 @@ from ...core.numerics import SMALLEST_SUBNORMAL, rounds_to
 from ..params import mentions_an_optimizer, optimizer_sites, unfused_paths
 from ..registry import TrainingHit, training_check
 from ..values import UNKNOWN, Possible, argument, bound_values, conjoin, condition_words, numbers
-from ._sites import scope_name
 
 #: class -> (eps default in torch 2.13, eps's position in the signature, the denominator)
 EPS = {
@@ -63,7 +62,7 @@ def optimizer_eps_underflow(script):
             "dtype": dtype.value, "conversion_line": origin_line, "denominator": denominator,
             "smallest": f"{SMALLEST_SUBNORMAL[dtype.value]:.3g}",
         }
-        yield TrainingHit(line, column, values, condition_words(condition), scope=scope_name(script, call),
+        yield TrainingHit(line, column, values, condition_words(condition), scope=script.enclosing(call),
                           subject=site.name)
 
 

@@ -14,7 +14,6 @@ from ...core.numerics import UNIT_ROUNDOFF
 from ..params import mentions_an_optimizer, optimizer_sites
 from ..registry import TrainingHit, training_check
 from ..values import condition_words
-from ._sites import scope_name
 
 LOW = ("float16", "bfloat16")
 
@@ -31,5 +30,5 @@ def no_fp32_master_weights(script):
         half_ulp = UNIT_ROUNDOFF[chosen.value]
         values = {"optimizer": site.short_name, "dtype": chosen.value, "conversion_line": origin_line,
                   "half_ulp": f"{half_ulp:.2g}", "half_ulp_power": f"2^{half_ulp.hex().split('p')[1].lstrip('+')}"}
-        yield TrainingHit(line, column, values, condition_words(chosen.condition), scope=scope_name(script, site.call),
+        yield TrainingHit(line, column, values, condition_words(chosen.condition), scope=script.enclosing(site.call),
                           subject=site.name)

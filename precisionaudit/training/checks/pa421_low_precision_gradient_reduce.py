@@ -10,7 +10,7 @@ fp16/bf16; "auto" (the HF integration fills it in) is unknown and stays silent.
 from __future__ import annotations
 
 from ..dtype_values import LOW_DTYPES, combine, condition_text
-from ..fsdp_policy import enclosing, fsdp_policies, may_use_fsdp_policies
+from ..fsdp_policy import fsdp_policies, may_use_fsdp_policies
 from ..registry import TrainingHit, training_check
 from ..script_configs import deepspeed_dicts
 
@@ -48,7 +48,7 @@ def fsdp_reduce(script):
             fix_to = (f'mixed_precision_policy={{"param_dtype": ..., "reduce_dtype": torch.float32, '
                       f'...}} in {policy.api}(...), or a MixedPrecision with reduce_dtype=torch.float32')
         yield TrainingHit(
-            line, column, condition=condition, subject=policy.api, scope=enclosing(script, policy.call),
+            line, column, condition=condition, subject=policy.api, scope=script.enclosing(policy.call),
             values=dict(_REDUCED, dtype=dtype, setting=setting, fix_to=fix_to))
 
 

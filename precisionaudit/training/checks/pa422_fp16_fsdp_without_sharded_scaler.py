@@ -15,7 +15,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..dtype_values import condition_text
-from ..fsdp_policy import all_calls, enclosing, fsdp_policies, may_use_fsdp_policies
+from ..fsdp_policy import all_calls, fsdp_policies, may_use_fsdp_policies
 from ..registry import TrainingHit, training_check
 
 SHARDED_SCALERS = frozenset(("torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
@@ -53,7 +53,7 @@ def fp16_fsdp_scaler(script):
             line, column = script.line_column(scaler)
             name = script.module.code_for_node(scaler.func).strip()
             yield TrainingHit(
-                line, column, case="plain-scaler", condition=condition, subject=name, scope=enclosing(script, scaler),
+                line, column, case="plain-scaler", condition=condition, subject=name, scope=script.enclosing(scaler),
                 values=dict(setting=f"param_dtype=torch.float16 in {policy.api}(...) at line "
                                     f"{script.line_column(policy.call)[0]}",
                             problem=f"and {name} unscales them: it checks only this rank's gradient "
@@ -67,7 +67,7 @@ def fp16_fsdp_scaler(script):
         line, column = script.line_column(policy.call)
         yield TrainingHit(
             line, column, case="no-scaler", condition=condition, subject=policy.api,
-            scope=enclosing(script, policy.call),
+            scope=script.enclosing(policy.call),
             values=dict(setting=f"param_dtype=torch.float16 in {policy.api}(...)",
                         problem="and no loss scaler is made or used in this file: fp16 gradients "
                                 "under 3e-8 round to zero and small ones lose their precision",
