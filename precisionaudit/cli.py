@@ -141,13 +141,11 @@ Examples:
 def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_settings, select,
          extend_select, ignore, config_file, isolated, baseline, write_baseline, skip_non_models, fix, diff,
          dtype, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
-    """Scan model files and training scripts (or directories of them) for precision hazards.
+    """Scan model files, training scripts and configs (or directories of them) for precision hazards.
 
-    A Python file defining the entry point is a model (and a training script); one without
-    it is a training script, read and never run. A named file no selected rule applies to is
-    an error unless --skip-non-models; a directory yields the files rules apply to. Each file is
-    judged under the nearest settings file above it (as ruff does); flags win over it.
-    The text report prints each file's result as it finishes."""
+    A Python file without the entry point is a training script, read and never run. A named
+    file no selected rule applies to is an error unless --skip-non-models. Each file is judged
+    under the nearest settings file above it (as ruff does); flags win over it."""
     from .report.scan_output import ScanPrinter, check_format
     from .report.settings_report import render_settings
     from .rules.engine import rule_ids
