@@ -294,10 +294,8 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     settings = resolver.for_path(path)  # the settings the model's scan is judged under
     output_path = checked_output(output, [path, settings.config.path], "plan") if output != "-" else None
     if train:
-        if prune or values.weights or values.measure:
-            raise UsageError("plan --train takes neither --prune nor --weights/--data")
         return _write_plan(*_training_plan(frontend, path, settings.target, steps, lr, seed, entry, inputs_name,
-                                           timeout), output, output_path)
+                                           timeout, prune or values.weights or values.measure), output, output_path)
     manager = ScanManager(resolver, entry, inputs_name, timeout, values)
     result, findings = manager.scan_named(path, settings, load_rules(packs=settings.config.rule_packs))
     if result.status == "error":
@@ -309,9 +307,12 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     _write_plan(made.plan, made.header, output, output_path)
 
 
-def _training_plan(frontend, path, target, steps, lr, seed, entry, inputs_name, timeout):
+def _training_plan(frontend, path, target, steps, lr, seed, entry, inputs_name, timeout, forward_options):
     """(plan, header) of ``plan --train``: the entries that fix check --train's findings."""
     from .check.tolerance import tolerance_for
+
+    if forward_options:
+        raise UsageError("plan --train takes neither --prune nor --weights/--data")
     from .core.findings import Finding
     from .frontend import CheckRequest
     from .plan.training import training_plan
@@ -403,10 +404,8 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         raise UsageError(f"{path}: {'not a regular file' if os.path.exists(path) else 'no such file'}")
     values = _values(weights, data, batches, headroom)
     tolerance = tolerance_for(settings.target.dtype, atol, rtol, cosine)
-    if html_file is not None:
-        if train:
-            raise UsageError("--html draws forward checks; check --train reports as text or json")
-        html_file = _html_output(html_file, [path, plan_path])  # a missing plotly is said before the check
+    if html_file is not None:  # a missing plotly is said before the check
+        html_file = _html_output(html_file, [path, plan_path], train)
     report = frontend_for(path).check(CheckRequest(path, plan_path, settings.target.dtype, settings.target.mode,
                                                    device, tolerance, seed, grad, entry, inputs_name,
                                                    input_shapes, timeout, values, train, steps, lr))
@@ -414,9 +413,11 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)
 
 
-def _html_output(html_file: str, read) -> str:
+def _html_output(html_file: str, read, train: bool = False) -> str:
     from .report.html import require_plotly
 
+    if train:
+        raise UsageError("--html draws forward checks; check --train reports as text or json")
     require_plotly()
     return checked_output(html_file, read, "HTML report")
 
