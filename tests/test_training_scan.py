@@ -216,3 +216,19 @@ def test_diff_shows_the_rewrites_and_fix_makes_them(cli, tmp_path):
     document = json.loads(fixed.stdout)
     assert [f["rule"] for f in document["findings"]] == []
     assert cli("scan", "--diff", str(script)).exit_code == 0
+
+
+def test_a_generated_file_is_only_syntax_checked(cli, tmp_path):
+    """Over 20,000 lines a file is generated code, not a training script: no LibCST analysis
+    (minutes on such a file), no finding; a syntax error in it is still one line, exit 2."""
+    step = "def step_{i}(model, x):\n    with torch.autocast('cuda'):\n        loss = model(x).sum()\n    loss.backward()\n"
+    generated = tmp_path / "generated.py"
+    generated.write_text("import torch\n" + "".join(step.format(i=i) for i in range(5001)))
+    result = cli("scan", "--format", "json", str(generated))
+    assert result.exit_code == 0 and json.loads(result.stdout)["findings"] == []
+    small = tmp_path / "small.py"
+    small.write_text("import torch\n" + step.format(i=0))
+    assert [f["rule"] for f in json.loads(cli("scan", "--format", "json", str(small)).stdout)["findings"]] == ["PA403"]
+    generated.write_text(generated.read_text() + "def broken(:\n")
+    broken = cli("scan", str(generated))
+    assert broken.exit_code == 2 and "generated.py:20006:" in broken.output

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from .findings import training_finding
-from .registry import CHECKS, MENTIONS
+from .registry import CHECKS, MAX_LINES, MENTIONS
 
 
 def audit_file(path: str, rules) -> list:
@@ -58,16 +58,16 @@ def audit_files(paths, rules) -> tuple[list, list[str]]:
 def _worth_parsing(path: str, keys) -> bool:
     """False when every check to run says the file's text cannot interest it: parsing a
     large file with LibCST and its metadata costs seconds, and most files of a library
-    name no optimizer. A skipped file is still compiled by CPython's parser (far faster)
-    so that a syntax error is reported as for any file; an unreadable file, or one that
-    does not compile, is handed to read_script, which names the problem."""
-    if not keys or any(key not in MENTIONS for key in keys):
-        return True
+    name no optimizer; a file over MAX_LINES lines is generated code. A skipped file is still
+    compiled by CPython's parser (far faster) so that a syntax error is reported as for any
+    file; an unreadable file, or one that does not compile, is handed to read_script, which
+    names the problem."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
         text = raw.decode("utf-8")
-        if any(MENTIONS[key](text) for key in keys):
+        generated = text.count("\n") > MAX_LINES
+        if not generated and (not keys or any(key not in MENTIONS or MENTIONS[key](text) for key in keys)):
             return True
         compile(raw, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):

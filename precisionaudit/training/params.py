@@ -14,6 +14,8 @@ and unknown is never reported.
 """
 from __future__ import annotations
 
+from .registry import MAX_LINES  # noqa: F401 - the checks read it from here
+
 import re
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
@@ -60,7 +62,6 @@ PURE_PRECISIONS = {"bf16-true": "bfloat16", "16-true": "float16"}
 #: strategies whose precision plugin is HalfPrecision (DeepSpeed and FSDP bring their own)
 PLAIN_STRATEGIES = frozenset({"auto", "ddp", "ddp_spawn", "ddp_fork", "ddp_notebook", "single_device", "dp"})
 #: longer files are skipped: generated code, and LibCST's metadata would take minutes
-MAX_LINES = 20_000
 #: calls that take an optimizer and may keep fp32 master weights (or scale) for it:
 #: deepspeed.initialize (fp16/bf16 optimizers), apex amp.initialize (O2), accelerate's
 #: prepare (which may run DeepSpeed from its config)

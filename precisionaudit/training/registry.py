@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 #: config or an accelerate YAML config (``configs.Config``)
 KINDS = ("script", "deepspeed", "accelerate")
 
+#: a Python file longer than this is generated code, not a training script: it is only
+#: syntax-checked (LibCST's metadata would take minutes on it)
+MAX_LINES = 20_000
+
 #: (rule id, kind) -> check; one rule may read several kinds (PA421: FSDP calls and JSON)
 CHECKS: dict = {}
 #: (rule id, kind) -> ``mentions(text) -> bool``: False when the check cannot fire on a file
