@@ -18,7 +18,7 @@ def audit_file(path: str, rules) -> list:
     """
     from . import checks  # noqa: F401 - registers the bundled checks
     from .configs import JSON_SUFFIXES, YAML_SUFFIXES, config_kind, read_config
-    from .source import read_script
+    from .source import Script, read_text
 
     chosen = [r for r in rules if r.scope == "training"]
     if not chosen:
@@ -29,10 +29,10 @@ def audit_file(path: str, rules) -> list:
             return []
         subject = read_config(path, kind)
     else:
-        kind = "script"
-        if not _worth_parsing(path, [(r.id, kind) for r in chosen if (r.id, kind) in CHECKS]):
+        kind, text = "script", read_text(path)
+        if not _worth_parsing(path, text, [(r.id, kind) for r in chosen if (r.id, kind) in CHECKS]):
             return []
-        subject = read_script(path)
+        subject = Script(path, text)
     findings = []
     for rule in chosen:
         check = CHECKS.get((rule.id, kind))
@@ -55,21 +55,17 @@ def audit_files(paths, rules) -> tuple[list, list[str]]:
     return findings, errors
 
 
-def _worth_parsing(path: str, keys) -> bool:
+def _worth_parsing(path: str, text: str, keys) -> bool:
     """False when every check to run says the file's text cannot interest it: parsing a
     large file with LibCST and its metadata costs seconds, and most files of a library
     name no optimizer; a file over MAX_LINES lines is generated code. A skipped file is still
     compiled by CPython's parser (far faster) so that a syntax error is reported as for any
-    file; an unreadable file, or one that does not compile, is handed to read_script, which
-    names the problem."""
+    file; one that does not compile is handed to LibCST, which names the problem."""
+    generated = text.count("\n") > MAX_LINES
+    if not generated and (not keys or any(key not in MENTIONS or MENTIONS[key](text) for key in keys)):
+        return True
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-        text = raw.decode("utf-8")
-        generated = text.count("\n") > MAX_LINES
-        if not generated and (not keys or any(key not in MENTIONS or MENTIONS[key](text) for key in keys)):
-            return True
-        compile(raw, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return True
     return False
