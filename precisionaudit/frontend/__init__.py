@@ -8,6 +8,7 @@ input is a module here and its place in ``SUFFIXES``.
 from __future__ import annotations
 
 from .base import CheckRequest, Frontend, ModelFrontend, PlanOutcome, PlanRequest
+from .keras import KerasFrontend, source_imports_keras
 from .onnx import OnnxFrontend
 from .pytorch import PyTorchFrontend
 from .training import TrainingFrontend
@@ -15,7 +16,7 @@ from .training import TrainingFrontend
 __all__ = ["CheckRequest", "Frontend", "ModelFrontend", "PlanOutcome", "PlanRequest", "frontend_for",
            "is_model_file", "not_scanned", "scan_frontends", "MODELS", "SUFFIXES"]
 
-PYTORCH, ONNX, TRAINING = PyTorchFrontend(), OnnxFrontend(), TrainingFrontend()
+PYTORCH, ONNX, TRAINING, KERAS = PyTorchFrontend(), OnnxFrontend(), TrainingFrontend(), KerasFrontend()
 TRAINING_CONFIG = TrainingFrontend(configs=True)
 #: the model frontend of each suffix: what plan, check, explain and convert call (a file of
 #: another suffix is taken as a PyTorch model file, whose import then says what is wrong)
@@ -23,6 +24,7 @@ MODELS: dict[str, ModelFrontend] = {".py": PYTORCH, ".onnx": ONNX}
 #: the suffixes a scan looks at (a directory yields their files) and the frontends it asks,
 #: in order, whether they scan such a file (``takes``). DeepSpeed JSON and accelerate YAML
 #: configs are training files too (other JSON/YAML: no frontend takes them).
+#: A Python model file that imports keras goes to KERAS instead of PYTORCH (``_python_model``).
 SUFFIXES: dict[str, tuple] = {".py": (PYTORCH, TRAINING), ".onnx": (ONNX,), ".json": (TRAINING_CONFIG,),
                               ".yaml": (TRAINING_CONFIG,), ".yml": (TRAINING_CONFIG,)}
 
@@ -34,7 +36,12 @@ def _suffix(path: str, table) -> str | None:
 def frontend_for(path: str) -> ModelFrontend:
     """The model frontend of a file named to plan, check, explain or convert."""
     suffix = _suffix(path, MODELS)
-    return MODELS[suffix] if suffix else PYTORCH
+    return _python_model(path, MODELS[suffix] if suffix else PYTORCH)
+
+
+def _python_model(path: str, frontend):
+    """A Python model file that imports keras is a Keras model file (read, never imported)."""
+    return KERAS if frontend is PYTORCH and source_imports_keras(path) else frontend
 
 
 def not_scanned(path: str, entry: str):
@@ -46,7 +53,7 @@ def not_scanned(path: str, entry: str):
         return UsageError(f"{path}: not a DeepSpeed or accelerate config (or no training rule is selected)")
     if suffix is None:
         return UsageError(f"{path}: not a Python model file, an .onnx file or a training config")
-    return MODELS[suffix].not_taken(path, entry)
+    return frontend_for(path).not_taken(path, entry)
 
 
 def scan_frontends(path: str, entry: str, rules) -> list:
@@ -55,7 +62,8 @@ def scan_frontends(path: str, entry: str, rules) -> list:
     defines ``entry``) and, when training rules are selected, a Python file's training audit.
     Read from the source, never imported; empty when nothing applies."""
     suffix = _suffix(path, SUFFIXES)
-    return [f for f in SUFFIXES[suffix] if f.takes(path, entry, rules)] if suffix else []
+    frontends = [_python_model(path, f) for f in SUFFIXES[suffix]] if suffix else []
+    return [f for f in frontends if f.takes(path, entry, rules)]
 
 
 def is_model_file(path: str, entry: str = "get_model") -> bool:

@@ -234,6 +234,9 @@ class ModelFrontend:
         try:
             with self.running(path, timeout):
                 captured = self.capture(path, target, entry, inputs)
+                # the capture may judge the model under its own policy (a Keras model's dtype policies)
+                target = captured.graph.graph.get("target") or target
+                result.target = target.as_dict()
                 if values.weights or values.measure:
                     self.measure(captured.graph, path, target, entry, inputs, values)
                 graph = run_passes(captured.graph)
@@ -268,6 +271,7 @@ class ModelFrontend:
         captured = self.capture(path, target, entry, inputs)
         if captured.frontend == "structure":
             raise CaptureError(f"{path}: explain needs example inputs ({inputs}() not found)")
+        target = captured.graph.graph.get("target") or target
         if values.weights or values.measure:
             self.measure(captured.graph, path, target, entry, inputs, values)
         return render(run_passes(captured.graph), path, target, captured.frontend, captured.notes)

@@ -4,10 +4,13 @@
 def render(graph, path, target, frontend, notes=()) -> str:
     """One row per op; "accumulates" is the kernel's accumulator (kernels.py), e.g. a pure
     fp16 softmax computes in fp16, accumulates in fp32 and stores fp16."""
-    rows = [("node", "op", "module", "line", "in", "computes", "accumulates", "out", "why")]
+    layers = graph.graph.get("keras_layers")  # a Keras model: each layer's dtype policy
+    rows = [("node", "op", "module", *(("policy",) if layers else ()), "line", "in", "computes",
+             "accumulates", "out", "why")]
     for name, a in graph.nodes(data=True):
         ins = ",".join(sorted({_short(d) for d in a["in_dtypes"] if d})) or "-"
-        rows.append((name, a["op"], a["module"] or "<root>", str(a["line"] or "-"), ins,
+        policy = (layers.get(a["module"], {}).get("policy", "-"),) if layers else ()
+        rows.append((name, a["op"], a["module"] or "<root>", *policy, str(a["line"] or "-"), ins,
                      _short(a["compute_dtype"]), _short(a.get("accumulate_dtype")),
                      _short(a["out_dtype"]), a.get("why", "")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]

@@ -26,6 +26,15 @@ _SKIP_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
                    for m in (torch, sys.modules[__name__.partition(".")[0]], os))
 
 
+def skip_frames_in(package) -> None:
+    """Take ``package``'s frames for library code, not the user's (Keras's backend ops: a
+    finding then points at the user's layer ``call``, not at keras/src/backend/torch)."""
+    global _SKIP_DIRS
+    directory = os.path.dirname(os.path.abspath(package.__file__)) + os.sep
+    if directory not in _SKIP_DIRS:
+        _SKIP_DIRS = (*_SKIP_DIRS, directory)
+
+
 #: clamp's bounds are positional and optional: its None (clamp(x, None, max)) is kept as a
 #: placeholder so that a max alone is not read as a min
 CLAMPS = {torch.ops.aten.clamp.default, torch.ops.aten.clamp_.default, torch.ops.aten.clamp.Tensor,

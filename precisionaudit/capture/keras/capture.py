@@ -1,0 +1,163 @@
+"""Keras 3 model files: capture a ``keras.Model`` on the torch backend, under its own policies.
+
+A Keras model under a ``mixed_float16`` policy needs no autocast: each layer casts its
+inputs and variables to its policy's compute dtype itself (``Layer.__call__``'s autocast
+scope, ``ops.cast``), and on the torch backend those casts and the ops after them are
+torch ops. So the forward is recorded as written (pure mode: every op judged in the dtype
+it really has), with no autocast emulation on top.
+
+Keras's torch backend branches on its device: on CPU it computes float16 matmuls and
+softmax in float32 (``numpy.matmul``, ``nn.softmax``: "doesn't support float16 using
+cpu"), on CUDA it does not. The forward therefore runs inside ``keras.device`` of the
+target device (CUDA unless ``--device cpu``) on fake tensors of that device, through
+``stateless_call`` with fake variables: no weight is read and no GPU is needed.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+
+from ...core.errors import CaptureError
+from ...core.numerics import LOW_PRECISION_NAMES
+from ...core.target import Target
+from ...ir.capture import Capture
+from ..pytorch.capture import build_graph
+from ..pytorch.model_file import call_user, entry_points
+from ..pytorch.recorder import Recorder, calls_the_model, skip_frames_in
+from ..pytorch.user_code import describe, user_code
+from .backend import import_keras, require_torch_backend
+
+#: what a scan's notes say about verdicts that depend on a kernel
+KERNEL_NOTE = ("kernel verdicts (accumulation in softmax, norms, reductions) describe Keras's torch backend "
+               "and PyTorch's {device} kernels, not TensorFlow's or XLA's")
+
+
+def capture_file(path: str, target: Target, entry: str = "get_model",
+                 inputs: str = "get_example_inputs") -> Capture:
+    """The IR of the Keras model file at ``path``, judged under its layers' dtype policies."""
+    keras = import_keras()
+    skip_frames_in(keras)
+    make_model, make_inputs = entry_points(path, entry, inputs)
+    require_torch_backend(path)
+    model = call_user(make_model, path, entry)
+    if not isinstance(model, keras.Layer):
+        raise CaptureError(f"{path}: {entry}() returned {type(model).__name__}, not a keras.Model")
+    if make_inputs is None:
+        raise CaptureError(f"{path}: a Keras model needs example inputs ({inputs}() not found)")
+    example = call_user(make_inputs, path, inputs)
+    layers = layer_facts(model)
+    judged = policy_target(layers, target)
+    try:
+        graph, kind = _record(keras, model, example, judged, path, fake=True), "fake"
+        notes = []
+    except CaptureError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Keras code that needs values: run it for real, on CPU
+        fake_error = exc
+        try:
+            graph, kind = _record(keras, model, example, judged, path, fake=False), "eager"
+        except CaptureError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _forward_error(exc, path) from exc
+        notes = [f"fake-tensor capture failed ({describe(fake_error)}); ran eagerly on CPU, where Keras's torch "
+                 "backend computes float16 matmul and softmax in float32 (on CUDA it does not)"]
+    graph.graph["keras_layers"] = layers
+    notes.append(policy_note(layers))
+    notes.append(KERNEL_NOTE.format(device="CUDA" if judged.device == "cuda" and kind == "fake" else "CPU"))
+    return Capture(graph, kind, notes=notes)
+
+
+def layer_facts(model) -> dict:
+    """Each layer's path (``block.dense``; the model is "") → its class, dtype policy and the
+    dtypes that policy computes and keeps variables in."""
+    facts = {}
+    for path, layer in layer_paths(model).values():
+        policy = layer.dtype_policy
+        facts[path] = {"type": type(layer).__name__, "policy": policy.name,
+                       "compute_dtype": policy.compute_dtype, "variable_dtype": policy.variable_dtype}
+    return facts
+
+
+def layer_paths(model) -> dict:
+    """id(layer) → (path, layer) for the model and every layer under it; a path joins the
+    layer names from the model down with dots (a shared layer keeps its first path)."""
+    found = {id(model): ("", model)}
+    stack = [("", model)]
+    while stack:
+        prefix, layer = stack.pop()
+        for child in layer._flatten_layers(include_self=False, recursive=False):
+            if id(child) not in found:
+                path = f"{prefix}.{child.name}" if prefix else child.name
+                found[id(child)] = (path, child)
+                stack.append((path, child))
+    return found
+
+
+def policy_target(layers: dict, target: Target) -> Target:
+    """The target the model is judged under: its own low compute dtype (the one most layers
+    use), in pure mode (its ops are judged in the dtypes they have), on the device asked for."""
+    low = Counter(f["compute_dtype"] for f in layers.values() if f["compute_dtype"] in LOW_PRECISION_NAMES)
+    dtype = low.most_common(1)[0][0] if low else target.dtype
+    return Target(dtype, "pure", target.device)
+
+
+def policy_note(layers: dict) -> str:
+    counts = Counter(f["policy"] for f in layers.values())
+    return "Keras dtype policies: " + ", ".join(f"{name} ({n} layer{'s' if n != 1 else ''})"
+                                                for name, n in counts.most_common())
+
+
+@calls_the_model
+def _record(keras, model, example, target: Target, path: str, fake: bool):
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    # "cuda:0", as fake CUDA tensors name their device: Keras moves a tensor whose device
+    # differs from its own (convert_to_tensor), and moving a tensor needs a CUDA build
+    device = ("cuda:0" if target.device == "cuda" else "cpu") if fake else "cpu"
+    mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
+    args, kwargs = _split(example, path)
+    if not model.built:  # a subclassed model makes its variables on its first call
+        with user_code(path, "forward"), torch.no_grad():
+            model(*_tensors(args, "cpu"), **_tensors(kwargs, "cpu"))
+    variables = [*model.trainable_variables, *model.non_trainable_variables]
+    with mode, keras.device(device):
+        values = [torch.empty(tuple(v.shape), dtype=v.value.dtype, device=device) if fake else v.value
+                  for v in variables]
+        args, kwargs = _tensors(args, device, fake), _tensors(kwargs, device, fake)
+        recorder = Recorder(model, {v.path: t for v, t in zip(variables, values)})
+        recorder.module_names = {key: path for key, (path, _) in layer_paths(model).items()}
+        recorder.mark_inputs((args, kwargs))
+        trainable = values[:len(model.trainable_variables)]
+        with torch.no_grad(), recorder, user_code(path, "forward"):
+            out, _ = model.stateless_call(trainable, values[len(trainable):], *args, training=False, **kwargs)
+    return build_graph(recorder, target, (args, kwargs), out, model)
+
+
+def _split(example, path: str) -> tuple[tuple, dict]:
+    if isinstance(example, dict):
+        return (), dict(example)
+    if isinstance(example, (tuple, list)):
+        return tuple(example), {}
+    return (example,), {}
+
+
+def _tensors(tree, device: str, fake: bool = False):
+    """numpy arrays and tensors of the example inputs as torch tensors on ``device`` (fake
+    ones inside a FakeTensorMode: a real tensor cannot move to a device the build lacks)."""
+    import numpy as np
+    import torch
+    from torch.utils import _pytree as pytree
+
+    def convert(x):
+        if isinstance(x, np.ndarray):
+            x = torch.from_numpy(x)
+        if not isinstance(x, torch.Tensor):
+            return x
+        return torch.empty(tuple(x.shape), dtype=x.dtype, device=device) if fake else x.to(device)
+    return pytree.tree_map(convert, tree)
+
+
+def _forward_error(exc: BaseException, path: str) -> CaptureError:
+    return CaptureError(f"{path}: the forward failed on the example inputs: {describe(exc)}")

@@ -1,0 +1,78 @@
+"""A Keras 3 model file: a Python file that imports keras and whose ``get_model()`` returns a
+``keras.Model``. It runs on Keras's torch backend (precisionaudit selects it before the file
+is imported) and is judged under the model's own dtype policies."""
+from __future__ import annotations
+
+import contextlib
+import re
+
+from ..core.errors import UsageError
+from .pytorch import PyTorchFrontend
+
+#: a file that imports keras (or tf.keras) at the start of a line is a Keras model file
+_KERAS_IMPORT = re.compile(r"^\s*(import\s+keras\b|from\s+keras\b|import\s+tensorflow\b|from\s+tensorflow\b)",
+                           re.MULTILINE)
+
+
+def imports_keras(text: str) -> bool:
+    """Whether the source imports keras (or TensorFlow, whose ``tf.keras`` is Keras 3)."""
+    return _KERAS_IMPORT.search(text) is not None
+
+
+def source_imports_keras(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return imports_keras(fh.read())
+    except OSError:
+        return False  # the PyTorch frontend reports the unreadable file
+
+
+class KerasFrontend(PyTorchFrontend):
+    name = "keras"
+    plan_file = "amp_plan.yaml"
+
+    def accepts(self, path: str, entry: str) -> bool:
+        return source_imports_keras(path) and super().accepts(path, entry)
+
+    def preload(self) -> None:
+        import torch._dynamo  # noqa: F401 - FakeTensorMode imports it on first use
+
+        from ..capture.keras.backend import import_keras
+        from ..capture.keras.capture import capture_file  # noqa: F401
+
+        import_keras()
+
+    def state_kept(self):
+        return _keras_state_kept(super().state_kept())
+
+    def capture(self, path, target, entry, inputs):
+        from ..capture.keras.capture import capture_file
+
+        return capture_file(path, target, entry, inputs)
+
+    def measured(self, path, target, entry, inputs, values) -> dict:
+        raise UsageError(f"{path}: --weights and --data are not supported for Keras models yet")
+
+    def plan(self, request):
+        self.not_supported(request.path, "plan does not take Keras models yet (scan and explain do)")
+
+    def check(self, request):
+        self.not_supported(request.path, "check does not take Keras models yet (scan and explain do)")
+
+
+@contextlib.contextmanager
+def _keras_state_kept(torch_state):
+    """torch's state and Keras's global dtype policy (``set_global_policy`` in a model file)
+    put back after the file's code, so that one model cannot change how the next is judged;
+    Keras's session is cleared before it, so that its layer names (``dense_1``) do not depend
+    on the models built before it in the process."""
+    from ..capture.keras.backend import import_keras
+
+    keras = import_keras()
+    policy = keras.config.dtype_policy()
+    keras.backend.clear_session()
+    try:
+        with torch_state:
+            yield
+    finally:
+        keras.config.set_dtype_policy(policy)

@@ -1,0 +1,164 @@
+"""Keras 3 model files: captured on Keras's torch backend under the model's own dtype policies."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+os.environ.setdefault("KERAS_BACKEND", "torch")  # as precisionaudit selects it; keras reads it once
+pytest.importorskip("keras")
+
+from conftest import ROOT  # noqa: E402
+
+from precisionaudit.core.numerics import Target  # noqa: E402
+from precisionaudit.scanner import scan  # noqa: E402
+
+CLASSIFIER = os.path.join(ROOT, "samples", "keras", "keras_mixed_classifier.py")
+
+
+def write(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def scanned(path, device="cuda", dtype="float16"):
+    results, _ = scan([path], Target(dtype, "autocast", device), [])
+    assert results[0].status == "ok", results[0].error
+    return results[0]
+
+
+def nodes(result, op):
+    return [a for _, a in result.graph.nodes(data=True) if a["op"] == op]
+
+
+def test_mixed_float16_is_judged_in_the_dtypes_the_policy_computes_in_on_cuda():
+    result = scanned(CLASSIFIER)
+    assert result.frontend == "fake"
+    assert result.target == {"dtype": "float16", "mode": "pure", "device": "cuda"}
+    # Keras's torch backend on CUDA: the Dense matmuls and the softmax run in float16 ...
+    assert [(a["module"], a["compute_dtype"]) for a in nodes(result, "matmul")] == [
+        ("dense", "float16"), ("dense_1", "float16")]
+    [softmax] = nodes(result, "softmax")
+    assert (softmax["module"], softmax["compute_dtype"], softmax["out_dtype"]) == ("dense_1", "float16", "float16")
+    # ... and the variables stay float32 until the layer casts them (mixed policy)
+    kernel_casts = [a for a in nodes(result, "to") if a["params"]]
+    assert {a["params"][0][0] for a in kernel_casts} >= {"dense/kernel", "dense_1/kernel"}
+    assert all(a["in_dtypes"] == ["float32"] and a["out_dtype"] == "float16" for a in kernel_casts)
+    assert result.graph.graph["keras_layers"]["dense_1"]["policy"] == "mixed_float16"
+
+
+def test_device_cpu_captures_keras_cpu_paths_where_float16_matmul_runs_in_float32():
+    # keras/src/backend/torch/numpy.py matmul: "torch.matmul doesn't support float16 with cpu"
+    result = scanned(CLASSIFIER, device="cpu")
+    assert [a["compute_dtype"] for a in nodes(result, "matmul")] == ["float32", "float32"]
+    assert nodes(result, "softmax")[0]["compute_dtype"] == "float32"
+
+
+def test_mixed_bfloat16_policy_sets_the_judged_dtype(tmp_path):
+    path = write(tmp_path, "bf16.py", """
+        import keras
+        import numpy as np
+
+        def get_model():
+            keras.mixed_precision.set_global_policy("mixed_bfloat16")
+            x = keras.Input((16,))
+            return keras.Model(x, keras.layers.Dense(4, activation="softmax")(x))
+
+        def get_example_inputs():
+            return (np.zeros((2, 16), "float32"),)
+    """)
+    result = scanned(path, dtype="float16")
+    assert result.target["dtype"] == "bfloat16"
+    assert nodes(result, "softmax")[0]["compute_dtype"] == "bfloat16"
+
+
+def test_per_layer_policy_is_what_the_layer_computes_in(tmp_path):
+    path = write(tmp_path, "per_layer.py", """
+        import keras
+        import numpy as np
+
+        def get_model():
+            x = keras.Input((16,))
+            h = keras.layers.Dense(8, dtype="mixed_float16", name="body")(x)
+            return keras.Model(x, keras.layers.Activation("softmax", dtype="float32", name="head")(h))
+
+        def get_example_inputs():
+            return (np.zeros((2, 16), "float32"),)
+    """)
+    result = scanned(path)
+    assert nodes(result, "matmul")[0]["compute_dtype"] == "float16"
+    [softmax] = nodes(result, "softmax")
+    assert (softmax["module"], softmax["compute_dtype"]) == ("head", "float32")
+    layers = result.graph.graph["keras_layers"]
+    assert (layers["body"]["policy"], layers["head"]["policy"]) == ("mixed_float16", "float32")
+
+
+def test_global_policy_set_by_a_model_file_is_put_back():
+    import keras
+
+    before = keras.config.dtype_policy().name
+    scanned(CLASSIFIER)
+    assert keras.config.dtype_policy().name == before == "float32"
+
+
+def test_explain_shows_each_ops_keras_layer_and_policy(cli):
+    result = cli("explain", CLASSIFIER)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    header = next(line for line in lines if line.startswith("node "))
+    assert header.split()[:4] == ["node", "op", "module", "policy"]
+    softmax = next(line.split() for line in lines if line.startswith("softmax "))
+    assert softmax[:4] == ["softmax", "softmax", "dense_1", "mixed_float16"]
+    assert any("torch backend" in line and "not TensorFlow's or XLA's" in line for line in lines)
+
+
+def test_a_model_file_that_insists_on_another_backend_is_one_line_and_exit_2(tmp_path, cli):
+    path = write(tmp_path, "jax_model.py", """
+        import os
+        os.environ["KERAS_BACKEND"] = "jax"
+        import keras
+
+        def get_model():
+            x = keras.Input((4,))
+            return keras.Model(x, keras.layers.Dense(2)(x))
+
+        def get_example_inputs():
+            return ()
+    """)
+    result = cli("scan", path)
+    assert result.exit_code == 2
+    assert "asks for the jax backend" in result.output and "torch backend" in result.output
+    assert os.environ["KERAS_BACKEND"] == "torch"
+
+
+def test_a_factory_that_returns_no_keras_model_is_exit_2(tmp_path, cli):
+    path = write(tmp_path, "not_model.py", """
+        import keras
+
+        def get_model():
+            return 42
+
+        def get_example_inputs():
+            return ()
+    """)
+    result = cli("scan", path)
+    assert result.exit_code == 2
+    assert "get_model() returned int, not a keras.Model" in result.output
+
+
+def test_scanning_pytorch_and_onnx_models_does_not_import_keras():
+    code = textwrap.dedent(f"""
+        import sys
+        from precisionaudit.core.numerics import Target
+        from precisionaudit.rules.engine import load_rules
+        from precisionaudit.scanner import scan
+        results, _ = scan([{os.path.join(ROOT, "sample_models", "pa107_mask_hazard.py")!r}], Target(), load_rules())
+        assert results[0].status == "ok", results[0].error
+        print("keras" in sys.modules)
+    """)
+    env = {**os.environ, "PRECISIONAUDIT_NO_FORK": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
