@@ -69,13 +69,15 @@ def capture_file(path: str, target: Target, entry: str = "get_model",
 
 
 def layer_facts(model) -> dict:
-    """Each layer's path (``block.dense``; the model is "") → its class, dtype policy and the
-    dtypes that policy computes and keeps variables in."""
+    """Each layer's path (``block.dense``; the model is "") → its class, dtype policy, the
+    dtypes that policy computes and keeps variables in, and whether it is one of Keras's own."""
     facts = {}
     for path, layer in layer_paths(model).values():
         policy = layer.dtype_policy
         facts[path] = {"type": type(layer).__name__, "policy": policy.name,
-                       "compute_dtype": policy.compute_dtype, "variable_dtype": policy.variable_dtype}
+                       "compute_dtype": policy.compute_dtype, "variable_dtype": policy.variable_dtype,
+                       # Keras's own layers cast on purpose; a custom layer's casts are the user's
+                       "builtin": type(layer).__module__.split(".")[0] == "keras"}
     return facts
 
 
