@@ -37,9 +37,10 @@ def test_mixed_float16_is_judged_in_the_dtypes_the_policy_computes_in_on_cuda():
     result = scanned(CLASSIFIER)
     assert result.frontend == "fake"
     assert result.target == {"dtype": "float16", "mode": "pure", "device": "cuda"}
-    # Keras's torch backend on CUDA: the Dense matmuls and the softmax run in float16 ...
-    assert [(a["module"], a["compute_dtype"]) for a in nodes(result, "matmul")] == [
-        ("dense", "float16"), ("dense_1", "float16")]
+    # Keras's torch backend on CUDA: the Dense matmuls (projections: linear, kernel as
+    # torch's (out, in)) and the softmax run in float16 ...
+    assert [(a["module"], a["compute_dtype"], a["params"]) for a in nodes(result, "linear")] == [
+        ("dense", "float16", [["dense/kernel", (64, 64)]]), ("dense_1", "float16", [["dense_1/kernel", (8, 64)]])]
     [softmax] = nodes(result, "softmax")
     assert (softmax["module"], softmax["compute_dtype"], softmax["out_dtype"]) == ("dense_1", "float16", "float16")
     # ... and the variables stay float32 until the layer casts them (mixed policy)
@@ -52,7 +53,7 @@ def test_mixed_float16_is_judged_in_the_dtypes_the_policy_computes_in_on_cuda():
 def test_device_cpu_captures_keras_cpu_paths_where_float16_matmul_runs_in_float32():
     # keras/src/backend/torch/numpy.py matmul: "torch.matmul doesn't support float16 with cpu"
     result = scanned(CLASSIFIER, device="cpu")
-    assert [a["compute_dtype"] for a in nodes(result, "matmul")] == ["float32", "float32"]
+    assert [a["compute_dtype"] for a in nodes(result, "linear")] == ["float32", "float32"]
     assert nodes(result, "softmax")[0]["compute_dtype"] == "float32"
 
 
@@ -88,7 +89,7 @@ def test_per_layer_policy_is_what_the_layer_computes_in(tmp_path):
             return (np.zeros((2, 16), "float32"),)
     """)
     result = scanned(path)
-    assert nodes(result, "matmul")[0]["compute_dtype"] == "float16"
+    assert nodes(result, "linear")[0]["compute_dtype"] == "float16"
     [softmax] = nodes(result, "softmax")
     assert (softmax["module"], softmax["compute_dtype"]) == ("head", "float32")
     layers = result.graph.graph["keras_layers"]

@@ -8,9 +8,15 @@ it really has), with no autocast emulation on top.
 
 Keras's torch backend branches on its device: on CPU it computes float16 matmuls and
 softmax in float32 (``numpy.matmul``, ``nn.softmax``: "doesn't support float16 using
-cpu"), on CUDA it does not. The forward therefore runs inside ``keras.device`` of the
-target device (CUDA unless ``--device cpu``) on fake tensors of that device, through
-``stateless_call`` with fake variables: no weight is read and no GPU is needed.
+cpu"), on CUDA it does not. The forward therefore runs on fake CPU tensors (fake CUDA
+tensors cannot run ``contiguous`` without a CUDA build) through ``stateless_call`` with fake
+variables, while Keras's ``get_device()`` answers the target device (CUDA unless
+``--device cpu``) to its dtype branches: torch's ops give the same dtypes on either device,
+so the captured dtypes are those of the CUDA path. No weight is read and no GPU is needed.
+
+A Dense layer's ``ops.matmul(inputs, kernel)`` is recorded as ``linear`` with the kernel as
+its parameter in torch's (out, in) order: it is the projection ``nn.Linear`` is, and the
+rules tell projections from activation products (attention logits) by that name.
 """
 from __future__ import annotations
 
@@ -115,16 +121,14 @@ def _record(keras, model, example, target: Target, path: str, fake: bool):
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    # "cuda:0", as fake CUDA tensors name their device: Keras moves a tensor whose device
-    # differs from its own (convert_to_tensor), and moving a tensor needs a CUDA build
-    device = ("cuda:0" if target.device == "cuda" else "cpu") if fake else "cpu"
+    device = "cpu"
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
     args, kwargs = _split(example, path)
     if not model.built:  # a subclassed model makes its variables on its first call
         with user_code(path, "forward"), torch.no_grad():
             model(*_tensors(args, "cpu"), **_tensors(kwargs, "cpu"))
     variables = [*model.trainable_variables, *model.non_trainable_variables]
-    with mode, keras.device(device):
+    with mode, keras_device(target.device if fake else "cpu"):
         values = [torch.empty(tuple(v.shape), dtype=v.value.dtype, device=device) if fake else v.value
                   for v in variables]
         args, kwargs = _tensors(args, device, fake), _tensors(kwargs, device, fake)
@@ -134,7 +138,63 @@ def _record(keras, model, example, target: Target, path: str, fake: bool):
         trainable = values[:len(model.trainable_variables)]
         with torch.no_grad(), recorder, user_code(path, "forward"):
             out, _ = model.stateless_call(trainable, values[len(trainable):], *args, training=False, **kwargs)
-    return build_graph(recorder, target, (args, kwargs), out, model)
+    graph = build_graph(recorder, target, (args, kwargs), out, model)
+    dense_matmuls_as_linear(graph)
+    return graph
+
+
+class _DeviceName(str):
+    """The CPU device to torch ("cpu"), and ``device`` to Keras's ``get_device() == ...``
+    branches: Keras then takes its CUDA dtype paths while the tensors stay on the CPU."""
+
+    def __new__(cls, device: str):
+        name = str.__new__(cls, "cpu")
+        name.device = device
+        return name
+
+    def __eq__(self, other):
+        import torch
+
+        if isinstance(other, torch.device):
+            return other.type == "cpu"  # convert_to_tensor's "x.device != device": no move
+        return str.__eq__(other, self.device) if isinstance(other, str) else NotImplemented
+
+    def __ne__(self, other):
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = str.__hash__
+
+
+@contextlib.contextmanager
+def keras_device(device: str):
+    """Keras's torch backend believes it runs on ``device`` (``keras.device`` would also move
+    every tensor there)."""
+    from keras.src.backend.common import global_state
+
+    previous = global_state.get_global_attribute("torch_device", None)
+    global_state.set_global_attribute("torch_device", _DeviceName(device))
+    try:
+        yield
+    finally:
+        global_state.set_global_attribute("torch_device", previous)
+
+
+def dense_matmuls_as_linear(graph) -> None:
+    """A matmul whose right operand is a 2-D variable (a Dense kernel, read directly or through
+    the policy's cast) becomes ``linear`` with that kernel as (out_features, in_features)."""
+    from ...ir.graph import producers
+
+    for name, node in graph.nodes(data=True):
+        if node["op"] != "matmul" or len(node["in_shapes"]) != 2:
+            continue
+        kernel = [p for p in node["params"] if p[1] and len(p[1]) == 2]
+        preds = producers(graph, name)
+        if not kernel and len(preds) == 2 and graph.edges[preds[1], name].get("arg") == 1:
+            kernel = _cast_variable(graph, preds[1])
+        if len(kernel) == 1 and tuple(kernel[0][1]) == tuple(node["in_shapes"][1]):
+            (param, (k, n)), = kernel
+            node["op"], node["params"] = "linear", [[param, (n, k)]]
 
 
 def _split(example, path: str) -> tuple[tuple, dict]:
@@ -163,3 +223,19 @@ def _tensors(tree, device: str, fake: bool = False):
 
 def _forward_error(exc: BaseException, path: str) -> CaptureError:
     return CaptureError(f"{path}: the forward failed on the example inputs: {describe(exc)}")
+
+
+def _cast_variable(graph, name: str) -> list:
+    """The 2-D variable a chain of casts reads (the policy's cast, and on CPU Keras's cast of
+    a float16 operand back to float32), or []."""
+    for _ in range(4):
+        cast = graph.nodes[name]
+        if not cast["explicit_cast"]:
+            return []
+        preds = list(graph.predecessors(name))
+        if not preds:
+            return [p for p in cast["params"] if p[1] and len(p[1]) == 2]
+        if len(preds) != 1:
+            return []
+        name = preds[0]
+    return []
