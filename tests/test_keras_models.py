@@ -163,3 +163,90 @@ def test_scanning_pytorch_and_onnx_models_does_not_import_keras():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
+
+
+def one_error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("precisionaudit: error:") or ": error" in line]
+    assert "Traceback" not in result.output
+    return "\n".join(errors or lines)
+
+
+def test_a_keras_archive_is_scanned_with_inputs_shaped_like_the_models(tmp_path, cli):
+    import keras
+
+    from precisionaudit.capture.keras.backend import import_keras  # noqa: F401 - the torch backend
+
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        x = keras.Input((12,))
+        model = keras.Model(x, keras.layers.Dense(3, activation="softmax", name="head")(x))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    path = tmp_path / "model.keras"
+    model.save(path)
+    result = cli("scan", path, "--format", "json", "--exit-zero")
+    assert result.exit_code == 0, result.output
+    import json
+
+    report = json.loads(result.output)
+    assert report["models"][0]["status"] == "ok"
+    # (and PA204 info: a 12x3 Dense is too small for Tensor Cores)
+    assert [(f["rule"], f["module"]) for f in report["findings"] if f["severity"] != "info"] == [("PA501", "head")]
+
+
+def test_a_keras_file_that_is_not_a_zip_is_one_line_and_exit_2(tmp_path, cli):
+    path = tmp_path / "broken.keras"
+    path.write_text("not a zip")
+    assert "not a Keras archive (a .keras file is a zip archive; this one is not)" in one_error_line(cli("scan", path))
+
+
+def test_a_keras_archive_written_by_a_newer_keras_is_one_line_and_exit_2(tmp_path, cli):
+    import zipfile
+
+    path = tmp_path / "future.keras"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("metadata.json", '{"keras_version": "99.0.0"}')
+        archive.writestr("config.json", "{}")
+    assert "written by Keras 99.0.0, newer than the installed Keras" in one_error_line(cli("scan", path))
+
+
+def test_an_op_the_torch_backend_cannot_run_is_named_with_the_onnx_route(tmp_path, cli):
+    path = write(tmp_path, "sync_moments.py", """
+        import keras
+        import numpy as np
+
+        class SyncStats(keras.layers.Layer):
+            def call(self, x):
+                mean, var = keras.ops.moments(x, axes=[0], synchronized=True)
+                return (x - mean) / keras.ops.sqrt(var + 1e-3)
+
+        def get_model():
+            x = keras.Input((4,))
+            return keras.Model(x, SyncStats()(x))
+
+        def get_example_inputs():
+            return (np.ones((2, 4), "float32"),)
+    """)
+    line = one_error_line(cli("scan", path))
+    assert "the model calls keras.ops.moments, which Keras's torch backend cannot run" in line
+    assert "exported to ONNX with tf2onnx and scanned as an .onnx file" in line
+
+
+def test_a_model_file_that_needs_tensorflow_gets_the_onnx_route(tmp_path, cli):
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is not None:
+        pytest.skip("TensorFlow is installed here")
+    path = write(tmp_path, "tf_model.py", """
+        import tensorflow as tf
+
+        def get_model():
+            return tf.keras.Sequential()
+
+        def get_example_inputs():
+            return ()
+    """)
+    line = one_error_line(cli("scan", path))
+    assert "imports TensorFlow" in line and "tf2onnx" in line

@@ -143,3 +143,35 @@ def test_pa502_leaves_keras_own_layers_and_a_float32_model_output_alone(tmp_path
     """)
     found = findings(path)
     assert not of(found, "PA502") and not of(found, "PA501")
+
+
+def test_existing_rules_judge_the_ops_a_custom_layer_runs_in_its_policys_dtype(tmp_path):
+    path = write(tmp_path, """
+        import keras
+        import numpy as np
+
+        class Attend(keras.layers.Layer):
+            def call(self, q, mask):
+                scores = keras.ops.matmul(q, keras.ops.transpose(q, (0, 2, 1)))
+                scores = keras.ops.where(mask, scores, -1e9)
+                weights = keras.ops.exp(scores - keras.ops.max(scores, axis=-1, keepdims=True))
+                return keras.ops.cumsum(weights, axis=-1)
+
+        def get_model():
+            keras.mixed_precision.set_global_policy("mixed_float16")
+            q, mask = keras.Input((16, 32)), keras.Input((16, 16), dtype="bool")
+            h = Attend(name="attend")(q, mask)
+            out = keras.layers.Activation("softmax", dtype="float32", name="probs")(keras.layers.Dense(4)(h))
+            return keras.Model([q, mask], out)
+
+        def get_example_inputs():
+            return ([np.zeros((2, 16, 32), "float32"), np.ones((2, 16, 16), bool)],)
+    """)
+    found = findings(path)
+    by_rule = {f.rule: f for f in found}
+    # -1e9 is -inf in float16 (PA107); cumsum carries its running sum in float16 on CUDA (PA103)
+    assert {"PA107", "PA103"} <= set(by_rule), [(f.rule, f.message) for f in found]
+    assert all(by_rule[r].module == "attend" for r in ("PA107", "PA103"))
+    # a kernel verdict names the backend whose kernel it describes; a constant's does not
+    assert by_rule["PA103"].message.endswith("(PyTorch's CUDA kernel, as Keras's torch backend runs it)")
+    assert "kernel" not in by_rule["PA107"].message

@@ -20,13 +20,13 @@ PYTORCH, ONNX, TRAINING, KERAS = PyTorchFrontend(), OnnxFrontend(), TrainingFron
 TRAINING_CONFIG = TrainingFrontend(configs=True)
 #: the model frontend of each suffix: what plan, check, explain and convert call (a file of
 #: another suffix is taken as a PyTorch model file, whose import then says what is wrong)
-MODELS: dict[str, ModelFrontend] = {".py": PYTORCH, ".onnx": ONNX}
+MODELS: dict[str, ModelFrontend] = {".py": PYTORCH, ".onnx": ONNX, ".keras": KERAS}
 #: the suffixes a scan looks at (a directory yields their files) and the frontends it asks,
 #: in order, whether they scan such a file (``takes``). DeepSpeed JSON and accelerate YAML
 #: configs are training files too (other JSON/YAML: no frontend takes them).
 #: A Python model file that imports keras goes to KERAS instead of PYTORCH (``_python_model``).
-SUFFIXES: dict[str, tuple] = {".py": (PYTORCH, TRAINING), ".onnx": (ONNX,), ".json": (TRAINING_CONFIG,),
-                              ".yaml": (TRAINING_CONFIG,), ".yml": (TRAINING_CONFIG,)}
+SUFFIXES: dict[str, tuple] = {".py": (PYTORCH, TRAINING), ".onnx": (ONNX,), ".keras": (KERAS,),
+                              ".json": (TRAINING_CONFIG,), ".yaml": (TRAINING_CONFIG,), ".yml": (TRAINING_CONFIG,)}
 
 
 def _suffix(path: str, table) -> str | None:

@@ -27,12 +27,18 @@ def source_imports_keras(path: str) -> bool:
         return False  # the PyTorch frontend reports the unreadable file
 
 
+#: rules whose verdict depends on the kernel that runs the op: accumulation (softmax, norms,
+#: reductions, recurrent states) and Tensor Core paths
+KERNEL_RULES = ("PA101", "PA102", "PA103", "PA104", "PA2")
+
+
 class KerasFrontend(PyTorchFrontend):
     name = "keras"
     plan_file = "amp_plan.yaml"
 
     def accepts(self, path: str, entry: str) -> bool:
-        return source_imports_keras(path) and super().accepts(path, entry)
+        """A .keras archive, or a Python file that imports keras and defines the entry."""
+        return path.endswith(".keras") or (source_imports_keras(path) and super().accepts(path, entry))
 
     def preload(self) -> None:
         import torch._dynamo  # noqa: F401 - FakeTensorMode imports it on first use
@@ -49,6 +55,17 @@ class KerasFrontend(PyTorchFrontend):
         from ..capture.keras.capture import capture_file
 
         return capture_file(path, target, entry, inputs)
+
+    def scan_here(self, path, target, rules, entry, inputs, timeout, values):
+        """The model scan; a finding whose verdict rests on a kernel (its accumulator, its
+        Tensor Core path) says which backend's kernel it describes."""
+        result, findings = super().scan_here(path, target, rules, entry, inputs, timeout, values)
+        device = "CUDA" if result.target.get("device") == "cuda" and result.frontend == "fake" else "CPU"
+        for finding in findings:
+            if finding.rule.startswith(KERNEL_RULES):
+                finding.message += f" (PyTorch's {device} kernel, as Keras's torch backend runs it)"
+                finding.evidence["kernel"] = f"torch backend, PyTorch {device} kernel"
+        return result, findings
 
     def measured(self, path, target, entry, inputs, values) -> dict:
         raise UsageError(f"{path}: --weights and --data are not supported for Keras models yet")

@@ -43,14 +43,21 @@ def capture_file(path: str, target: Target, entry: str = "get_model",
     """The IR of the Keras model file at ``path``, judged under its layers' dtype policies."""
     keras = import_keras()
     skip_frames_in(keras)
-    make_model, make_inputs = entry_points(path, entry, inputs)
-    require_torch_backend(path)
-    model = call_user(make_model, path, entry)
-    if not isinstance(model, keras.Layer):
-        raise CaptureError(f"{path}: {entry}() returned {type(model).__name__}, not a keras.Model")
-    if make_inputs is None:
-        raise CaptureError(f"{path}: a Keras model needs example inputs ({inputs}() not found)")
-    example = call_user(make_inputs, path, inputs)
+    filtering = keras.config.is_traceback_filtering_enabled()
+    keras.config.disable_traceback_filtering()  # its frames name an op the backend cannot run
+    try:
+        return _capture(keras, path, target, entry, inputs)
+    finally:
+        if filtering:
+            keras.config.enable_traceback_filtering()
+
+
+def _capture(keras, path, target, entry, inputs) -> Capture:
+    if path.endswith(ARCHIVE_SUFFIX):
+        model = load_archive(keras, path)
+        example = archive_inputs(model, path)
+    else:
+        model, example = _from_model_file(keras, path, entry, inputs)
     layers = layer_facts(model)
     judged = policy_target(layers, target)
     try:
@@ -59,6 +66,8 @@ def capture_file(path: str, target: Target, entry: str = "get_model",
     except CaptureError:
         raise
     except Exception as exc:  # noqa: BLE001 - Keras code that needs values: run it for real, on CPU
+        if _unsupported_op(exc):
+            raise _forward_error(exc, path) from exc
         fake_error = exc
         try:
             graph, kind = _record(keras, model, example, judged, path, fake=False), "eager"
@@ -72,6 +81,81 @@ def capture_file(path: str, target: Target, entry: str = "get_model",
     notes.append(policy_note(layers))
     notes.append(KERNEL_NOTE.format(device="CUDA" if judged.device == "cuda" and kind == "fake" else "CPU"))
     return Capture(graph, kind, notes=notes)
+
+
+def _from_model_file(keras, path, entry, inputs):
+    """(model, example inputs) of a Keras model file."""
+    try:
+        make_model, make_inputs = entry_points(path, entry, inputs)
+    except CaptureError as exc:
+        if "No module named 'tensorflow'" in str(exc):
+            raise CaptureError(f"{path}: the model file imports TensorFlow, which precisionaudit does not run: "
+                               f"{TF_ROUTE}") from exc
+        raise
+    require_torch_backend(path)
+    try:
+        model = call_user(make_model, path, entry)
+    except CaptureError as exc:  # a functional model calls its layers while it is built
+        raise (_forward_error(exc, path) if _unsupported_op(exc) else exc) from exc
+    if not isinstance(model, keras.Layer):
+        raise CaptureError(f"{path}: {entry}() returned {type(model).__name__}, not a keras.Model")
+    if make_inputs is None:
+        raise CaptureError(f"{path}: a Keras model needs example inputs ({inputs}() not found)")
+    return model, call_user(make_inputs, path, inputs)
+
+
+#: what a model that needs TensorFlow can do instead
+TF_ROUTE = ("Keras models run on Keras's torch backend here; a model that needs TensorFlow's ops can be "
+            "exported to ONNX with tf2onnx and scanned as an .onnx file")
+ARCHIVE_SUFFIX = ".keras"
+
+
+def load_archive(keras, path: str):
+    """The model of a ``.keras`` archive (a zip of config.json, metadata.json and the
+    weights), loaded without compiling and in Keras's safe mode (no lambda is deserialised);
+    a CaptureError for a file that is not one, or that a newer Keras wrote."""
+    import json
+    import os
+    import zipfile
+
+    from packaging.version import InvalidVersion, Version
+
+    if not os.path.isfile(path):
+        raise CaptureError(f"{path}: no such file")
+    if not zipfile.is_zipfile(path):
+        raise CaptureError(f"{path}: not a Keras archive (a .keras file is a zip archive; this one is not)")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            metadata = json.loads(archive.read("metadata.json")) if "metadata.json" in archive.namelist() else {}
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise CaptureError(f"{path}: not a readable Keras archive ({describe(exc)})") from exc
+    written = str(metadata.get("keras_version", "")) if isinstance(metadata, dict) else ""
+    try:
+        newer = bool(written) and Version(written) > Version(keras.__version__)
+    except InvalidVersion:
+        newer = False
+    if newer:
+        raise CaptureError(f"{path}: written by Keras {written}, newer than the installed Keras "
+                           f"{keras.__version__} (upgrade keras to read it)")
+    try:
+        with user_code(path, "loading the archive"):
+            return keras.saving.load_model(path, compile=False, safe_mode=True)
+    except CaptureError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged archive, a custom layer Keras does not know
+        raise CaptureError(f"{path}: Keras could not load the archive: {describe(exc)}") from exc
+
+
+def archive_inputs(model, path: str) -> tuple:
+    """Zeros shaped like the model's inputs (a batch of 1; another unknown dim: 8)."""
+    import numpy as np
+
+    specs = getattr(model, "inputs", None)
+    if not specs:
+        raise CaptureError(f"{path}: the archive's model declares no inputs (a subclassed model): "
+                           "scan a model file whose get_example_inputs() gives them")
+    return tuple(np.zeros([1 if i == 0 and d is None else (8 if d is None else d) for i, d in enumerate(t.shape)],
+                          dtype=t.dtype) for t in specs)
 
 
 def layer_facts(model) -> dict:
@@ -221,7 +305,30 @@ def _tensors(tree, device: str, fake: bool = False):
     return pytree.tree_map(convert, tree)
 
 
+def _unsupported_op(exc: BaseException) -> tuple | None:
+    """(the keras.ops function whose torch implementation refused to run, its error): a
+    NotImplementedError raised inside keras/src/backend/torch; None for other errors."""
+    import os
+    import traceback
+
+    backend = os.sep + os.path.join("keras", "src", "backend", "torch") + os.sep
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, NotImplementedError):
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if backend in f.filename]
+            if frames:
+                return frames[-1].name, exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def _forward_error(exc: BaseException, path: str) -> CaptureError:
+    unsupported = _unsupported_op(exc)
+    if unsupported is not None:
+        op, error = unsupported
+        return CaptureError(f"{path}: the model calls keras.ops.{op}, which Keras's torch backend cannot run "
+                            f"({describe(error)}); {TF_ROUTE}")
     return CaptureError(f"{path}: the forward failed on the example inputs: {describe(exc)}")
 
 
