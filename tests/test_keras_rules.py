@@ -42,7 +42,8 @@ def test_pa501_flags_a_float16_softmax_output_layer():
     assert (f.severity, f.module, f.op) == ("warning", "classifier", "softmax")
     assert f.message.startswith("the model's output comes from Dense classifier, which computes in float16 "
                                 "under the mixed_float16 policy")
-    assert 'dtype="float32"' in f.fix["to"] and "{" not in f.message + f.fix["to"]
+    assert f.fix == {"action": "keep_fp32", "module": "classifier"}  # plan: a float32 policy for the layer
+    assert "{" not in f.message
     # the Keras rule replaces PA111 on a Keras model (one finding, with the layer's policy)
     assert not of(findings(keras_sample("pa501_output_hazard.py")), "PA111")
 

@@ -7,6 +7,7 @@ import contextlib
 import re
 
 from ..core.errors import UsageError
+from .base import PlanOutcome
 from .pytorch import PyTorchFrontend
 
 #: a file that imports keras (or tf.keras) at the start of a line is a Keras model file
@@ -70,11 +71,44 @@ class KerasFrontend(PyTorchFrontend):
     def measured(self, path, target, entry, inputs, values) -> dict:
         raise UsageError(f"{path}: --weights and --data are not supported for Keras models yet")
 
+    def validate_plan(self, prune, input_shapes, values) -> None:
+        if prune:
+            raise UsageError("plan --prune does not take Keras models yet (check --plan proves the plan)")
+        super().validate_plan(prune, input_shapes, values)
+
     def plan(self, request):
-        self.not_supported(request.path, "plan does not take Keras models yet (scan and explain do)")
+        """The layers to give a float32 dtype policy: each finding's layer (an entry's ops
+        are what the finding named; ``apply_keras_plan`` gives the whole layer float32)."""
+        from ..plan.pytorch import header, make_plan
+
+        r = request
+        target = r.result.graph.graph.get("target") or r.target  # the model's own policies
+        override_plan, notes = make_plan(r.findings, target, r.result.graph, r.min_severity)
+        plan_path = self.plan_file if r.output == "-" else r.output
+        lines = header(r.path, override_plan, target, notes, plan_path)
+        # how to apply and check it, for a Keras model
+        lines[1:5] = ["apply it to the Keras model (each entry's layers get a float32 dtype policy):",
+                      "    import precisionaudit",
+                      f'    handle = precisionaudit.apply_keras_plan(model, "{plan_path}")  # handle.restore() undoes it',
+                      f"check it: precisionaudit check {r.path} --plan {plan_path}"]
+        return PlanOutcome(override_plan, lines)
 
     def check(self, request):
-        self.not_supported(request.path, "check does not take Keras models yet (scan and explain do)")
+        from ..check.keras import run_check
+        from ..core.target import Target
+
+        r = request
+        if r.input_shapes or r.grad or r.train or r.values.weights or r.values.measure:
+            raise UsageError("check of a Keras model takes neither --input-shape, --grad, --train, --weights "
+                             "nor --data yet")
+        target = Target(r.dtype, "pure", "cpu" if r.device == "cpu" else "cuda")
+        return self.run(r.path, r.timeout, run_check, r.path, target, plan=r.plan_path, tolerance=r.tolerance,
+                        seed=r.seed, entry=r.entry, inputs=r.inputs)
+
+    def plan_command(self, path: str, target: dict, value_flags: str = "") -> str:
+        """The model's policies set dtype and mode: only --device is the user's."""
+        device = "" if target.get("device", "cuda") == "cuda" else f" --device {target['device']}"
+        return f"precisionaudit plan {path}{device} -o {self.plan_file}"
 
 
 @contextlib.contextmanager

@@ -52,12 +52,16 @@ def capture_file(path: str, target: Target, entry: str = "get_model",
             keras.config.enable_traceback_filtering()
 
 
-def _capture(keras, path, target, entry, inputs) -> Capture:
+def model_and_inputs(keras, path: str, entry: str = "get_model", inputs: str = "get_example_inputs"):
+    """(keras model, example inputs) of a Keras model file or ``.keras`` archive."""
     if path.endswith(ARCHIVE_SUFFIX):
         model = load_archive(keras, path)
-        example = archive_inputs(model, path)
-    else:
-        model, example = _from_model_file(keras, path, entry, inputs)
+        return model, archive_inputs(model, path)
+    return _from_model_file(keras, path, entry, inputs)
+
+
+def _capture(keras, path, target, entry, inputs) -> Capture:
+    model, example = model_and_inputs(keras, path, entry, inputs)
     layers = layer_facts(model)
     judged = policy_target(layers, target)
     try:
