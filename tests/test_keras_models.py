@@ -250,3 +250,40 @@ def test_a_model_file_that_needs_tensorflow_gets_the_onnx_route(tmp_path, cli):
     """)
     line = one_error_line(cli("scan", path))
     assert "imports TensorFlow" in line and "tf2onnx" in line
+
+
+@pytest.mark.parametrize("source,keras_file", [
+    ("import keras\n", True),
+    ("from keras import layers\n", True),
+    ("import tensorflow as tf\nmodel = tf.keras.Sequential()\n", True),
+    ("from tensorflow import keras\n", True),
+    # a PyTorch model file that imports TensorFlow for something else stays a PyTorch file
+    ("import torch\nimport tensorflow as tf\nwriter = tf.summary.create_file_writer('x')\n", False),
+    ("import torch\n# keras is not imported here\n", False),
+])
+def test_which_python_files_are_keras_model_files(tmp_path, source, keras_file):
+    from precisionaudit.frontend import frontend_for
+
+    path = tmp_path / "model.py"
+    path.write_text(source + "def get_model():\n    pass\n")
+    assert (frontend_for(str(path)).name == "keras") is keras_file
+
+
+def test_a_float16_policy_keeps_float16_variables_and_is_judged_in_float16(tmp_path, cli):
+    path = write(tmp_path, "pure_fp16.py", """
+        import keras
+        import numpy as np
+
+        def get_model():
+            x = keras.Input((16,))
+            return keras.Model(x, keras.layers.Dense(8, dtype="float16", name="body")(x))
+
+        def get_example_inputs():
+            return (np.zeros((2, 16), "float32"),)
+    """)
+    result = scanned(path)
+    [linear] = nodes(result, "linear")
+    assert linear["compute_dtype"] == "float16" and linear["params"] == [["body/kernel", (8, 16)]]
+    assert result.graph.graph["keras_layers"]["body"]["variable_dtype"] == "float16"
+    # no float32 reference with the same weights: check says so in one line
+    assert "keeps float16/bfloat16 variables" in one_error_line(cli("check", path))

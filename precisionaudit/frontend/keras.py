@@ -10,14 +10,16 @@ from ..core.errors import UsageError
 from .base import PlanOutcome
 from .pytorch import PyTorchFrontend
 
-#: a file that imports keras (or tf.keras) at the start of a line is a Keras model file
-_KERAS_IMPORT = re.compile(r"^\s*(import\s+keras\b|from\s+keras\b|import\s+tensorflow\b|from\s+tensorflow\b)",
-                           re.MULTILINE)
+#: a file that imports keras at the start of a line is a Keras model file; one that imports
+#: TensorFlow is when it also names keras (``tf.keras``: a PyTorch model file may import
+#: TensorFlow for other things, TensorBoard's summaries)
+_KERAS_IMPORT = re.compile(r"^\s*(import\s+keras\b|from\s+keras\b)", re.MULTILINE)
+_TF_IMPORT = re.compile(r"^\s*(import\s+tensorflow\b|from\s+tensorflow\b)", re.MULTILINE)
 
 
 def imports_keras(text: str) -> bool:
-    """Whether the source imports keras (or TensorFlow, whose ``tf.keras`` is Keras 3)."""
-    return _KERAS_IMPORT.search(text) is not None
+    """Whether the source imports keras (or TensorFlow and uses its ``keras``)."""
+    return _KERAS_IMPORT.search(text) is not None or (_TF_IMPORT.search(text) is not None and "keras" in text)
 
 
 def source_imports_keras(path: str) -> bool:
