@@ -370,4 +370,5 @@ def test_mixed_operands_inside_autocast_disabled_and_in_the_eager_capture(tmp_pa
     (f,) = [f for f in found if f.rule == "PA115"]
     assert "inside autocast(enabled=False)" in f.message and f.op == "matmul"
     assert model.frontend == ("eager" if data_dependent else "fake")
-    assert any(n.startswith("mm given float16 and float32 operands") for n in model.notes)
+    # only the eager run had to compute it anyway (a fake GEMM does not refuse the operands)
+    assert any(n.startswith("mm given float16 and float32 operands") for n in model.notes) == data_dependent

@@ -189,7 +189,7 @@ def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) 
         # the policy, so that both see the dtypes CUDA's kernels take and give
         kernels = EmulatedKernels(refuse_scalars=False) if not fake and target.device == "cuda" else contextlib.nullcontext()
         # below the recorder, which records the operands as the user gave them
-        with torch.no_grad(), kernels, mixed_operands() as mixed, autocast_policy(target, "cpu-emulated" if target.device == "cuda" else "cpu",
+        with torch.no_grad(), kernels, mixed_operands(gemms=not fake) as mixed, autocast_policy(target, "cpu-emulated" if target.device == "cuda" else "cpu",
                                                        recorder.mark_banned), recorder, user_code(path, "forward"):
             out = model(*args, **kwargs)
     graph = build_graph(recorder, target, (args, kwargs), out, model)

@@ -91,13 +91,14 @@ class EmulatedKernels(TorchDispatchMode):
 
 
 @contextlib.contextmanager
-def mixed_operands():
+def mixed_operands(gemms: bool = True):
     """The scan's capture: a GEMM or convolution given a low dtype and float32, which CUDA
     (and CPU) refuse, is computed in fp32 and rounded to the low dtype, so that the capture
     reaches the rest of the model, where rule PA115 reports the product. Yields the ops
-    found so (name -> the two dtypes), for the capture's notes."""
+    found so (name -> the two dtypes), for the capture's notes. ``gemms=False`` for fake
+    tensors, whose meta GEMM kernels do not refuse the operands."""
     found = {}
-    with _MixedConvolutions(found), _MixedGemms(found):
+    with _MixedConvolutions(found), _MixedGemms(found) if gemms else contextlib.nullcontext():
         yield found
 
 
