@@ -63,7 +63,7 @@ def test_prune_keeps_nothing_when_the_baseline_passes(cli, tmp_path):
 def test_prune_writes_the_static_plan_with_a_warning_when_no_plan_passes(cli, tmp_path):
     """exp of logits near 100 returned as the module's output: kept in fp32 it is finite, but
     the region hands it back in fp16, where it is inf: not even the static plan passes, and
-    the search, which keeps the whole root module in fp32 next, says it cannot help."""
+    the search, which keeps the whole model in fp32 next, says that cannot help."""
     model = tmp_path / "model.py"
     model.write_text(
         "import torch\nfrom torch import nn\n"
@@ -79,9 +79,9 @@ def test_prune_writes_the_static_plan_with_a_warning_when_no_plan_passes(cli, tm
     text = header(plan)
     assert "did NOT pass" in text and "keeps 1 of 1 entries" in text
     assert "tried, and not written since no plan passed (each the first divergence of a failing run, " \
-           "kept in float32): the whole module in <root>" in text
-    assert "search stopped: the whole module in <root> already runs in float32 and still diverges " \
-           "(nonfinite)" in text
+           "kept in float32): <root> (whole)" in text
+    assert "search stopped: the output of <root> still diverges (nonfinite) with the whole model in " \
+           "float32: no float32 region fixes this" in text
     assert [(o.module, o.ops) for o in load_plan(str(plan)).overrides] == [("", ["exp"])]
 
 
@@ -171,3 +171,29 @@ def test_check_reports_each_run_as_it_starts(tmp_path):
 def test_no_progress_when_stderr_is_no_terminal(cli):
     result = cli("check", sample("check_exp_overflow.py"), "--mode", "pure", "--format", "json")
     assert "reference (float32)" not in result.stderr and "[" not in result.stderr
+
+
+def test_a_divergence_inside_an_fp32_region_widens_it_to_the_module_then_its_parents():
+    """layernorm_eps: rsqrt of a variance plus an eps that rounds to 0 is the first non-finite
+    op, but its cause is the add before it: the region widens to the norm module."""
+    from precisionaudit.plan.file import Override, OverridePlan
+    from precisionaudit.prune.pytorch import _next_region
+
+    plan = OverridePlan(target={}, overrides=[Override("a.b", ["rsqrt"])])
+    assert _next_region(plan, "a.b", "exp") == ("a.b", ["exp"])
+    assert _next_region(plan, "a.b", "rsqrt") == ("a.b", None)
+    plan.overrides.append(Override("a.b", None))
+    assert _next_region(plan, "a.b", "rsqrt") == ("a", None)
+    assert _next_region(plan, "a.b.c", None) == ("a", None)  # a.b encloses a.b.c
+    plan.overrides.append(Override("", None))
+    assert _next_region(plan, "x", "exp") is None
+
+
+def test_the_search_finds_the_region_a_static_plan_would_from_an_empty_start(tmp_path):
+    from precisionaudit.plan.file import OverridePlan
+    from precisionaudit.prune.pytorch import pruned_plan
+
+    pruned = pruned_plan(OverridePlan(target={}), demo("layernorm_eps.py"), Target("float16", "pure"), 0,
+                         "get_model", "get_example_inputs")
+    assert pruned.passed and pruned.added == ["rsqrt in norm", "norm (whole)"]
+    assert [(o.module, o.ops) for o in pruned.plan.overrides] == [("norm", None)]

@@ -7,8 +7,9 @@ runs settle it: the fp32 reference once, the baseline (no plan), then the static
 When the static plan does not pass (or is empty), the runs grow it from their own evidence:
 the op where the first non-finite value appears (else the first that leaves the tolerance,
 else the op that raised) is kept in fp32 and the check runs again, up to ``MAX_GROWTH``
-regions, each named by module and op. A region already in fp32 that still diverges ends
-the search: no fp32 region fixes that, the code must change.
+regions, each named by module and op. A divergence inside a region already in fp32 has its
+cause earlier: the region widens to the op's module, then to each enclosing one. A
+divergence with the whole model in fp32 ends the search: no fp32 region fixes that.
 
 Then the plan less one unit at a time (a whole override, then one op of an override that
 lists several, then a pure-mode ``keep_fp32_modules`` entry), dropping each unit whose
@@ -103,30 +104,50 @@ def prune(plan: OverridePlan, session) -> PrunedPlan:
 
 def grow(plan: OverridePlan, session, entry: dict) -> tuple:
     """(plan, passed, regions added, why it stopped short): while ``entry`` (the run of
-    ``plan``) fails, keep its first divergence in fp32 and run again."""
+    ``plan``) fails, keep its first divergence in fp32 and run again. A divergence already
+    inside an fp32 region is caused before it: the region widens to the op's whole module,
+    then to each enclosing module in turn."""
     added = []
     while entry["status"] != "ok":
         where = entry.get("first_divergence")
         if where is None:
             return plan, False, added, "the outputs leave the tolerance but no op or module does first"
         module = "" if where["module"] in ("<root>", None) else where["module"]
-        region = f"{where['op'] or 'the whole module'} in {module or '<root>'}"
-        if _in_fp32(plan, module, where["op"]):
+        region = _next_region(plan, module, where["op"])
+        if region is None:
             cause = f"raises ({entry['error']})" if entry.get("error") else f"still diverges ({where['kind']})"
-            return plan, False, added, (f"{region} already runs in float32 and {cause}: keeping ops in "
-                                        "float32 does not fix this")
+            place = f"{where['op']} in {module or '<root>'}" if where["op"] else f"the output of {module or '<root>'}"
+            return plan, False, added, (f"{place} {cause} with the whole model in float32: no float32 "
+                                        "region fixes this")
+        name = f"{region[1][0]} in {region[0] or '<root>'}" if region[1] else f"{region[0] or '<root>'} (whole)"
         if len(added) == MAX_GROWTH:
-            return plan, False, added, f"still failing after {MAX_GROWTH} added regions (next: {region})"
+            return plan, False, added, f"still failing after {MAX_GROWTH} added regions (next: {name})"
         plan = replace(plan, overrides=[*plan.overrides, Override(
-            module, [where["op"]] if where["op"] else None,
-            reason=f"plan --prune: the first {where['kind']} value of the check's run")])
-        added.append(region)
-        entry = session.variant(f"plus {region}", plan)
+            region[0], region[1], reason=f"plan --prune: the first {where['kind']} value of the check's run")])
+        added.append(name)
+        entry = session.variant(f"plus {name}", plan)
     return plan, True, added, None
 
 
-def _in_fp32(plan: OverridePlan, module: str, op: str | None) -> bool:
-    return any(o.module == module and (o.ops is None or op in o.ops) for o in plan.overrides)
+def _next_region(plan: OverridePlan, module: str, op: str | None):
+    """(module, ops) of the smallest region around ``op`` in ``module`` not yet in fp32:
+    the op, else its whole module, else each enclosing module; None when the root is."""
+    parts = module.split(".") if module else []
+    wider = [(".".join(parts[:n]), None) for n in range(len(parts), -1, -1)]
+    for candidate in ([(module, [op])] if op else []) + wider:
+        if not _in_fp32(plan, *candidate):
+            return candidate
+    return None
+
+
+def _in_fp32(plan: OverridePlan, module: str, ops: list | None) -> bool:
+    """Whether a region of ``plan`` already runs ``ops`` (None: all) of ``module`` in fp32:
+    the same op of the same module, or the whole module or one enclosing it."""
+    def encloses(outer):
+        return outer == "" or module == outer or module.startswith(outer + ".")
+    return any((o.ops is None and encloses(o.module))
+               or (ops is not None and o.module == module and o.ops and set(ops) <= set(o.ops))
+               for o in plan.overrides if o.module is not None)
 
 
 def header_lines(pruned: PrunedPlan, seed: int) -> list[str]:
