@@ -49,7 +49,7 @@ def reconcile_dtypes(model, kept: set, converted: set) -> list[str]:
     declared = {vi.name: vi for vi in [*graph.value_info, *graph.output]}
     writers = producers(graph)
     original = kept | converted
-    taken = set(real) | set(declared) | {t for n in graph.node for t in [*n.input, *n.output]}
+    taken = set(real) | set(declared) | {t for n in graph.node for t in [n.name, *n.input, *n.output]}
     casts: dict[tuple[str, int], str] = {}
     inserted: list = []
     order = []
