@@ -385,3 +385,27 @@ def test_exported_encoders_convert_check_and_pass(cli, outdir, tmp_path, name, d
     report = json.loads(result.stdout)
     assert [v["status"] for v in report["variants"]] == ["ok", "ok", "ok"], result.stdout
     assert result.exit_code == 0 and report["passed"]
+
+
+def test_reconcile_casts_in_front_of_a_node_and_behind_a_graph_output():
+    """Hand-made disagreements: a kept Relu handed float16; a converted Tanh whose graph
+    output is declared float32; a Resize whose scales (float32 only) are float16."""
+    from precisionaudit.runtime.onnx.reconcile import reconcile_dtypes
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="kept_relu"),
+             helper.make_node("Tanh", ["x"], ["t"], name="half_tanh"),
+             helper.make_node("Resize", ["x4", "", "scales"], ["z"], name="resize", mode="nearest")]
+    model = build(nodes, [tensor("x", [2, 4], TensorProto.FLOAT16), tensor("x4", [1, 1, 2, 2])],
+                  [tensor("r", [2, 4]), tensor("t", [2, 4]), tensor("z", [1, 1, 4, 4])],
+                  [const("scales", [1, 1, 2, 2], np.float16)])
+    inserted = reconcile_dtypes(model, kept={"kept_relu", "resize"}, converted={"half_tanh"})
+    assert sorted(inserted) == ["scales_fp32", "t_fp16_to_output", "x_fp32"]
+    types = strict_types(model)
+    relu = next(n for n in model.graph.node if n.name == "kept_relu")
+    assert types[relu.input[0]] == TensorProto.FLOAT and types["t_fp16"] == TensorProto.FLOAT16
+    assert [elem_type(model, o) for o in ("r", "t", "z")] == [TensorProto.FLOAT] * 3
+    x = np.linspace(-2, 2, 8, dtype=np.float16).reshape(2, 4)
+    r, t, z = run(model, {"x": x, "x4": np.ones((1, 1, 2, 2), np.float32)})
+    np.testing.assert_allclose(r, np.maximum(x, 0).astype(np.float32))
+    np.testing.assert_allclose(t, np.tanh(x).astype(np.float32), atol=1e-3)
+    assert z.shape == (1, 1, 4, 4)
