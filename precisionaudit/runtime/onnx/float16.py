@@ -23,7 +23,7 @@ repairs what it gets wrong, so that the result loads:
   converter: it is made float32 again;
 * last, reconcile.py gives every tensor the dtype its writer really computes and each
   reader and graph output expects, with a Cast at each boundary the converter missed
-  (a graph output also read by a node, a tensor without a value_info).
+  (a graph output also read by a node, a kept node reading a float16 graph output).
 
 ``Cast`` never goes into the op block list: the converter would meet its own inserted
 Casts as blocked ops and never finish. Which nodes a plan keeps is apply/onnx.py's
