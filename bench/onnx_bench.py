@@ -47,8 +47,11 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))  # onnx_models.export: the tests' exporter
 
+#: model files (sample_models/ or a path), and tiny Hugging Face encoders by name
+#: (tests/onnx_models.ENCODERS: BERT and RoBERTa with their pooler, DistilBERT)
 SAMPLES = ["check_clean.py", "check_exp_overflow.py", "check_mask_fill.py", "pa107_mask_hazard.py",
-           "pa106_logits_hazard.py", os.path.join(HERE, "models", "onnx_softplus_gate.py")]
+           "pa106_logits_hazard.py", os.path.join(HERE, "models", "onnx_softplus_gate.py"),
+           "bert", "roberta", "distilbert"]
 
 
 class Counter:
@@ -86,10 +89,13 @@ class Counter:
 
 
 def final_error(model16, model, feeds, tol):
-    """(status, max |error| / max |reference|) of a float16 model, run emulated."""
+    """(status, max |error| / max |reference|) of a float16 model, run emulated; a model
+    that onnxruntime does not load as it is raises (the emulation would retype it)."""
     import numpy as np
 
-    from precisionaudit.runtime.onnx.io import session
+    from precisionaudit.runtime.onnx.io import session, verify
+
+    verify(model16, "the final model")
     from precisionaudit.check.metrics import compare_all, variant_status
     from precisionaudit.runtime.onnx.emulate import emulate
 
@@ -189,7 +195,7 @@ def main() -> int:
     import onnxconverter_common
     import onnxruntime
     import torch
-    from onnx_models import export
+    from onnx_models import ENCODERS, export, export_encoder
 
     from precisionaudit.runtime.onnx.float16 import _no_op_casts_to_identity
     from precisionaudit.runtime.onnx.graph import name_nodes
@@ -205,30 +211,45 @@ def main() -> int:
           "| max err / max ref |")
     print("|---|---|---|---:|---:|---:|---:|---|---:|")
     tol = tolerance_for("float16")
+    passed, pairs = {}, {}
     with tempfile.TemporaryDirectory() as directory:
         for sample in args.samples:
             for dynamo in (False, True):
                 torch.manual_seed(0)  # the same weights on every run of the benchmark
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    path = export(sample, directory, dynamo)
+                    path = (export_encoder if sample in ENCODERS else export)(sample, directory, dynamo)
                 model = load_onnx(path)
                 name_nodes(model.graph)
                 feeds, _ = make_inputs(model, resolve_shapes(model, {}, path), 0, path)
                 flops = _gemm_flops(model, _typed(model, {k: v.shape for k, v in feeds.items()}))
-                rows = [("precisionaudit", ours(path, tol)),
-                        ("precisionaudit --prune", ours_pruned(path, tol, feeds, flops))]
+                rows = [("precisionaudit", guarded(ours, path, tol)),
+                        ("precisionaudit --prune", guarded(ours_pruned, path, tol, feeds, flops))]
                 given = type(model)()
                 given.CopyFrom(model)
                 if _no_op_casts_to_identity(given):  # legacy exports: .float() as Cast(to=float)
-                    rows.append(("acmp (as exported)", acmp(model, model, feeds, tol, False, flops)))
-                rows.append(("acmp", acmp(given, model, feeds, tol, False, flops)))
-                rows.append(("acmp-emulated", acmp(given, model, feeds, tol, True, flops)))
+                    rows.append(("acmp (as exported)", guarded(acmp, model, model, feeds, tol, False, flops)))
+                rows.append(("acmp", guarded(acmp, given, model, feeds, tol, False, flops)))
+                rows.append(("acmp-emulated", guarded(acmp, given, model, feeds, tol, True, flops)))
+                for method, r in rows:
+                    passed[method] = passed.get(method, 0) + (r["status"] == "ok")
+                    pairs[method] = pairs.get(method, 0) + 1
                 for method, r in rows:
                     status = r["status"] + (f" (baseline {r['baseline']})" if "baseline" in r else "")
                     print(f"| {os.path.basename(sample)} | {'dynamo' if dynamo else 'legacy'} | {method} | {r['runs']} "
                           f"| {r['wall']:.2f} | {_pct(r['nodes'])} | {_pct(r['gemm'])} | {status} "
                           f"| {_e(r['error'])} |")
+    print("\n" + "; ".join(f"{method}: {passed[method]} of {pairs[method]} ok" for method in pairs))
     return 0
+
+
+def guarded(method, *args):
+    """A method's row; one whose final model does not load or run is a failing row."""
+    started = time.perf_counter()
+    try:
+        return method(*args)
+    except Exception as exc:  # noqa: BLE001 - a conversion that fails is a result
+        return {"runs": "-", "wall": time.perf_counter() - started, "nodes": None, "gemm": None,
+                "status": f"fails: {(str(exc).splitlines() or [type(exc).__name__])[0][:90]}", "error": None}
 
 
 def _pct(x) -> str:

@@ -148,7 +148,8 @@ def test_building_without_weights_keeps_ties_flags_and_attributes_and_undoes_its
             self.register_buffer("positions", torch.arange(8.0))
             self.widths = torch.linspace(0, 1, 3).tolist()  # a value read while building
 
-    model = build_without_weights(Frozen, "m.py", "get_model")
+    model, note = build_without_weights(Frozen, "m.py", "get_model")
+    assert note is None
     params = dict(model.named_parameters(remove_duplicate=False))
     assert {p.device.type for p in params.values()} == {"meta"}
     assert all(type(p) is torch.nn.Parameter for p in params.values())
@@ -165,10 +166,59 @@ def test_building_without_weights_keeps_ties_flags_and_attributes_and_undoes_its
     assert torch.nn.Linear(2, 2).weight.device.type == "cpu"  # gone after a failure too
 
 
-def test_reading_initialised_weights_while_building_falls_back_to_eager():
+def test_reading_initialised_weights_while_building_builds_them_and_still_runs_fake():
+    """The constructor reads a weight's value (.item() of a meta tensor raises): the model is
+    built again with its weights, and the forward still runs on fake tensors."""
     captured = capture_file(model("reads_weight_values.py"), Target())
-    assert captured.frontend == "eager"
-    assert any("fake-tensor capture failed" in n for n in captured.notes)
+    assert captured.frontend == "fake"
+    assert [n for n in captured.notes if n.startswith("built with its weights allocated")]
+
+
+COMPUTES_WITH_A_PARAMETER = """
+import torch
+from torch import nn
+
+class Anchored(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        # a CPU tensor meets a parameter while building (SSDlite's anchor generator)
+        self.register_buffer("anchors", torch.linspace(0, 1, 8) * self.lin.weight.detach().abs().sum(0))
+
+    def forward(self, x):
+        return torch.softmax(self.lin(x) + self.anchors, -1)
+
+def get_model():
+    return Anchored()
+
+def get_example_inputs():
+    return (torch.randn(2, 8),)
+"""
+
+
+@pytest.mark.parametrize("inputs", ["get_example_inputs", "no_inputs"])
+def test_a_constructor_computing_with_a_parameter_is_built_again_with_weights(tmp_path, inputs):
+    path = tmp_path / "anchored.py"
+    path.write_text(COMPUTES_WITH_A_PARAMETER)
+    captured = capture_file(str(path), Target(), inputs=inputs)
+    (note,) = [n for n in captured.notes if n.startswith("built with its weights allocated")]
+    assert "Tensor on device meta is not on the expected device cpu" in note
+    assert captured.frontend == ("fake" if inputs == "get_example_inputs" else "structure")
+    if inputs == "get_example_inputs":
+        assert {a["op"] for a in captured.graph.nodes.values()} >= {"linear", "add", "softmax"}
+
+
+def test_a_constructor_that_fails_for_its_own_reason_is_not_built_twice():
+    from precisionaudit.capture.pytorch.model_file import build_without_weights
+
+    calls = []
+
+    def broken():
+        calls.append(1)
+        raise ValueError("bad config")
+    with pytest.raises(Exception, match="bad config"):
+        build_without_weights(broken, "m.py", "get_model")
+    assert len(calls) == 1
 
 
 @pytest.mark.parametrize("mode, dtype", [("autocast", "float32"), ("pure", "float16")])

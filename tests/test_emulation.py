@@ -95,3 +95,24 @@ def test_cpu_kernels_left_alone_compute_in_fp32_and_round_once(op, dtype):
     with EmulatedKernels():
         got = fn(x)
     assert torch.equal(got, fn(x.float()).to(dtype))
+
+
+def test_mixed_operands_compute_what_fp32_computes_rounded_once_and_only_for_the_capture():
+    """The scan's capture runs a half convolution given a float32 input in fp32 (rounded to
+    half once); outside it the model raises, as CUDA does (check's verdict)."""
+    from precisionaudit.runtime.pytorch.emulation import mixed_operands
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 4, 3).half()
+    x, basis = torch.randn(1, 4, 8, 8), torch.randn(6, 6)
+    with mixed_operands() as found:
+        y = conv(x)
+        z = y @ basis
+    wide = torch.nn.functional.conv2d(x, conv.weight.float(), conv.bias.float())
+    assert y.dtype == torch.float16 and torch.equal(y, wide.half())
+    assert z.dtype == torch.float16 and torch.equal(z, (y.float() @ basis).half())
+    assert found == {"conv2d": ("float16", "float32"), "mm": ("float16", "float32")}
+    with pytest.raises(RuntimeError, match="should be the same"):
+        conv(x)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        y @ basis

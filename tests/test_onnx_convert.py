@@ -22,7 +22,7 @@ from onnx_models import export  # noqa: E402
 from precisionaudit.apply.onnx import convert  # noqa: E402
 from precisionaudit.capture.onnx.model import load_onnx  # noqa: E402
 from precisionaudit.core.errors import UsageError  # noqa: E402
-from precisionaudit.plan.file import parse_plan  # noqa: E402
+from precisionaudit.plan.file import load_plan, parse_plan  # noqa: E402
 from precisionaudit.runtime.onnx import float16 as onnx_convert  # noqa: E402
 from precisionaudit.runtime.onnx import io as onnx_io  # noqa: E402
 from precisionaudit.runtime.onnx.graph import elem_types  # noqa: E402
@@ -170,9 +170,10 @@ def test_a_conversion_that_does_not_load_is_not_written(cli, outdir, tmp_path, m
     path = export("check_clean.py", outdir, False)
     out = tmp_path / "fp16.onnx"
     out.write_bytes(b"previous")
-    # without the Cast repair, onnxconverter-common's output does not load
+    # without the Cast repairs and the dtype reconciliation, onnxconverter-common's output does not load
     monkeypatch.setattr(onnx_convert, "_no_op_casts_to_identity", lambda model: [])
     monkeypatch.setattr(onnx_convert, "_retarget_casts", lambda graph, converted: [])
+    monkeypatch.setattr(onnx_convert, "reconcile_dtypes", lambda model, kept, converted: [])
     result = cli("convert", path, "-o", out)
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert "does not load in onnxruntime at node /Cast (Cast)" in result.stderr
@@ -275,3 +276,136 @@ def test_without_the_onnx_extra_the_missing_package_is_named(cli, tmp_path, monk
                         lambda name, *a: None if name == "onnxconverter_common" else real(name, *a))
     result = cli("convert", exp_softmax_by_hand(tmp_path), "-o", tmp_path / "o.onnx")
     assert result.exit_code == 2 and "onnxconverter-common is not installed" in result.stderr
+
+
+# --------------------------------------------------------------------------- dtypes at the boundaries
+def pooler(directory):
+    """x → MatMul → h, a graph output that a Gather also reads → Tanh → y: an encoder's
+    last_hidden_state and its pooler."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Gather", ["h", "first"], ["g"], name="gather", axis=1),
+             helper.make_node("Tanh", ["g"], ["y"], name="tanh")]
+    rng = np.random.default_rng(0)
+    model = build(nodes, [tensor("x", [2, 3, 4])], [tensor("h", [2, 3, 4]), tensor("y", [2, 4])],
+                  [const("w", rng.standard_normal((4, 4))), const("first", 0, np.int64)])
+    return load_onnx(save(model, directory, "pooler.onnx"))
+
+
+def strict_types(model):
+    """Tensor → element type from strict ONNX type inference (which refuses a declared type
+    that is not what the node computes), after the full checker."""
+    onnx.checker.check_model(model, full_check=True)
+    return elem_types(onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True))
+
+
+@pytest.mark.parametrize("kept, keep_io_types", [
+    pytest.param((), True, id="float32-output-read-by-a-float16-gather"),
+    pytest.param(("gather",), False, id="float16-output-read-by-a-float32-gather"),
+    pytest.param(("mm",), True, id="kept-writer-float16-gather"),
+    pytest.param(("gather", "tanh"), True, id="kept-gather-and-reader"),
+    pytest.param((), False, id="all-float16"),
+])
+def test_a_gather_reads_its_data_in_the_dtype_it_runs_in(tmp_path, kept, keep_io_types):
+    """onnxconverter-common casts in front of a kept node only what has a value_info or is
+    a graph input, and with keep_io_types hands the other readers of a graph output the
+    float32 cast under the output's name: the Gather's data and result disagreed (BERT's
+    pooler, issue 25) and onnxruntime refused the model."""
+    model = pooler(tmp_path)
+    conversion = convert(model, onnx_plan({"nodes": list(kept)}) if kept else None,
+                         keep_io_types=keep_io_types)
+    converted = conversion.model
+    types = strict_types(converted)
+    gather = next(n for n in converted.graph.node if n.name == "gather")
+    runs_in = TensorProto.FLOAT if "gather" in kept else TensorProto.FLOAT16
+    assert (types[gather.input[0]], types[gather.output[0]]) == (runs_in, runs_in)
+    outputs = TensorProto.FLOAT if keep_io_types else TensorProto.FLOAT16
+    assert [elem_type(converted, o) for o in ("h", "y")] == [outputs, outputs]
+    x = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)
+    expected = run(model, {"x": x})
+    got = run(converted, {"x": x if keep_io_types else x.astype(np.float16)})
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g.astype(np.float32), e, atol=1e-2 + 1e-2 * np.abs(e).max())
+
+
+def test_a_gather_reads_the_float16_tensor_not_a_cast_back(tmp_path):
+    """The float32 graph output is the converter's cast of a float16 tensor: the float16
+    Gather reads that tensor, without a float32 → float16 round trip."""
+    conversion = convert(pooler(tmp_path), keep_io_types=True)
+    writers = {o: n for n in conversion.model.graph.node for o in n.output}
+    gather = next(n for n in conversion.model.graph.node if n.name == "gather")
+    assert writers[gather.input[0]].name == "mm" and conversion.boundary_casts == []
+
+
+def test_a_kept_gather_gets_a_cast_in_front(tmp_path):
+    conversion = convert(pooler(tmp_path), onnx_plan({"nodes": ["gather"]}))
+    casts = {n.name: n for n in conversion.model.graph.node if n.name in conversion.boundary_casts}
+    gather = next(n for n in conversion.model.graph.node if n.name == "gather")
+    assert list(casts) == ["h_fp32"] and gather.input[0] == "h_fp32"
+    assert list(casts["h_fp32"].input) == ["h"] and casts["h_fp32"].attribute[0].i == TensorProto.FLOAT
+
+
+@pytest.mark.parametrize("build_model, keep", [
+    (exp_softmax_by_hand, ["/gate/Exp", "/gate/ReduceSum", "/gate/Div_1"]),
+    (masked_attention, ["/attn/Where", "/attn/Softmax"]),
+])
+@pytest.mark.parametrize("keep_io_types", [False, True])
+def test_a_conversion_the_converter_got_right_is_left_alone(tmp_path, build_model, keep, keep_io_types):
+    conversion = convert(load_onnx(build_model(tmp_path)), onnx_plan({"nodes": keep}),
+                         keep_io_types=keep_io_types)
+    assert conversion.boundary_casts == []
+    strict_types(conversion.model)
+
+
+# --------------------------------------------------------------------------- exported encoders
+ENCODER_EXPORTS = [pytest.param(name, dynamo, id=f"{name}-{'dynamo' if dynamo else 'legacy'}")
+                   for name in ("bert", "roberta", "distilbert") for dynamo in (False, True)]
+
+
+@pytest.mark.parametrize("name, dynamo", ENCODER_EXPORTS)
+def test_exported_encoders_convert_check_and_pass(cli, outdir, tmp_path, name, dynamo):
+    """BERT, RoBERTa, DistilBERT by both exporters: the static plan's conversion and the
+    whole-graph one pass the strict checker, load, and stay within the check's tolerance."""
+    pytest.importorskip("transformers")
+    import json
+
+    from onnx_models import encoder_inputs, export_encoder
+
+    path = export_encoder(name, outdir, dynamo)
+    plan = tmp_path / "plan.yaml"
+    assert cli("plan", path, "-o", plan).exit_code == 0
+    model = load_onnx(path)
+    for plan_obj in (None, load_plan(str(plan))):
+        for keep_io_types in (False, True):
+            conversion = convert(model, plan_obj, keep_io_types=keep_io_types)
+            strict_types(conversion.model)
+            onnx_io.verify(conversion.model, f"{name} converted")
+    ids, mask = (t.numpy() for t in encoder_inputs(1))
+    np.savez(tmp_path / "data.npz", input_ids=ids, attention_mask=mask)
+    result = cli("check", path, "--plan", plan, "--data", tmp_path / "data.npz", "--format", "json")
+    report = json.loads(result.stdout)
+    assert [v["status"] for v in report["variants"]] == ["ok", "ok", "ok"], result.stdout
+    assert result.exit_code == 0 and report["passed"]
+
+
+def test_reconcile_casts_in_front_of_a_node_and_behind_a_graph_output():
+    """Hand-made disagreements: a kept Relu handed float16; a converted Tanh whose graph
+    output is declared float32; a Resize whose scales (float32 only) are float16."""
+    from precisionaudit.runtime.onnx.reconcile import reconcile_dtypes
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="kept_relu"),
+             helper.make_node("Tanh", ["x"], ["t"], name="half_tanh"),
+             helper.make_node("Resize", ["x4", "", "scales"], ["z"], name="resize", mode="nearest")]
+    model = build(nodes, [tensor("x", [2, 4], TensorProto.FLOAT16), tensor("x4", [1, 1, 2, 2])],
+                  [tensor("r", [2, 4]), tensor("t", [2, 4]), tensor("z", [1, 1, 4, 4])],
+                  [const("scales", [1, 1, 2, 2], np.float16)])
+    inserted = reconcile_dtypes(model, kept={"kept_relu", "resize"}, converted={"half_tanh"})
+    assert sorted(inserted) == ["scales_fp32", "t_fp16_to_output", "x_fp32"]
+    types = strict_types(model)
+    relu = next(n for n in model.graph.node if n.name == "kept_relu")
+    assert types[relu.input[0]] == TensorProto.FLOAT and types["t_fp16"] == TensorProto.FLOAT16
+    assert [elem_type(model, o) for o in ("r", "t", "z")] == [TensorProto.FLOAT] * 3
+    x = np.linspace(-2, 2, 8, dtype=np.float16).reshape(2, 4)
+    r, t, z = run(model, {"x": x, "x4": np.ones((1, 1, 2, 2), np.float32)})
+    np.testing.assert_allclose(r, np.maximum(x, 0).astype(np.float32))
+    np.testing.assert_allclose(t, np.tanh(x).astype(np.float32), atol=1e-3)
+    assert z.shape == (1, 1, 4, 4)

@@ -60,9 +60,10 @@ def test_prune_keeps_nothing_when_the_baseline_passes(cli, tmp_path):
     assert "3 model runs" not in text and "2 model runs" in text and "baseline ok" in text
 
 
-def test_prune_writes_the_static_plan_with_a_warning_when_it_fails(cli, tmp_path):
+def test_prune_writes_the_static_plan_with_a_warning_when_no_plan_passes(cli, tmp_path):
     """exp of logits near 100 returned as the module's output: kept in fp32 it is finite, but
-    the region hands it back in fp16, where it is inf: not even the static plan passes."""
+    the region hands it back in fp16, where it is inf: not even the static plan passes, and
+    the search, which keeps the whole model in fp32 next, says that cannot help."""
     model = tmp_path / "model.py"
     model.write_text(
         "import torch\nfrom torch import nn\n"
@@ -74,8 +75,77 @@ def test_prune_writes_the_static_plan_with_a_warning_when_it_fails(cli, tmp_path
     plan = tmp_path / "pruned.yaml"
     result = cli("plan", model, "--mode", "pure", "--prune", "-o", plan)
     assert result.exit_code == 0
-    assert "even the whole static plan fails the check" in result.stderr
-    assert "did NOT pass" in header(plan) and len(load_plan(str(plan)).overrides) >= 1
+    assert "no plan found passes the check" in result.stderr
+    text = header(plan)
+    assert "did NOT pass" in text and "keeps 1 of 1 entries" in text
+    assert "tried, and not written since no plan passed (each the first divergence of a failing run, " \
+           "kept in float32): <root> (whole)" in text
+    assert "search stopped: the output of <root> still diverges (nonfinite) with the whole model in " \
+           "float32: no float32 region fixes this" in text
+    assert [(o.module, o.ops) for o in load_plan(str(plan)).overrides] == [("", ["exp"])]
+
+
+HAND_WRITTEN_ENERGY = """
+import torch
+from torch import nn
+
+class Energy(nn.Module):
+    def __init__(self, d=64):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+        with torch.no_grad():
+            self.proj.weight.mul_(8)
+
+    def forward(self, x):
+        h = self.proj(x)
+        e = h * h * 500.0            # no rule flags it; fp16 overflows where |h| > 11
+        e = e / (e.amax(-1, keepdim=True) + 1)
+        return self.out(e)
+
+def get_model():
+    torch.manual_seed(0)
+    return Energy()
+
+def get_example_inputs():
+    torch.manual_seed(1)
+    return (torch.randn(4, 64),)
+"""
+
+
+def test_prune_grows_an_empty_plan_from_the_check_until_it_passes(cli, tmp_path):
+    """No rule flags the hand-written energy, so the static plan is empty and the baseline
+    fails: the first non-finite op is kept in fp32, the run passes, and pruning keeps it."""
+    model, plan = tmp_path / "energy.py", tmp_path / "plan.yaml"
+    model.write_text(HAND_WRITTEN_ENERGY)
+    result = cli("plan", model, "--mode", "pure", "--prune", "-o", plan)
+    assert result.exit_code == 0 and "no plan found" not in result.stderr
+    assert [(o.module, o.ops) for o in load_plan(str(plan)).overrides] == [("", ["mul"])]
+    text = header(plan)
+    # reference, baseline, plus mul (passes), without mul (fails)
+    assert "4 model runs" in text and "keeps 1 of 0 + 1 added entries" in text and "run passed" in text
+    assert "added (each the first divergence of a failing run, kept in float32): mul in <root>" in text
+    assert check_passes(cli, str(model), str(plan), "--mode", "pure")
+
+
+def test_the_search_is_bounded(monkeypatch):
+    from precisionaudit.plan.file import OverridePlan
+    from precisionaudit.prune import pytorch as prune
+
+    class Session:  # every run fails at a new op
+        counts = {"forward": 1}
+
+        def variant(self, name, plan=None):
+            self.counts["forward"] += 1
+            n = len(plan.overrides) if plan else 0
+            return {"status": "nonfinite", "error": None,
+                    "first_divergence": {"module": "<root>", "op": f"op{n}", "kind": "nonfinite"}}
+
+    monkeypatch.setattr(prune, "MAX_GROWTH", 3)
+    pruned = prune.prune(OverridePlan(target={}), Session())
+    assert not pruned.passed and pruned.added == ["op0 in <root>", "op1 in <root>", "op2 in <root>"]
+    assert pruned.stuck == "still failing after 3 added regions (next: op3 in <root>)"
+    assert pruned.runs == 5 and pruned.plan.overrides == []  # reference, baseline, 3 tries
 
 
 class Terminal(io.StringIO):
@@ -101,3 +171,29 @@ def test_check_reports_each_run_as_it_starts(tmp_path):
 def test_no_progress_when_stderr_is_no_terminal(cli):
     result = cli("check", sample("check_exp_overflow.py"), "--mode", "pure", "--format", "json")
     assert "reference (float32)" not in result.stderr and "[" not in result.stderr
+
+
+def test_a_divergence_inside_an_fp32_region_widens_it_to_the_module_then_its_parents():
+    """layernorm_eps: rsqrt of a variance plus an eps that rounds to 0 is the first non-finite
+    op, but its cause is the add before it: the region widens to the norm module."""
+    from precisionaudit.plan.file import Override, OverridePlan
+    from precisionaudit.prune.pytorch import _next_region
+
+    plan = OverridePlan(target={}, overrides=[Override("a.b", ["rsqrt"])])
+    assert _next_region(plan, "a.b", "exp") == ("a.b", ["exp"])
+    assert _next_region(plan, "a.b", "rsqrt") == ("a.b", None)
+    plan.overrides.append(Override("a.b", None))
+    assert _next_region(plan, "a.b", "rsqrt") == ("a", None)
+    assert _next_region(plan, "a.b.c", None) == ("a", None)  # a.b encloses a.b.c
+    plan.overrides.append(Override("", None))
+    assert _next_region(plan, "x", "exp") is None
+
+
+def test_the_search_finds_the_region_a_static_plan_would_from_an_empty_start(tmp_path):
+    from precisionaudit.plan.file import OverridePlan
+    from precisionaudit.prune.pytorch import pruned_plan
+
+    pruned = pruned_plan(OverridePlan(target={}), demo("layernorm_eps.py"), Target("float16", "pure"), 0,
+                         "get_model", "get_example_inputs")
+    assert pruned.passed and pruned.added == ["rsqrt in norm", "norm (whole)"]
+    assert [(o.module, o.ops) for o in pruned.plan.overrides] == [("norm", None)]

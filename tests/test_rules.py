@@ -33,6 +33,7 @@ CASES = [
     ("PA203", "pa203_channels_hazard.py", "pa203_channels_clean.py", "autocast"),
     ("PA204", "pa204_small_hazard.py", "pa204_small_clean.py", "autocast"),
     ("PA205", "pa205_fp32gemm_hazard.py", "pa205_fp32gemm_clean.py", "autocast"),
+    ("PA115", "pa115_mixed_hazard.py", "pa115_mixed_clean.py", "pure"),
     ("PA206", "pa206_headdim_hazard.py", "pa206_headdim_clean.py", "autocast"),
 ]
 
@@ -312,3 +313,62 @@ def test_in_place_writes_of_a_constant_are_errors_a_plan_cannot_fix(tmp_path):
 
 def test_index_assignment_fits_bfloat16():
     assert "PA107" not in {f.rule for f in findings_of(sample("pa107_setitem_hazard.py"), dtype="bfloat16")}
+
+
+def test_mixed_operands_name_the_op_its_line_and_both_dtypes():
+    found = {f.line: f for f in findings_of(sample("pa115_mixed_hazard.py"), mode="pure", select=("PA115",))}
+    conv = found[line_of("pa115_mixed_hazard.py", "f = self.update(")]
+    matmul = found[line_of("pa115_mixed_hazard.py", "@ basis")]
+    assert (conv.op, conv.module, conv.severity) == ("conv2d", "update", "error")
+    assert "float16 and float32 operands" in conv.message and "weight type" in conv.message
+    assert matmul.op == "matmul" and "expected m1 and m2" in matmul.message
+    assert len(found) == 2
+
+
+def test_mixed_operands_are_cast_to_one_dtype_by_autocast():
+    assert "PA115" not in rules_in("pa115_mixed_hazard.py", "autocast")
+
+
+AUTOCAST_OFF = """
+import torch
+from torch import nn
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.proj(x)                        # float16 under autocast
+        with torch.autocast("cuda", enabled=False):
+            return h @ torch.eye(16)            # float16 @ float32: no autocast to cast them
+%s
+def get_model():
+    return M()
+
+def get_example_inputs():
+    return (torch.randn(4, 16),)
+"""
+
+
+@pytest.mark.parametrize("data_dependent", [False, True])
+def test_mixed_operands_inside_autocast_disabled_and_in_the_eager_capture(tmp_path, data_dependent):
+    """A data-dependent forward is captured eagerly, where the product would raise: it is
+    computed anyway, so that the capture finishes and the finding names it."""
+    extra = "" if not data_dependent else """
+    def forward(self, x):
+        if float(x.sum()) > -1e9:               # needs values: the fake capture cannot follow
+            x = x * 1
+        h = self.proj(x)
+        with torch.autocast("cuda", enabled=False):
+            return h @ torch.eye(16)
+"""
+    path = tmp_path / "m.py"
+    path.write_text(AUTOCAST_OFF % extra)
+    report, found = scan([str(path)], Target("float16", "autocast"), load_rules())
+    (model,) = report
+    (f,) = [f for f in found if f.rule == "PA115"]
+    assert "inside autocast(enabled=False)" in f.message and f.op == "matmul"
+    assert model.frontend == ("eager" if data_dependent else "fake")
+    # only the eager run had to compute it anyway (a fake GEMM does not refuse the operands)
+    assert any(n.startswith("mm given float16 and float32 operands") for n in model.notes) == data_dependent

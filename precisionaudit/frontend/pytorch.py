@@ -77,8 +77,8 @@ class PyTorchFrontend(ModelFrontend):
 
             lines += header_lines(pruned, r.seed)
             if not pruned.passed:
-                warnings.append(f"{r.path}: even the whole static plan fails the check on the example "
-                                "inputs (precisionaudit check shows where)")
+                warnings.append(f"{r.path}: no plan found passes the check on the example inputs: "
+                                f"{pruned.stuck} (precisionaudit check shows where)")
         return PlanOutcome(override_plan, lines, warnings)
 
     def check(self, request: CheckRequest) -> dict:

@@ -1,12 +1,21 @@
-"""``plan --prune`` for PyTorch models: keep only the plan entries the check's runs need.
+"""``plan --prune`` for PyTorch models: the plan the check's runs show is needed.
 
 The static plan keeps every flagged region in fp32: right when nothing is known about the
 data, conservative when something is. With the model file's example inputs, ``check``'s
-runs settle it: the fp32 reference once, the baseline (no plan), then the static plan, then
-the static plan less one unit at a time (a whole override, then one op of an override
-that lists several, then a pure-mode ``keep_fp32_modules`` entry), dropping each unit whose
+runs settle it: the fp32 reference once, the baseline (no plan), then the static plan.
+
+When the static plan does not pass (or is empty), the runs grow it from their own evidence:
+the op where the first non-finite value appears (else the first that leaves the tolerance,
+else the op that raised) is kept in fp32 and the check runs again, up to ``MAX_GROWTH``
+regions, each named by module and op. A divergence inside a region already in fp32 has its
+cause earlier: the region widens to the op's module, then to each enclosing one. A
+divergence with the whole model in fp32 ends the search: no fp32 region fixes that.
+
+Then the plan less one unit at a time (a whole override, then one op of an override that
+lists several, then a pure-mode ``keep_fp32_modules`` entry), dropping each unit whose
 removal still passes the check. A unit is kept only if the run without it fails; the plan
-written is the last plan that passed a run (verified by construction), or the whole static plan with a warning when even that does not pass.
+written is the last plan that passed a run (verified by construction), or the static plan
+with a warning (and the regions tried named in its header) when no plan passed.
 
 What it cannot see: data unlike the example inputs. A region dropped here is one these
 inputs do not need, which is the point, and the risk.
@@ -15,7 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..plan.file import OverridePlan
+from ..plan.file import Override, OverridePlan
+
+#: at most this many fp32 regions are added by following the check's first divergence
+MAX_GROWTH = 8
 
 
 @dataclass
@@ -25,6 +37,8 @@ class PrunedPlan:
     passed: bool  # whether ``plan`` passed its run
     runs: int  # model forwards, the reference included
     dropped: list[str] = field(default_factory=list)  # units the runs show are not needed
+    added: list[str] = field(default_factory=list)  # regions the runs' first divergences added
+    stuck: str | None = None  # why growing the plan stopped short of a pass
     baseline_status: str = "ok"
     device: str = ""  # where the runs ran (cpu-emulated without a GPU)
 
@@ -59,19 +73,23 @@ def _name(plan: OverridePlan, unit) -> str:
 
 
 def prune(plan: OverridePlan, session) -> PrunedPlan:
-    """The plan less every unit whose removal (greedily, coarsest first) still passes the
-    check on ``session`` (a ``check.pytorch.runner.Session``, reference already run)."""
-    units = _units(plan)
+    """The plan (grown from the runs' first divergences if it fails) less every unit whose
+    removal (greedily, coarsest first) still passes the check on ``session`` (a
+    ``check.pytorch.runner.Session``, reference already run)."""
     entries = len(plan.overrides) + len(plan.keep_fp32_modules)
     baseline = session.variant("baseline")
     if baseline["status"] == "ok":
-        empty = _subplan(plan, set(units))
-        return PrunedPlan(empty, entries, True, session.counts["forward"],
-                          [_name(plan, u) for u in units if u[0] != "op"], "ok")
-    if not units or session.variant("static plan", plan)["status"] != "ok":
-        return PrunedPlan(plan, entries, False, session.counts["forward"], [], baseline["status"])
+        units = _units(plan)
+        return PrunedPlan(_subplan(plan, set(units)), entries, True, session.counts["forward"],
+                          [_name(plan, u) for u in units if u[0] != "op"], baseline_status="ok")
+    first = session.variant("static plan", plan) if _units(plan) else baseline
+    grown, passed, added, stuck = grow(plan, session, first)
+    if not passed:  # the static plan is written; the regions tried are named in its header
+        return PrunedPlan(plan, entries, False, session.counts["forward"], baseline_status=baseline["status"],
+                          added=added, stuck=stuck)
+    plan = grown
     dropped: list = []
-    for unit in units:
+    for unit in _units(plan):
         if unit[0] == "op" and ("override", unit[1]) in dropped:
             continue
         trial = [*dropped, unit]
@@ -81,16 +99,70 @@ def prune(plan: OverridePlan, session) -> PrunedPlan:
         if session.variant(f"without {_name(plan, unit)}", candidate)["status"] == "ok":
             dropped = trial
     return PrunedPlan(_subplan(plan, set(dropped)), entries, True, session.counts["forward"],
-                      [_name(plan, u) for u in dropped], baseline["status"])
+                      [_name(plan, u) for u in dropped], baseline_status=baseline["status"], added=added)
+
+
+def grow(plan: OverridePlan, session, entry: dict) -> tuple:
+    """(plan, passed, regions added, why it stopped short): while ``entry`` (the run of
+    ``plan``) fails, keep its first divergence in fp32 and run again. A divergence already
+    inside an fp32 region is caused before it: the region widens to the op's whole module,
+    then to each enclosing module in turn."""
+    added = []
+    while entry["status"] != "ok":
+        where = entry.get("first_divergence")
+        if where is None:
+            return plan, False, added, "the outputs leave the tolerance but no op or module does first"
+        module = "" if where["module"] in ("<root>", None) else where["module"]
+        region = _next_region(plan, module, where["op"])
+        if region is None:
+            cause = f"raises ({entry['error']})" if entry.get("error") else f"still diverges ({where['kind']})"
+            place = f"{where['op']} in {module or '<root>'}" if where["op"] else f"the output of {module or '<root>'}"
+            return plan, False, added, (f"{place} {cause} with the whole model in float32: no float32 "
+                                        "region fixes this")
+        name = f"{region[1][0]} in {region[0] or '<root>'}" if region[1] else f"{region[0] or '<root>'} (whole)"
+        if len(added) == MAX_GROWTH:
+            return plan, False, added, f"still failing after {MAX_GROWTH} added regions (next: {name})"
+        plan = replace(plan, overrides=[*plan.overrides, Override(
+            region[0], region[1], reason=f"plan --prune: the first {where['kind']} value of the check's run")])
+        added.append(name)
+        entry = session.variant(f"plus {name}", plan)
+    return plan, True, added, None
+
+
+def _next_region(plan: OverridePlan, module: str, op: str | None):
+    """(module, ops) of the smallest region around ``op`` in ``module`` not yet in fp32:
+    the op, else its whole module, else each enclosing module; None when the root is."""
+    parts = module.split(".") if module else []
+    wider = [(".".join(parts[:n]), None) for n in range(len(parts), -1, -1)]
+    for candidate in ([(module, [op])] if op else []) + wider:
+        if not _in_fp32(plan, *candidate):
+            return candidate
+    return None
+
+
+def _in_fp32(plan: OverridePlan, module: str, ops: list | None) -> bool:
+    """Whether a region of ``plan`` already runs ``ops`` (None: all) of ``module`` in fp32:
+    the same op of the same module, or the whole module or one enclosing it."""
+    def encloses(outer):
+        return outer == "" or module == outer or module.startswith(outer + ".")
+    return any((o.ops is None and encloses(o.module))
+               or (ops is not None and o.module == module and o.ops and set(ops) <= set(o.ops))
+               for o in plan.overrides if o.module is not None)
 
 
 def header_lines(pruned: PrunedPlan, seed: int) -> list[str]:
     """What the pruning did, for the plan file's header."""
     kept = len(pruned.plan.overrides) + len(pruned.plan.keep_fp32_modules)
     verdict = "passed" if pruned.passed else "did NOT pass"
+    grown = f" + {len(pruned.added)} added" if pruned.added and pruned.passed else ""
     lines = [f"pruned on the example inputs (seed {seed}, {pruned.device}, {pruned.runs} model runs "
              f"incl. the fp32 reference; baseline {pruned.baseline_status}): keeps {kept} of "
-             f"{pruned.static_entries} entries; this plan's check run {verdict}"]
+             f"{pruned.static_entries}{grown} entries; this plan's check run {verdict}"]
+    if pruned.added:
+        lines.append(("added" if pruned.passed else "tried, and not written since no plan passed")
+                     + " (each the first divergence of a failing run, kept in float32): " + "; ".join(pruned.added))
+    if pruned.stuck:
+        lines.append(f"search stopped: {pruned.stuck}")
     if pruned.dropped:
         lines.append("dropped (the check passes without them on these inputs): " + "; ".join(pruned.dropped))
     return lines

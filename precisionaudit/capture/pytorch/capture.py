@@ -23,7 +23,7 @@ from ...core.numerics import Target, dtype_name
 from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
 from ...runtime.pytorch.cuda_autocast import autocast_policy
-from ...runtime.pytorch.emulation import EmulatedKernels
+from ...runtime.pytorch.emulation import EmulatedKernels, mixed_operands
 from ...runtime.pytorch.ops import CAST_FNS
 from .fakes import register_fakes
 from .model_file import as_module, build_without_weights, call_user, entry_points, on_meta, split_inputs
@@ -56,8 +56,8 @@ def capture_file(path: str, target: Target, entry: str = "get_model",
 def capture(make_model, make_inputs, target: Target, path: str = "<model>",
             entry: str = "get_model", inputs: str = "get_example_inputs") -> Capture:
     if make_inputs is None:
-        model = _fake_model(make_model, path, entry)
-        return Capture(structure_graph(model, target), "structure",
+        model, note = _fake_model(make_model, path, entry)
+        return Capture(structure_graph(model, target), "structure", notes=[note] if note else [],
                        skipped=[f"{inputs}() not found: only module-structure checks ran"])
     register_fakes()
     try:
@@ -111,10 +111,10 @@ def _as_capture_error(exc: BaseException, path: str) -> CaptureError:
 
 
 def _fake_model(make_model, path, entry):
-    model = build_without_weights(make_model, path, entry)
+    model, note = build_without_weights(make_model, path, entry)
     with FakeTensorMode(allow_non_fake_inputs=True):
         _materialise_meta(model)
-    return model
+    return model, note
 
 
 def _materialise_meta(model):
@@ -164,8 +164,10 @@ def buffer_ranges(model) -> dict:
 @calls_the_model
 def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) -> Capture:
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
+    notes = []
     if fake:
-        model = build_without_weights(make_model, path, entry)
+        model, note = build_without_weights(make_model, path, entry)
+        notes += [note] if note else []
     else:
         model = as_module(call_user(make_model, path, entry), path, entry)
     tables = buffer_ranges(model)  # real values: outside the fake mode
@@ -186,12 +188,15 @@ def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) 
         # arithmetic (CPU's fp16 convolutions and GEMMs are ~50x slower); below the recorder and
         # the policy, so that both see the dtypes CUDA's kernels take and give
         kernels = EmulatedKernels(refuse_scalars=False) if not fake and target.device == "cuda" else contextlib.nullcontext()
-        with torch.no_grad(), kernels, autocast_policy(target, "cpu-emulated" if target.device == "cuda" else "cpu",
+        # below the recorder, which records the operands as the user gave them
+        with torch.no_grad(), kernels, mixed_operands(gemms=not fake) as mixed, autocast_policy(target, "cpu-emulated" if target.device == "cuda" else "cpu",
                                                        recorder.mark_banned), recorder, user_code(path, "forward"):
             out = model(*args, **kwargs)
     graph = build_graph(recorder, target, (args, kwargs), out, model)
     graph.graph["buffer_ranges"] = tables
-    return Capture(graph, "fake" if fake else "eager")
+    notes += [f"{op} given {' and '.join(dtypes)} operands was computed in float32 so that the capture "
+             "reaches the rest of the model; CUDA refuses it (PA115)" for op, dtypes in sorted(mixed.items())]
+    return Capture(graph, "fake" if fake else "eager", notes=notes)
 
 
 def _to_dtype(model, dtype):

@@ -80,19 +80,29 @@ def as_module(model, path: str, entry: str):
 
 
 def build_without_weights(make_model, path: str, entry: str):
-    """Call the model factory with parameter storage and initialisation skipped.
+    """(model, note): the model built by the factory with parameter storage and
+    initialisation skipped, or, when its constructor needs parameter values, built as written.
 
     accelerate's ``init_empty_weights`` moves each parameter to the meta device as it is
     registered, so initialisers (``trunc_normal_``, transformers' ``_init_weights``) run on
     meta tensors and no weight is allocated; other tensors made while building stay real, so
     reading values during construction works (timm's drop-path schedule
     ``torch.linspace(...).tolist()``, RegNet widths). Weight values are irrelevant to a scan.
+    A constructor that computes with a parameter (a CPU tensor meets a meta one, as in
+    torchvision's SSDlite anchor generator) fails that way; it is built again with its
+    weights, and the note says so.
     """
     from accelerate import init_empty_weights
 
-    with init_empty_weights(include_buffers=False):
-        model = as_module(call_user(make_model, path, entry), path, entry)
-    return model
+    try:
+        with init_empty_weights(include_buffers=False):
+            return as_module(call_user(make_model, path, entry), path, entry), None
+    except CaptureError as exc:
+        if "meta" not in str(exc):
+            raise
+        why = str(exc).removeprefix(f"{path}: ")
+    model = as_module(call_user(make_model, path, entry), path, entry)
+    return model, f"built with its weights allocated: without them the constructor failed ({why})"
 
 
 def split_inputs(example, path: str, name: str) -> tuple[tuple, dict]:

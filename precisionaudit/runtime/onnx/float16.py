@@ -20,7 +20,10 @@ repairs what it gets wrong, so that the result loads:
   first has one reader: a kept ``Exp`` read by two kept nodes hands them its result
   rounded to float16 (inf) — those pairs are folded here;
 * with ``keep_io_types`` an output produced by a kept node is left float16 by the
-  converter: it is made float32 again.
+  converter: it is made float32 again;
+* last, reconcile.py gives every tensor the dtype its writer really computes and each
+  reader and graph output expects, with a Cast at each boundary the converter missed
+  (a graph output also read by a node, a kept node reading a float16 graph output).
 
 ``Cast`` never goes into the op block list: the converter would meet its own inserted
 Casts as blocked ops and never finish. Which nodes a plan keeps is apply/onnx.py's
@@ -39,6 +42,7 @@ from ...core.numerics import FP16_MAX
 from ...core.text import first_few
 from .graph import FLOAT, FLOAT16, consumers, elem_types, name_nodes, refuse_converted
 from .io import PROTO_LIMIT
+from .reconcile import reconcile_dtypes
 
 FP16_MIN_SUBNORMAL = 2.0 ** -24
 SMALL_CONSTANT = 16  # tensors up to this size are eps/scale/mask constants, not weights
@@ -74,6 +78,7 @@ class Conversion:
     kept: list[str]  # of those, the ones left in float32 (those asked for and the converter's own list)
     by_plan: list[str]  # of those, the ones asked for (``nodes``, ``op_types``: a plan's)
     retargeted_casts: list[str] = field(default_factory=list)
+    boundary_casts: list[str] = field(default_factory=list)  # Casts reconcile_dtypes inserted
     clipped: list[Clipped] = field(default_factory=list)
     tiny_weights: int = 0  # weight values below 2^-24 raised to it (not reported one by one)
     warnings: list[str] = field(default_factory=list)
@@ -123,9 +128,10 @@ def to_float16(model: ModelProto, nodes: set = frozenset(), op_types: set = froz
     _fold_round_trips(converted, original)
     if keep_io_types:
         _restore_float_outputs(converted, original_outputs, original)
+    boundary = reconcile_dtypes(converted, kept_set, original - kept_set)
     return Conversion(model=converted, nodes=names, kept=kept, by_plan=by_plan,
                       retargeted_casts=sorted(no_op_casts + retargeted, key=names.index),
-                      clipped=clipped, tiny_weights=tiny)
+                      boundary_casts=boundary, clipped=clipped, tiny_weights=tiny)
 
 
 def _lift_constants(graph):

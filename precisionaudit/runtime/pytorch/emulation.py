@@ -22,17 +22,23 @@ in the notes' documentation: CUDA's fp16 ``cumsum`` accumulates in fp16 (each pa
 rounded) where CPU's accumulates in fp32, so the emulation understates that hazard.
 
 An op whose floating inputs are not all of one low dtype runs natively, so the errors CUDA
-raises there (``mat1 and mat2 must have the same dtype``) are raised here too; and a scalar
-that cannot be converted to the low dtype raises CUDA's overflow error where CPU writes inf.
+raises there (``mat1 and mat2 must have the same dtype``) are raised here too (the scan's
+capture computes such a product anyway with ``mixed_operands``, so that it reaches the rest of
+the model); and a scalar that cannot be converted to the low dtype raises CUDA's overflow
+error where CPU writes inf.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ...core.numerics import dtype_name
 from .dtypes import LOW_PRECISION as LOW
 
 #: aten ops (overload packets) that CUDA computes in fp32 from fp16/bf16 inputs and whose
@@ -82,6 +88,68 @@ class EmulatedKernels(TorchDispatchMode):
                     raise  # a real failure (masked_fill overflow, ...): the variant's result
         self.emulated.add(name)
         return _in_fp32(func, args, kwargs, low)
+
+
+@contextlib.contextmanager
+def mixed_operands(gemms: bool = True):
+    """The scan's capture: a GEMM or convolution given a low dtype and float32, which CUDA
+    (and CPU) refuse, is computed in fp32 and rounded to the low dtype, so that the capture
+    reaches the rest of the model, where rule PA115 reports the product. Yields the ops
+    found so (name -> the two dtypes), for the capture's notes. ``gemms=False`` for fake
+    tensors, whose meta GEMM kernels do not refuse the operands."""
+    found = {}
+    with _MixedConvolutions(found), _MixedGemms(found) if gemms else contextlib.nullcontext():
+        yield found
+
+
+class _MixedGemms(TorchDispatchMode):
+    def __init__(self, found):
+        super().__init__()
+        self.found = found
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        low = _low_with_float32(args, kwargs) if name in FP32_COMPUTE else None
+        if low is None:
+            return func(*args, **kwargs)
+        self.found[name] = (dtype_name(low), "float32")
+        return _in_fp32(func, args, kwargs, low)
+
+
+class _MixedConvolutions(TorchFunctionMode):
+    """A convolution's dtypes are checked before dispatch (``conv2d``'s composite kernel),
+    above autocast's casts: the call is caught at the function, once it has raised."""
+
+    def __init__(self, found):
+        super().__init__()
+        self.found = found
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func not in _CONVOLUTIONS:
+            return func(*args, **kwargs)
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError:
+            low = _low_with_float32(args, kwargs)
+            if low is None:
+                raise
+        self.found[func.__name__] = (dtype_name(low), "float32")
+        wide = pytree.tree_map_only(torch.Tensor, lambda t: t.float() if t.dtype == low else t, (args, kwargs))
+        return func(*wide[0], **wide[1]).to(low)
+
+
+_CONVOLUTIONS = frozenset({F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d,
+                           F.conv_transpose3d})
+
+
+def _low_with_float32(args, kwargs):
+    """The low dtype of a call whose floating tensors are of that one low dtype and float32."""
+    dtypes = {t.dtype for t in pytree.tree_leaves((args, kwargs))
+              if isinstance(t, torch.Tensor) and t.is_floating_point()}
+    low = dtypes - {torch.float32}
+    return next(iter(low)) if len(low) == 1 and torch.float32 in dtypes and low.issubset(LOW) else None
 
 
 def _in_fp32(func, args, kwargs, low):
