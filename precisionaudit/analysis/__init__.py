@@ -1,4 +1,5 @@
-"""Analysis passes: each reads the IR and writes facts into node attributes, nothing else."""
+"""Analysis passes: each reads the IR and writes one typed record of facts (analysis/facts.py)
+under its own key of a node's attributes, nothing else."""
 from . import (attention, constants, dtypes, integers, kernels, measured, norms, phases, ranges, reductions, rnn,
                softmax)
 
