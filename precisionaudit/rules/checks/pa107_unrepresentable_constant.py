@@ -20,4 +20,4 @@ def unrepresentable_constant(graph, name, node, target):
         # t[i] = value, t.fill_(value), t.masked_fill_(...) keep t's dtype: no fp32 region changes it
         fix = Fix(instead={"action": "replace",
                            "use": f"a value {worst.dtype} holds (torch.finfo(t.dtype).max or .min)"})
-    return Hit(name, values, case="underflow" if worst["status"] == "underflow" else None, fix=fix)
+    return Hit(name, values, case="underflow" if worst.status == "underflow" else None, fix=fix)
