@@ -46,6 +46,12 @@ class OpNode:
     # lives in its pass's record (analysis/facts.py: KernelFacts, ReductionFacts, ...).
 
 
+#: keys the PyTorch capture adds to a node only where it has them: the model inputs it reads
+#: (``sources``), parameters it reads through a view (``param_views``) and operands it could
+#: not trace (``untracked_operands``)
+CAPTURE_KEYS = ("sources", "param_views", "untracked_operands")
+
+
 def new_graph(**attrs) -> nx.DiGraph:
     """An empty IR graph with the graph-level facts every frontend fills: ``inputs``,
     ``outputs``, ``params``, ``modules``, ``input_dims``; ``attrs`` adds others, such as
