@@ -3,6 +3,7 @@ on CUDA), or stores a growing result (sum/prod/var) in fp16.
 """
 from __future__ import annotations
 
+from ...analysis.facts import fact
 from ..registry import Hit, check, param
 from .low_dtype import accumulates_low
 
@@ -18,8 +19,7 @@ GROWING = {"sum", "nansum", "prod", "var", "var_mean"}
 def reduction_low_precision(graph, name, node, target):
     if node.get("norm"):
         return None  # reported as a hand-written norm (PA102)
-    extent = node["reduction"].extent if "reduction" in node else None
-    accumulates = node["kernel"].accumulate_dtype if "kernel" in node else None
+    extent, accumulates = fact(node, "reduction.extent"), fact(node, "kernel.accumulate_dtype")
     dtype = node["compute_dtype"]
     if accumulates_low(node):
         problem = (f"reduces {extent} elements and accumulates in {dtype}: the running value "

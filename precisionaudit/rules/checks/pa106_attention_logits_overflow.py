@@ -3,6 +3,7 @@ while part of their 1/sqrt(d) scale comes only after it.
 """
 from __future__ import annotations
 
+from ...analysis.facts import fact
 from ..registry import Hit, check, param
 
 
@@ -13,7 +14,7 @@ def attention_logits_overflow(graph, name, node, target):
     the fp32 accumulator). bf16 has fp32's range; logits of normalised q/k have a value range
     that fits; a scale of unknown value before the GEMM is taken to do its job."""
     logits = node.get("attention")
-    if node["out_dtype"] != "float16" or _value_range(node) is not None or not (logits and logits.feeds_softmax):
+    if node["out_dtype"] != "float16" or fact(node, "range.value_range") is not None or not (logits and logits.feeds_softmax):
         return None
     before, after, d = logits.scale_before, logits.scale_after, logits.head_dim
     if (after is not None and abs(after) >= 1) or before is None:
@@ -23,10 +24,6 @@ def attention_logits_overflow(graph, name, node, target):
         return None
     return Hit(name, {"softmax": logits.feeds_softmax, "scale_before": before, "scale_after": after,
                       "head_dim": d, "scale_needed": needed, "scales": _scales_text(before, after, d, needed)})
-
-
-def _value_range(node):
-    return node["range"].value_range if "range" in node else None
 
 
 def _scales_text(before, after, d, needed) -> str:
