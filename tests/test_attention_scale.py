@@ -54,7 +54,8 @@ def _graph(model, target=AMP16):
 
 
 def _scan(model, target=AMP16):
-    (gemm,) = [a for _, a in _graph(model, target).nodes(data=True) if a.get("feeds_softmax")]
+    (gemm,) = [a for _, a in _graph(model, target).nodes(data=True)
+               if "attention" in a and a["attention"].feeds_softmax]
     return gemm
 
 
@@ -91,15 +92,16 @@ def test_prescale_is_judged_against_one_over_sqrt_head_dim(model, hazard):
 
 def test_the_gemm_records_the_factors_before_and_after_it_and_the_head_dim():
     gemm = _scan(Logits(q_scale=0.5, k_scale=0.25, after=0.125))
-    assert (gemm["scale_before"], gemm["scale_after"], gemm["head_dim"]) == (0.125, 0.125, HEAD)
-    assert gemm["scaled_before"] and gemm["scaled_after"]
+    logits = gemm["attention"]
+    assert (logits.scale_before, logits.scale_after, logits.head_dim) == (0.125, 0.125, HEAD)
+    assert logits.scaled_before and logits.scaled_after
 
 
 def test_baddbmm_alpha_is_seen_as_a_keyword_of_the_aten_op():
     gemm = _scan(Logits(alpha=0.125))
     assert gemm["op"] == "baddbmm" and gemm["out_dtype"] == "float16"
     assert gemm["keywords"] == {"beta": 0, "alpha": 0.125}
-    assert gemm["scale_before"] == 0.125 and gemm["head_dim"] == HEAD
+    assert gemm["attention"].scale_before == 0.125 and gemm["attention"].head_dim == HEAD
 
 
 def test_bf16_logits_are_never_flagged():
@@ -121,7 +123,7 @@ def test_baddbmm_with_alpha_one_names_the_scale_left_after_it():
 
 def test_the_baddbmm_clean_twin_is_clean_because_of_its_alpha():
     graph = scanned_graph(sample("pa106_baddbmm_clean.py"))
-    (gemm,) = [a for _, a in graph.nodes(data=True) if a.get("feeds_softmax")]
+    (gemm,) = [a for _, a in graph.nodes(data=True) if "attention" in a and a["attention"].feeds_softmax]
     assert gemm["op"] == "baddbmm" and gemm["out_dtype"] == "float16"
     assert gemm["keywords"]["alpha"] == pytest.approx(1 / math.sqrt(HEAD))
-    assert gemm["scale_after"] == 1.0
+    assert gemm["attention"].scale_after == 1.0

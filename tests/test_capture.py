@@ -44,14 +44,14 @@ def test_pure_mode_runs_everything_low():
 
 
 def test_finfo_constant_is_evaluated_under_the_policy():
-    values = {c["value"] for a in nodes(graph_of(model("nested_blocks.py")), "masked_fill")
-              for c in a["constants"]}
+    values = {c.value for a in nodes(graph_of(model("nested_blocks.py")), "masked_fill")
+              for c in a["constant"].uses}
     assert values == {torch.finfo(torch.float16).min}
 
 
 def test_finfo_constant_under_bfloat16():
-    values = {c["value"] for a in nodes(graph_of(model("nested_blocks.py"), dtype="bfloat16"), "masked_fill")
-              for c in a["constants"]}
+    values = {c.value for a in nodes(graph_of(model("nested_blocks.py"), dtype="bfloat16"), "masked_fill")
+              for c in a["constant"].uses}
     assert values == {torch.finfo(torch.bfloat16).min}
 
 
@@ -74,14 +74,14 @@ def test_explicit_cast_is_recorded_as_such():
     casts = [a for _, a in g.nodes(data=True) if a["explicit_cast"]]
     # softmax(...).to(v.dtype): fp32 softmax output back to fp16; the final x.float() of an
     # fp32 tensor is a no-op and is not an op at all
-    assert [(a["op"], a["in_dtypes"][0], a["out_dtype"], a["why"]) for a in casts] == [
+    assert [(a["op"], a["in_dtypes"][0], a["out_dtype"], a["precision"].why) for a in casts] == [
         ("to", "float32", "float16", "explicit cast")] * 2
 
 
 def test_autocast_cast_is_attributed_to_the_op():
     g = graph_of(model("nested_blocks.py"))
     linear = nodes(g, "linear")[0]
-    assert (linear["autocast_cast"], linear["in_dtypes"][0], linear["why"]) == (
+    assert (linear["autocast_cast"], linear["in_dtypes"][0], linear["precision"].why) == (
         True, "float32", "autocast: lower_precision_fp list")
 
 
@@ -230,7 +230,7 @@ def test_grouped_mm_moe_captures_on_fake_tensors(mode, dtype):
     gemms = [a for a in run_passes(captured.graph).nodes.values() if a["op"] == "_grouped_mm"]
     tokens = 2 * 16
     assert [a["out_shape"] for a in gemms] == [(tokens, 128), (tokens, 64)]
-    assert {(a["out_dtype"], a["accumulate_dtype"]) for a in gemms} == {(dtype, "float32")}
+    assert {(a["out_dtype"], a["kernel"].accumulate_dtype) for a in gemms} == {(dtype, "float32")}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
@@ -264,7 +264,7 @@ def test_json_report_is_strict_json(cli):
 
 def test_ops_in_a_disabled_autocast_region_say_so():
     g = graph_of(sample("pa110_positions_clean.py"))
-    why = {a["op"]: a["why"] for _, a in g.nodes(data=True)}
+    why = {a["op"]: a["precision"].why for _, a in g.nodes(data=True)}
     assert (why["arange"], why["sin"], why["linear"]) == (
         "autocast disabled here", "autocast disabled here", "autocast: lower_precision_fp list")
 
@@ -291,4 +291,4 @@ def test_cudnn_rnns_compute_in_float16_under_any_autocast_dtype(dtype):
     nodes = list(run_passes(captured.graph).nodes.values())
     lstm = [a for a in nodes if "lstm" in a["op"] or "rnn" in a["op"]]
     assert lstm and {a["compute_dtype"] for a in lstm} == {"float16"}
-    assert all("cuDNN RNNs run in float16" in a["why"] for a in lstm)
+    assert all("cuDNN RNNs run in float16" in a["precision"].why for a in lstm)

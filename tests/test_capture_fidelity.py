@@ -113,5 +113,5 @@ class Attention(nn.Module):
 def test_multiplying_logits_by_one_is_not_a_scale(scale, scaled_after):
     graph = run_passes(capture(lambda: Attention(scale), lambda: (torch.randn(2, 4, 16),), AMP16).graph)
     (matmul,) = [a for _, a in graph.nodes(data=True) if a["op"] == "matmul"]
-    assert matmul["feeds_softmax"]
-    assert matmul["scaled_after"] is scaled_after
+    assert matmul["attention"].feeds_softmax
+    assert matmul["attention"].scaled_after is scaled_after

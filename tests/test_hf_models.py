@@ -110,7 +110,7 @@ def test_attention_softmax_computes_in_float32(name, entry):
     graph = graph_of(name, entry)
     assert computes(graph, {"softmax"}) == {"float32"}
     # ... while the q.k logits GEMM feeding it runs in fp16 (GPT-2's reordered upcast: fp32)
-    logits = [graph.nodes[a["logits_from"]] for a in nodes(graph, {"softmax"}) if a.get("logits_from")]
+    logits = [graph.nodes[a["attention"].logits_from] for a in nodes(graph, {"softmax"}) if "attention" in a]
     assert len(logits) == ATTENTIONS[name]
     expected = "float32" if entry == "get_upcast_model" else "float16"
     assert {a["compute_dtype"] for a in logits} == {expected}
@@ -208,8 +208,8 @@ def test_prescale_is_judged_against_the_head_dim_in_real_attention():
     found = [f for f in scanned("falcon")[1] if f.rule == "PA106"]
     assert len(found) == 2 and {f.evidence["scale_after"] for f in found} == {0.25}
     assert {f.evidence["source"].rsplit("/", 1)[-1].split(":")[0] for f in found} == {"modeling_falcon.py"}
-    logits = [a for a in nodes(graph_of("opt")) if a.get("feeds_softmax")]
-    assert len(logits) == 2 and {(a["scale_before"], a["head_dim"]) for a in logits} == {(0.25, 16)}
+    logits = [a["attention"] for a in nodes(graph_of("opt")) if "attention" in a and a["attention"].feeds_softmax]
+    assert len(logits) == 2 and {(a.scale_before, a.head_dim) for a in logits} == {(0.25, 16)}
     assert "PA106" not in ids("opt")
 
 
@@ -220,7 +220,7 @@ def test_pure_fp16_fused_softmax_is_not_reported():
         graph = graph_of(name, "get_eager_model", ("float16", "pure"))
         softmaxes = nodes(graph, {"softmax"})
         assert len(softmaxes) == ATTENTIONS[name], name
-        assert {(n["compute_dtype"], n["accumulate_dtype"]) for n in softmaxes} == {
+        assert {(n["compute_dtype"], n["kernel"].accumulate_dtype) for n in softmaxes} == {
             ("float16", "float32")}, name
         assert "PA101" not in ids(name, "get_eager_model", ("float16", "pure")), name
 

@@ -17,6 +17,7 @@ import pytest
 
 pytest.importorskip("plotly")
 
+from precisionaudit.analysis.facts import CalibrationFacts  # noqa: E402
 from precisionaudit.core.numerics import Target  # noqa: E402
 from precisionaudit.core.findings import Finding  # noqa: E402
 from precisionaudit.ir.graph import OpNode, add_op, new_graph  # noqa: E402
@@ -129,7 +130,9 @@ def test_tree_colours_flagged_ops_by_their_worst_finding_and_tints_their_modules
 
 def test_measured_ranges_are_plotted_against_the_dtype_range():
     graph = new_graph()
-    add_op(graph, OpNode(name="exp", op="exp", target="t", measured={"max_abs": 9e4, "min_nonzero": 1e-9}))
+    add_op(graph, OpNode(name="exp", op="exp", target="t"))
+    graph.nodes["exp"]["calibration"] = CalibrationFacts({"max_abs": 9e4, "min_nonzero": 1e-9}, key="exp",
+                                                         nonfinite_first=False)
     add_op(graph, OpNode(name="mul", op="mul", target="t"))
     figure = measured_ranges(graph, "float16")
     assert list(figure.data[0].x) == ["exp"] and list(figure.data[0].y) == [9e4]

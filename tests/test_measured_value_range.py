@@ -28,12 +28,13 @@ def _node(graph, op):
 
 
 def test_a_gemm_output_is_unknown_without_data_and_measured_with_it():
-    assert _node(_graph(), "linear")["value_range"] is None
+    assert _node(_graph(), "linear")["range"].value_range is None
     linear = _node(_graph(ValueOptions(data="example")), "linear")
-    lo, hi = linear["value_range"]
-    assert linear["value_range_source"] == "measured"
-    assert (lo, hi) == (linear["measured"]["lo"], linear["measured"]["hi"])
-    assert lo < 0 < hi and max(-lo, hi) == linear["measured"]["max_abs"]
+    lo, hi = linear["range"].value_range
+    assert linear["range"].source == "measured"
+    measured = linear["calibration"].stats
+    assert (lo, hi) == (measured["lo"], measured["hi"])
+    assert lo < 0 < hi and max(-lo, hi) == measured["max_abs"]
 
 
 def test_the_static_pass_propagates_from_the_measured_range():
@@ -41,10 +42,10 @@ def test_the_static_pass_propagates_from_the_measured_range():
     import math
 
     graph = _graph(ValueOptions(data="example"))
-    lo, hi = _node(graph, "linear")["value_range"]
-    exp = _node(graph, "exp")
-    assert exp["value_range_source"] == "static"
-    assert exp["value_range"] == (math.exp(lo), math.exp(hi))
+    lo, hi = _node(graph, "linear")["range"].value_range
+    exp = _node(graph, "exp")["range"]
+    assert exp.source == "static"
+    assert exp.value_range == (math.exp(lo), math.exp(hi))
 
 
 def _pa105(*extra):

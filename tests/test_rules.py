@@ -100,18 +100,18 @@ def test_fused_kernels_accumulating_in_fp32_are_silent_in_pure_fp16():
     """SoftMax.cu and group_norm_kernel.cu keep max/sum/mean/variance in fp32 for Half inputs."""
     graph = scanned_graph(sample("pa102_groupnorm_clean.py"), mode="pure")
     norm = next(a for _, a in graph.nodes(data=True) if a["op"] == "group_norm")
-    assert (norm["compute_dtype"], norm["accumulate_dtype"]) == ("float16", "float32")
-    assert "group_norm_kernel.cu" in norm["kernel_source"]
+    assert (norm["compute_dtype"], norm["kernel"].accumulate_dtype) == ("float16", "float32")
+    assert "group_norm_kernel.cu" in norm["kernel"].source
     graph = scanned_graph(sample("pa101_softmax_clean.py"), mode="pure")
     softmax = next(a for _, a in graph.nodes(data=True) if a["op"] == "softmax")
-    assert (softmax["compute_dtype"], softmax["accumulate_dtype"]) == ("float16", "float32")
+    assert (softmax["compute_dtype"], softmax["kernel"].accumulate_dtype) == ("float16", "float32")
 
 
 def test_cumsum_accumulates_in_its_input_dtype_on_cuda_only():
     """CumsumKernel.cu scans with std::plus<scalar_t>; the CPU kernel carries acc_type."""
     def accumulate(device):
         graph = scanned_graph(sample("pa103_cumsum_hazard.py"), mode="pure", device=device)
-        return next(a for _, a in graph.nodes(data=True) if a["op"] == "cumsum")["accumulate_dtype"]
+        return next(a for _, a in graph.nodes(data=True) if a["op"] == "cumsum")["kernel"].accumulate_dtype
     assert (accumulate("cuda"), accumulate("cpu")) == ("float16", "float32")
 
 
@@ -133,7 +133,7 @@ def test_eval_mode_batch_norm_computes_no_statistics(tmp_path):
     path.write_text(EVAL_BN)
     graph = scanned_graph(str(path), mode="pure")
     norm = next(a for _, a in graph.nodes(data=True) if a["op"] == "batch_norm")
-    assert norm["computes_statistics"] is False
+    assert norm["kernel"].computes_statistics is False
 
 
 def test_handwritten_norm_message_names_the_dtype_problem():

@@ -179,7 +179,7 @@ def get_example_inputs():
 def test_the_order_p_of_a_norm_is_not_read_as_a_dim(tmp_path):
     graph = scanned_graph(model_file(tmp_path, NORM), mode="pure")
     norm = next(a for _, a in graph.nodes(data=True) if a["op"] == "norm")
-    assert norm["dims"] == [-1] and norm["reduced_extent"] == 7
+    assert norm["dims"] == [-1] and norm["reduction"].extent == 7
 
 
 MANY = """

@@ -50,7 +50,7 @@ def rule_ids(path, dtype="float16", mode="autocast"):
 
 def ranges_by_op(path, mode="pure"):
     graph = scanned_graph(path, mode=mode)
-    return {a["op"]: a["value_range"] for _, a in graph.nodes(data=True)}
+    return {a["op"]: a["range"].value_range for _, a in graph.nodes(data=True)}
 
 
 def test_bounded_ops_and_elementwise_propagation(tmp_path):

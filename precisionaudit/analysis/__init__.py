@@ -1,14 +1,28 @@
-"""Analysis passes: each reads the IR and writes facts into node attributes, nothing else."""
-from . import (attention, constants, dtypes, integers, kernels, measured, norms, phases, ranges, reductions, rnn,
-               softmax)
+"""Analysis passes: each reads the IR and writes one typed record of facts (analysis/facts.py)
+under its own key of a node's attributes, nothing else.
 
-PASSES = (dtypes.annotate, kernels.annotate, constants.annotate, reductions.annotate,
-          attention.annotate, norms.annotate, softmax.annotate, rnn.annotate, integers.annotate,
-          measured.annotate, ranges.annotate,  # measured ranges stand in for unknown static ones
-          phases.annotate)
+The passes are imported on first use (they import networkx): the rule engine and the CLI
+read ``analysis.facts`` without paying for them.
+"""
+
+
+def _passes() -> tuple:
+    from . import (attention, constants, dtypes, integers, kernels, measured, norms, phases, ranges, reductions,
+                   rnn, softmax)
+
+    return (dtypes.annotate, kernels.annotate, constants.annotate, reductions.annotate,
+            attention.annotate, norms.annotate, softmax.annotate, rnn.annotate, integers.annotate,
+            measured.annotate, ranges.annotate,  # measured ranges stand in for unknown static ones
+            phases.annotate)
+
+
+def __getattr__(name):
+    if name == "PASSES":
+        return _passes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run_passes(graph):
-    for annotate in PASSES:
+    for annotate in _passes():
         annotate(graph)
     return graph

@@ -2,14 +2,16 @@
 their scale is applied before it (to q, to k, as baddbmm's alpha, or by a scale the runtime
 fuses into the GEMM) and how much after.
 
-Writes on the logits GEMM: ``feeds_softmax``, ``scale_before`` / ``scale_after`` (the product
-of the constant factors, 1.0 for none, None for a scale whose value is not known),
-``scaled_before`` / ``scaled_after`` (a factor other than 1 is there) and ``head_dim`` (the
-GEMM's contraction extent, None where the shapes do not tell it).
+Writes an ``AttentionFacts`` (analysis/facts.py) under ``attention`` on the logits GEMM:
+``feeds_softmax``, ``scale_before`` / ``scale_after`` (the product of the constant factors,
+1.0 for none, None for a scale whose value is not known), ``scaled_before`` /
+``scaled_after`` (a factor other than 1 is there) and ``head_dim`` (the GEMM's contraction
+extent, None where the shapes do not tell it); and one on the softmax, ``logits_from``.
 """
 import math
 
 from ..ir.graph import producers
+from .facts import AttentionFacts
 
 GEMMS = {"matmul", "bmm", "baddbmm", "einsum", "mm"}
 BETWEEN = {"div", "mul", "add", "sub", "masked_fill", "where", "to", "float", "half", "type_as",
@@ -108,11 +110,10 @@ def annotate(graph):
                 after = 1.0
                 for factor in scales.values():
                     after = _times(after, factor)
-                cur["feeds_softmax"] = name
-                cur["scale_before"], cur["scale_after"] = before, after
-                cur["scaled_before"], cur["scaled_after"] = before != 1.0, after != 1.0
-                cur["head_dim"] = _head_dim(cur)
-                node["logits_from"] = current
+                cur["attention"] = AttentionFacts(feeds_softmax=name, scale_before=before, scale_after=after,
+                                                  scaled_before=before != 1.0, scaled_after=after != 1.0,
+                                                  head_dim=_head_dim(cur))
+                node["attention"] = AttentionFacts(logits_from=current)
                 break
             if _op(cur) not in BETWEEN:
                 break

@@ -1,5 +1,6 @@
 """Constants each op meets, and what they become in the dtype they meet."""
 from ..core.numerics import SMALLEST_NORMAL, rounds_to
+from .facts import Constant, ConstantFacts
 
 #: aten ops whose scalar arguments are values mixed into the tensor (not sizes or dims).
 VALUE_OPS = {"masked_fill", "masked_fill_", "fill", "fill_", "full", "full_like", "new_full",
@@ -30,6 +31,5 @@ def annotate(graph):
                 if aten.rstrip("_") in VALUE_OPS or aten in VALUE_OPS:
                     if isinstance(value, (int, float)) and value == value:
                         stored, status = classify(float(value), dtype)
-                        found.append({"value": value, "dtype": dtype, "stored": stored,
-                                      "status": status, "aten": aten})
-        node["constants"] = found
+                        found.append(Constant(value=value, dtype=dtype, stored=stored, status=status, aten=aten))
+        node["constant"] = ConstantFacts(tuple(found))

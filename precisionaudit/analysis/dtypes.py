@@ -2,6 +2,7 @@
 from ..core.autocast_policy import POLICY, aten_short
 from ..core.numerics import LOW_PRECISION_NAMES as LOW
 from ..core.target import Target
+from .facts import PrecisionFacts
 
 
 def autocast_kind(node) -> str | None:
@@ -37,5 +38,4 @@ def reason(node, target) -> str:
 def annotate(graph):
     target = graph.graph.get("target") or Target()  # a core.target.Target, as the capture judged it
     for _, node in graph.nodes(data=True):
-        node["low_precision"] = node["compute_dtype"] in LOW
-        node["why"] = reason(node, target)
+        node["precision"] = PrecisionFacts(low_precision=node["compute_dtype"] in LOW, why=reason(node, target))

@@ -2,6 +2,7 @@
 import networkx as nx
 
 from ..ir.graph import producers
+from .facts import IntegerFacts, fact
 
 PASS_THROUGH = {"to", "float", "half", "bfloat16", "type_as", "unsqueeze", "expand", "getitem",
                 "view", "reshape", "repeat", "index_select", "embedding_bag"}
@@ -24,10 +25,10 @@ def annotate(graph):
         if node["op"] == "arange":
             bound = _arange_max(node)
         elif node["op"] in ("cumsum",) and node["out_dtype"] and not node["out_dtype"].startswith(("float", "bfloat")):
-            bound = node.get("reduced_extent")
+            bound = fact(node, "reduction.extent")
         elif node["op"] in PASS_THROUGH:
-            bounds = [graph.nodes[p].get("int_max") for p in producers(graph, name)]
+            bounds = [fact(graph.nodes[p], "integer.largest") for p in producers(graph, name)]
             bounds = [b for b in bounds if b is not None]
             bound = max(bounds) if bounds else None
         if bound is not None:
-            node["int_max"] = bound
+            node["integer"] = IntegerFacts(bound)

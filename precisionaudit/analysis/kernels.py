@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..core.numerics import LOW_PRECISION_NAMES as LOW
 from ..core.target import Target
+from .facts import KernelFacts
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def accumulate_dtype(node, device: str) -> str | None:
 def annotate(graph):
     device = (graph.graph.get("target") or Target()).device
     for _, node in graph.nodes(data=True):
-        node["accumulate_dtype"] = accumulate_dtype(node, device)
         kernel = kernel_of(node)
-        node["kernel_source"] = kernel.source if kernel else None
-        node["computes_statistics"] = computes_statistics(node)
+        node["kernel"] = KernelFacts(accumulate_dtype=accumulate_dtype(node, device),
+                                     source=kernel.source if kernel else None,
+                                     computes_statistics=computes_statistics(node))

@@ -1,4 +1,4 @@
-"""Calibration ranges (--data) into node facts: each node's ``measured`` statistics.
+"""Calibration ranges (--data) into node facts: each node's ``CalibrationFacts`` (``calibration``).
 
 PyTorch: the range pass keys every call by ``module|op|k`` (its k-th call of that op in
 that module, in forward order); the IR's nodes are numbered the same way here, in the order
@@ -6,16 +6,15 @@ the capture added them, so the fp32 reference's values land on the node of the s
 ONNX: the range pass keys its statistics by node name, which is the IR's node name.
 """
 from ..core.values import call_key
+from .facts import CalibrationFacts
 
 
 def measured_interval(node):
     """(lo, hi) the fp32 reference produced at ``node`` over the calibration batches (fills
     such as -inf masks included), or None when nothing was measured there. The value-range
     pass uses it where no static bound is known."""
-    m = node.get("measured")
-    if not m or m.get("lo") is None or m.get("hi") is None:
-        return None
-    return (m["lo"], m["hi"])
+    m = node.get("calibration")
+    return None if m is None else m.interval()
 
 
 def annotate(graph):
@@ -24,7 +23,7 @@ def annotate(graph):
     if by_name:
         for name, node in graph.nodes(data=True):
             if name in by_name:
-                node["measured"] = {**by_name[name], "key": name, "nonfinite_first": name in first_bad}
+                node["calibration"] = CalibrationFacts(by_name[name], key=name, nonfinite_first=name in first_bad)
         return
     calls = graph.graph.get("measured_calls")
     if not calls:
@@ -34,4 +33,4 @@ def annotate(graph):
         key = call_key(node.get("module", ""), node["op"], counts)
         stats = calls.get(key)
         if stats is not None:
-            node["measured"] = {**stats, "key": key, "nonfinite_first": key in first_bad}
+            node["calibration"] = CalibrationFacts(stats, key=key, nonfinite_first=key in first_bad)

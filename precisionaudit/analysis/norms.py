@@ -1,5 +1,6 @@
 """Hand-written normalisation: mean of squares, variance as c * c, rsqrt/sqrt of a variance."""
 from ..ir.graph import producers
+from .facts import NormFacts
 
 
 def _is_square(graph, name) -> bool:
@@ -16,13 +17,11 @@ def _is_square(graph, name) -> bool:
 def annotate(graph):
     for name, node in graph.nodes(data=True):
         if node["op"] in ("mean", "sum") and any(_is_square(graph, p) for p in producers(graph, name)):
-            node["norm_pattern"] = "mean of squares"
-            for p in producers(graph, name):
-                if _is_square(graph, p):
-                    node["square_node"] = p
-                    node["square_dtype"] = graph.nodes[p]["compute_dtype"]
+            square = [p for p in producers(graph, name) if _is_square(graph, p)][-1]
+            node["norm"] = NormFacts("mean of squares", square_node=square,
+                                     square_dtype=graph.nodes[square]["compute_dtype"])
         elif node["op"] in ("rsqrt", "sqrt"):
             preds = producers(graph, name)
             chain = preds + [q for p in preds if graph.nodes[p]["op"] == "add" for q in producers(graph, p)]
             if any(graph.nodes[p]["op"] in ("var", "mean", "var_mean") for p in chain):
-                node["norm_pattern"] = "rsqrt of a variance"
+                node["norm"] = NormFacts("rsqrt of a variance")

@@ -14,10 +14,11 @@ each frequency once, the same for every position, and keeps the embedding a cons
 The bound on |phase| is the phase's value range (static, or measured with --data). Where a
 model input of unknown range makes it unknown, the pass assumes the input is of unit scale
 (|x| <= 1, a [0, 1] timestep) and propagates that through the chain's constant scales and
-bounded frequency tables; ``phase_basis`` says which bound was used. Facts written on each
-low-precision store of the chain: ``phase_error`` (radians), ``phase_max``, ``phase_basis``,
-``phase_sinusoid`` (the sin/cos node), ``phase_stores_before`` (the chain's earlier
-low-precision stores) and ``phase_fix_ops`` (the low-precision chain ops from it on).
+bounded frequency tables; ``basis`` says which bound was used. Each low-precision store of
+the chain gets a ``PhaseFacts`` (analysis/facts.py) under ``phase``: ``error`` (radians),
+``largest`` (the bound on |phase|), ``basis``, ``sinusoid`` (the sin/cos node),
+``stores_before`` (the chain's earlier low-precision stores) and ``fix_ops`` (the
+low-precision chain ops from it on).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import networkx as nx
 
 from ..core.numerics import EXACT_INTEGER_LIMIT, LOW_PRECISION_NAMES, UNIT_ROUNDOFF
 from ..ir.graph import producers
+from .facts import PhaseFacts, fact
 from .ranges import GEMMS, OUTER, SAME, contraction, value_range
 
 SINUSOIDS = {"sin", "cos"}
@@ -60,7 +62,7 @@ def _varying(graph, name, chain, memo) -> bool:
     positions, or is made on the chain from such a value (a frequency table is not)."""
     if name not in memo:
         node = graph.nodes[name]
-        if node.get("sources") or node.get("int_max") is not None:
+        if node.get("sources") or fact(node, "integer.largest") is not None:
             memo[name] = True
         elif name in chain:
             memo[name] = any(_varying(graph, p, chain, memo) for p in producers(graph, name))
@@ -72,10 +74,10 @@ def _varying(graph, name, chain, memo) -> bool:
 def _phase_bound(graph, sinusoid, chain, roots):
     """(max |phase|, basis): the phase's range, else one assuming unit-scale model inputs."""
     (phase,) = producers(graph, sinusoid)
-    known = graph.nodes[phase]["value_range"]
+    known = fact(graph.nodes[phase], "range.value_range")
     if known is not None:
-        return max(abs(v) for v in known), graph.nodes[phase]["value_range_source"]
-    ranges = {n: graph.nodes[n]["value_range"] for n in chain | roots}
+        return max(abs(v) for v in known), fact(graph.nodes[phase], "range.source")
+    ranges = {n: fact(graph.nodes[n], "range.value_range") for n in chain | roots}
     for name in nx.topological_sort(graph.subgraph(chain | roots)):
         node = graph.nodes[name]
         if ranges[name] is None:
@@ -94,7 +96,8 @@ def _stores(graph, chain, roots):
         dtype = node["out_dtype"]
         if dtype not in LOW_PRECISION_NAMES or not _varying(graph, name, chain, memo):
             continue
-        if node.get("int_max") is not None and node["int_max"] <= EXACT_INTEGER_LIMIT[dtype]:
+        largest = fact(node, "integer.largest")
+        if largest is not None and largest <= EXACT_INTEGER_LIMIT[dtype]:
             continue  # integers the dtype holds exactly: storing them rounds nothing
         found.append(name)
     return found
@@ -114,9 +117,9 @@ def annotate(graph):
         for i, name in enumerate(stores):
             node = graph.nodes[name]
             error = bound * UNIT_ROUNDOFF[node["out_dtype"]]
-            if error <= node.get("phase_error", -1.0):
+            if "phase" in node and error <= node["phase"].error:
                 continue  # sin and cos of one phase: one fact, the larger error
             later = [s for s in stores[i:] if graph.nodes[s]["module"] == node["module"]]
-            node.update(phase_error=error, phase_max=bound, phase_basis=basis,
-                        phase_sinusoid=sinusoid, phase_stores_before=stores[:i],
-                        phase_fix_ops=list(dict.fromkeys(graph.nodes[s]["op"] for s in later)))
+            node["phase"] = PhaseFacts(error=error, largest=bound, basis=basis, sinusoid=sinusoid,
+                                       stores_before=stores[:i],
+                                       fix_ops=list(dict.fromkeys(graph.nodes[s]["op"] for s in later)))

@@ -1,7 +1,8 @@
 """Value ranges: a static interval for each op's output (interval analysis over the IR).
 
-Like torch.fx's ShapeProp writes shapes, this pass writes ``value_range = (lo, hi)`` into
-every node whose output something bounds, and None where nothing does. Sources of bounds:
+Like torch.fx's ShapeProp writes shapes, this pass writes a ``RangeFacts`` (analysis/facts.py)
+under ``range`` on every node: ``value_range = (lo, hi)`` where something bounds its output,
+and None where nothing does. Sources of bounds:
 ops with a bounded output (softmax/sigmoid in [0, 1], tanh/sin/cos/erf in [-1, 1],
 normalize, clamp, relu6, hardtanh, norms without affine weights), constants (full, zeros,
 ones, arange from its scalar arguments) and relations (``x - x.amax(dim)`` is <= 0). They
@@ -12,9 +13,9 @@ as a rotary ``inv_freq``) has the range of the values its constructor gave, whic
 records in ``graph.graph["buffer_ranges"]``. With
 calibration data (--data) the range pass's measured interval of a node (analysis/measured.py)
 stands in for an unknown one, and the static rules propagate from it
-(``value_range_source``: "static" or "measured").
+(``source``: "static" or "measured").
 
-It also writes ``l2_bound``: an upper bound on the L2 norm of the rows of an output
+Its ``l2_bound`` is an upper bound on the L2 norm of the rows of an output
 (F.normalize, x / x.norm(dim=-1, keepdim=True), then scaled by constants), so that a GEMM of
 two normalised operands (cosine-similarity attention) has logits in [-c, c].
 """
@@ -25,6 +26,7 @@ import math
 import networkx as nx
 
 from ..ir.graph import producers
+from .facts import RangeFacts, fact
 from .measured import measured_interval
 
 INF = math.inf
@@ -249,8 +251,8 @@ def value_range(graph, name, node, ranges, input_range=None):
     if op in HULL:  # scalar dims widen the hull: loose, never wrong
         tensors = [r for p, r in zip(preds, inputs) if graph.nodes[p]["out_dtype"] != "bool"]
         return _hull(tensors + others + [(float(v), float(v)) for v in _numbers(node)])
-    if op in ("sum", "nansum") and only is not None and node.get("reduced_extent"):
-        n = node["reduced_extent"]
+    if op in ("sum", "nansum") and only is not None and fact(node, "reduction.extent"):
+        n = fact(node, "reduction.extent")
         return _mul(only, (0.0, float(n)))
     if op in ("add", "sub", "rsub", "mul", "div", "rdiv"):
         return _arith(graph, name, node, ranges, input_range)
@@ -258,7 +260,7 @@ def value_range(graph, name, node, ranges, input_range=None):
         operands = inputs + others
         return _mul(*operands) if len(operands) == 2 and None not in operands else None
     if op in GEMMS and len(preds) == 2:
-        bounds = [graph.nodes[p].get("l2_bound") for p in preds]
+        bounds = [fact(graph.nodes[p], "range.l2_bound") for p in preds]
         if all(b is not None for b in bounds):
             return (-bounds[0] * bounds[1], bounds[0] * bounds[1])
         return None
@@ -298,7 +300,7 @@ def l2_bound(graph, name, node):
         return 1.0
     if not preds:
         return None
-    first = graph.nodes[preds[0]].get("l2_bound")
+    first = fact(graph.nodes[preds[0]], "range.l2_bound")
     if first is None or len(preds) != 1:
         return None
     if op in SAME:
@@ -320,6 +322,6 @@ def annotate(graph):
         if _unbounded(r) and measured_interval(node) is not None:
             r, source = measured_interval(node), "measured"  # --data: what the batches reached
         ranges[name] = r
-        node["value_range"] = None if _unbounded(r) else tuple(r)
-        node["value_range_source"] = None if node["value_range"] is None else source
-        node["l2_bound"] = l2_bound(graph, name, node)
+        known = None if _unbounded(r) else tuple(r)
+        node["range"] = RangeFacts(value_range=known, source=None if known is None else source,
+                                   l2_bound=l2_bound(graph, name, node))

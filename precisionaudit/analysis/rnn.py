@@ -3,10 +3,12 @@
 nn.LSTM/GRU/RNN and their cells carry it by construction. A hand-written recurrence (a
 gated linear RNN or a state-space scan written as a loop: ``h = a * h + u``) shows in the
 IR as a chain of ops at one source line, each step's output feeding the next step's op at
-that line; the last op of the chain carries ``rnn_steps`` (the chain's length) and
-``rnn_state_dtype`` (the dtype it stores the state in).
+that line; the last op of the chain carries an ``RnnFacts`` (analysis/facts.py) under ``rnn``:
+``steps`` (the chain's length) and ``state_dtype`` (the dtype it stores the state in).
 """
 from collections import defaultdict
+
+from .facts import RnnFacts
 
 RNN_OPS = {"lstm", "gru", "rnn_tanh", "rnn_relu"}
 CELL_OPS = {"lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"}
@@ -17,15 +19,13 @@ STEP_OPS = {"add", "sub", "mul", "addcmul", "lerp"}
 def annotate(graph):
     for _, node in graph.nodes(data=True):
         if node["op"] in RNN_OPS:
-            node["rnn_state_dtype"] = node["compute_dtype"]
             shape = node["in_shapes"][0] if node["in_shapes"] else None
-            node["rnn_steps"] = max(shape[:2]) if shape and len(shape) >= 2 else None
+            node["rnn"] = RnnFacts(node["compute_dtype"], steps=max(shape[:2]) if shape and len(shape) >= 2 else None)
         elif node["op"] in CELL_OPS:
-            node["rnn_state_dtype"] = node["compute_dtype"]
+            node["rnn"] = RnnFacts(node["compute_dtype"])
     for name, steps in _recurrence_ends(graph):
         node = graph.nodes[name]
-        node["rnn_steps"] = steps
-        node["rnn_state_dtype"] = node["out_dtype"]
+        node["rnn"] = RnnFacts(node["out_dtype"], steps=steps)
 
 
 def _recurrence_ends(graph):

@@ -5,6 +5,7 @@ fp16 every probability below 6e-8 is 0, so a log or a division downstream turns 
 -inf or inf. This pass marks softmax outputs and where they flow.
 """
 from ..ir.graph import consumers, producers
+from .facts import SoftmaxFacts
 
 #: ops that carry the probabilities on unchanged (casts included: an fp16 zero upcast is still 0)
 CARRY = {"to", "float", "half", "type_as", "getitem", "view", "reshape", "clone", "contiguous",
@@ -43,5 +44,5 @@ def _fatal_consumer(graph, name, depth=4):
 def annotate(graph):
     for name, node in graph.nodes(data=True):
         if node["op"] in ("softmax",) or _hand_written(graph, name):
-            node["softmax_output"] = "softmax" if node["op"] == "softmax" else "hand-written softmax"
-            node["probs_consumer"] = _fatal_consumer(graph, name)
+            node["softmax"] = SoftmaxFacts("softmax" if node["op"] == "softmax" else "hand-written softmax",
+                                           probs_consumer=_fatal_consumer(graph, name))

@@ -1,7 +1,7 @@
 """The one IR: a networkx DiGraph whose nodes are user-level ops.
 
-Frontends (PyTorch, ONNX) build it; analysis passes add facts to node attributes;
-rules only read it. Node keys are unique op names ("softmax", "softmax_1", ...);
+Frontends (PyTorch, ONNX) build it from ``OpNode`` records; analysis passes add one typed
+record each to node attributes (analysis/facts.py); rules only read it. Node keys are unique op names ("softmax", "softmax_1", ...);
 edges run producer → consumer. Graph attributes (``G.graph``) hold model-level facts.
 """
 from __future__ import annotations
@@ -22,9 +22,6 @@ class OpNode:
     in_dtypes: list = field(default_factory=list)  # dtypes entering the op, before autocast
     in_shapes: list = field(default_factory=list)
     compute_dtype: str | None = None  # dtype the main op computes in
-    # dtype the kernel accumulates in (CUDA softmax/norm/reduction kernels and tensor-core
-    # GEMMs keep fp32 accumulators for fp16/bf16 inputs); None: not known, judge compute_dtype
-    accumulate_dtype: str | None = None
     out_dtype: str | None = None
     out_shape: tuple | None = None
     scalars: list = field(default_factory=list)  # Python scalars / known 0-d constants read
@@ -42,14 +39,17 @@ class OpNode:
     autocast_cast: bool = False  # autocast changed the dtype of an input of this op
     explicit_cast: bool = False  # the op is a user-written cast (.float(), .to(dtype))
     banned: bool = False  # autocast refuses this op (binary_cross_entropy)
-    reduced_extent: int | None = None  # elements folded into each output of a reduction
     dims: list = field(default_factory=list)  # dim / int arguments (reduction dims, ...)
     flags: list = field(default_factory=list)  # bool arguments of the main op (batch norm's training)
-    # static interval (lo, hi) the op's output can take, written by the value-range pass;
-    # None: unknown (nothing bounds it)
-    value_range: tuple | None = None
-    # ranges measured on calibration data (--data): max_abs, percentile, min_nonzero, ...
-    measured: dict | None = None
+    # What the passes derive (the kernel's accumulator, a reduction's extent, the value
+    # range, calibration statistics) is no OpNode field: no frontend records it, so each
+    # lives in its pass's record (analysis/facts.py: KernelFacts, ReductionFacts, ...).
+
+
+#: keys the PyTorch capture adds to a node only where it has them: the model inputs it reads
+#: (``sources``), parameters it reads through a view (``param_views``) and operands it could
+#: not trace (``untracked_operands``)
+CAPTURE_KEYS = ("sources", "param_views", "untracked_operands")
 
 
 def new_graph(**attrs) -> nx.DiGraph:

@@ -1,4 +1,5 @@
 """The ``explain`` table: every op, where it is, and what it computes in under the policy."""
+from ..analysis.facts import fact
 
 
 def render(graph, path, target, frontend, notes=()) -> str:
@@ -11,8 +12,8 @@ def render(graph, path, target, frontend, notes=()) -> str:
         ins = ",".join(sorted({_short(d) for d in a["in_dtypes"] if d})) or "-"
         policy = (layers.get(a["module"], {}).get("policy", "-"),) if layers else ()
         rows.append((name, a["op"], a["module"] or "<root>", *policy, str(a["line"] or "-"), ins,
-                     _short(a["compute_dtype"]), _short(a.get("accumulate_dtype")),
-                     _short(a["out_dtype"]), a.get("why", "")))
+                     _short(a["compute_dtype"]), _short(fact(a, "kernel.accumulate_dtype")),
+                     _short(a["out_dtype"]), fact(a, "precision.why") or ""))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     out = [f"{path} under {target.dtype} {target.mode} ({target.device}), captured by {frontend}"]
     out += [f"note: {note}" for note in notes]

@@ -172,7 +172,7 @@ def module_tree(graph, findings, path: str):
 def measured_ranges(graph, dtype: str):
     """Each op's measured |value| range (value-aware scans) against the dtype's range, or
     None when nothing was measured."""
-    rows = [(name, attrs["measured"]) for name, attrs in graph.nodes(data=True) if attrs.get("measured")]
+    rows = [(name, attrs["calibration"].stats) for name, attrs in graph.nodes(data=True) if attrs.get("calibration")]
     rows = [(n, m) for n, m in rows if m.get("max_abs")]
     if not rows:
         return None

@@ -16,6 +16,7 @@ from importlib import resources
 
 import yaml
 
+from ..analysis.facts import RECORDS, fact, flat, path_error
 from ..core.errors import UsageError
 from ..core.findings import Finding
 from ..core.schema import schema_error
@@ -61,6 +62,9 @@ def _parse(data, source: str, checks: bool = True) -> Rule:
     if error:
         where, why = error
         raise UsageError(f"{source}: {where + ': ' if where else ''}{why}")
+    for key in (data.get("match") or {}).get("where") or {}:
+        if path_error(key):
+            raise UsageError(f"{source}: match.where: {path_error(key)}")
     check = data.get("check")
     if checks and check and check not in _checks():
         raise UsageError(f"{source}: check {check!r} is not a registered Python check")
@@ -170,10 +174,18 @@ def bundled_ids() -> frozenset:
 
 
 def _matches(rule: Rule, node: dict) -> bool:
+    """The node's op is one of ``match.ops`` and every ``match.where`` fact has its value: a
+    key is an OpNode field, ``record.field`` (analysis/facts.py) or an old flat fact key."""
     ops = rule.match.get("ops")
     if ops and node["op"] not in ops:
         return False
-    return all(node.get(k) == v for k, v in rule.match.get("where", {}).items())
+    return all(fact(node, k) == v for k, v in rule.match.get("where", {}).items())
+
+
+def _node_values(node) -> dict:
+    """What a message may name of a node: its OpNode fields and the passes' facts under their
+    old flat names (``{why}``, ``{reduced_extent}``), not the records themselves."""
+    return {**{k: v for k, v in node.items() if k not in RECORDS}, **flat(node)}
 
 
 class _Lenient(dict):
@@ -257,7 +269,7 @@ def _finding(rule, graph, hit: Hit, target, path, model) -> Finding:
     column = None if hit.line is not None else node.get("column")  # a check's own line has none
     line = hit.line if hit.line is not None else node.get("line")
     dtype = node.get("compute_dtype") or target.dtype
-    values = {**node, "dtype": dtype, "target_dtype": target.dtype, "module": module or "<root>",
+    values = {**_node_values(node), "dtype": dtype, "target_dtype": target.dtype, "module": module or "<root>",
               **hit.values}
     fix = {k: _format_value(rule, v, values) for k, v in rule.fix.items()}
     if hit.fix.ops is not None:  # the check knows the whole chain that must move to fp32

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ...analysis.facts import fact
 from ...ir.graph import producers
 
 #: the multiple of 8 fp16/bf16 Tensor Core GEMMs want; vocabulary-sized dims (VOCAB_MIN and
@@ -34,7 +35,7 @@ def gemm_dims(graph, node, name=None) -> list[tuple[str, int]]:
                 # probabilities times v) and any dim equal to the left operand's rows (the
                 # tokens) are set by the input, not the model
                 runtime = runtime | {a[-2]}
-                if node.get("feeds_softmax"):
+                if fact(node, "attention.feeds_softmax"):
                     dims = dims[:1]
                 if _from_softmax(graph, name):
                     dims = dims[1:]

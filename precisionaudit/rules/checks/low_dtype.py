@@ -6,7 +6,8 @@ from ...core.numerics import LOW_PRECISION_NAMES as LOW
 
 def accumulates_low(node) -> bool:
     """The kernel's accumulator is fp16/bf16 (the kernel table's answer, else the compute dtype)."""
-    return (node.get("accumulate_dtype") or node["compute_dtype"]) in LOW
+    kernel = node.get("kernel")
+    return ((kernel and kernel.accumulate_dtype) or node["compute_dtype"]) in LOW
 
 
 def low_dtype(node) -> str | None:

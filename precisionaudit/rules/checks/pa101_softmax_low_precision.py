@@ -17,9 +17,10 @@ def softmax_low_precision(graph, name, node, target):
     if node["op"] in ("softmax", "log_softmax") and accumulates_low(node):
         return Hit(name, {"problem": f"accumulates its exponentials and their sum in {node['compute_dtype']}: "
                                        "they overflow or lose precision"})
-    consumer = node.get("probs_consumer")
-    if not node.get("softmax_output") or not consumer or node["out_dtype"] not in LOW:
+    probs = node.get("softmax")
+    if probs is None or not probs.probs_consumer or node["out_dtype"] not in LOW:
         return None
+    consumer = probs.probs_consumer
     use = graph.nodes[consumer]
     dtype = node["out_dtype"]
     tiny = SMALLEST_SUBNORMAL[dtype]
@@ -27,4 +28,4 @@ def softmax_low_precision(graph, name, node, target):
     result = "-inf" if use["op"].startswith("log") else "inf"
     return Hit(name, {"problem": f"stores its probabilities in {dtype} and {use['op']} (line {use['line']}) "
                                  f"{harm}: probabilities below {tiny:.1e} are 0 in {dtype} and give {result}",
-                      "pattern": node["softmax_output"], "consumer": consumer})
+                      "pattern": probs.kind, "consumer": consumer})

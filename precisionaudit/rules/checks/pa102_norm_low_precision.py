@@ -26,22 +26,24 @@ def norm_low_precision(graph, name, node, target):
 def _norm_hazard(graph, name, node, target):
     if node["op"] == "batch_norm" and target.mode == "autocast":
         return None  # cuDNN/native BN take fp32 weights and accumulate statistics in fp32
-    pattern = node.get("norm_pattern")
+    norm = node.get("norm")
+    pattern = norm.pattern if norm else None
     if node["op"] in ("mean", "sum", "rsqrt", "sqrt") and not pattern:
         return None
     if pattern == "mean of squares":
-        if node["low_precision"] or node.get("square_dtype") in LOW:
+        if _squares_low(node):
             # (c * c).mean() overflows in the square: the fix moves both to fp32
-            square = graph.nodes[node["square_node"]]["op"]
+            square = graph.nodes[norm.square_node]["op"]
             return Hit(name, {"pattern": pattern,
-                              "statistic_dtype": node.get("square_dtype") or node["compute_dtype"]},
+                              "statistic_dtype": norm.square_dtype or node["compute_dtype"]},
                        fix=Fix(ops=tuple(dict.fromkeys([square, node["op"]]))))
         return None
-    if not node["low_precision"]:
+    if not node["precision"].low_precision:
         return None
     if pattern == "rsqrt of a variance":
         return None if _variance_already_reported(graph, name) else Hit(name, {"pattern": pattern})
-    if not node.get("computes_statistics", True) or not accumulates_low(node):
+    kernel = node.get("kernel")
+    if (kernel and not kernel.computes_statistics) or not accumulates_low(node):
         return None  # eval-mode batch norm, or a fused kernel with fp32 statistics (kernels.py)
     return Hit(name, {"pattern": node["op"]})
 
@@ -52,7 +54,12 @@ def _variance_already_reported(graph, name) -> bool:
         candidates = [p, *producers(graph, p)] if graph.nodes[p]["op"] == "add" else [p]
         for c in candidates:
             node = graph.nodes[c]
-            if node.get("norm_pattern") == "mean of squares" and (
-                    node["low_precision"] or node.get("square_dtype") in LOW):
+            norm = node.get("norm")
+            if norm and norm.pattern == "mean of squares" and _squares_low(node):
                 return True
     return False
+
+
+def _squares_low(node) -> bool:
+    """A mean of squares computes, or squares, in fp16/bf16."""
+    return node["precision"].low_precision or node["norm"].square_dtype in LOW

@@ -3,6 +3,7 @@ on CUDA), or stores a growing result (sum/prod/var) in fp16.
 """
 from __future__ import annotations
 
+from ...analysis.facts import fact
 from ..registry import Hit, check, param
 from .low_dtype import accumulates_low
 
@@ -16,18 +17,18 @@ GROWING = {"sum", "nansum", "prod", "var", "var_mean"}
 
 @check
 def reduction_low_precision(graph, name, node, target):
-    if node.get("norm_pattern"):
+    if node.get("norm"):
         return None  # reported as a hand-written norm (PA102)
-    extent = node.get("reduced_extent")
+    extent, accumulates = fact(node, "reduction.extent"), fact(node, "kernel.accumulate_dtype")
     dtype = node["compute_dtype"]
     if accumulates_low(node):
         problem = (f"reduces {extent} elements and accumulates in {dtype}: the running value "
                    "leaves its range or stops taking small increments")
     elif node["op"] in GROWING and dtype == "float16":
-        problem = (f"accumulates in {node['accumulate_dtype']} but stores the result over {extent} "
+        problem = (f"accumulates in {accumulates} but stores the result over {extent} "
                    "elements in float16, whose range ends at 65504")
     else:
         return None  # fp32 accumulator and a result within the input's range (or bf16's)
     short = extent is not None and extent < param("short_extent")
-    return Hit(name, {"extent": extent, "problem": problem, "accumulate_dtype": node.get("accumulate_dtype")},
+    return Hit(name, {"extent": extent, "problem": problem, "accumulate_dtype": accumulates},
                case="short" if short else None)

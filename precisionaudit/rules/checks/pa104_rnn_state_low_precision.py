@@ -11,9 +11,9 @@ from ..registry import Hit, check, param
 @check
 def rnn_state_low_precision(graph, name, node, target):
     """nn.LSTM/GRU/RNN (any length), and hand-written recurrences over min_steps or more."""
+    rnn = node.get("rnn")
     if node["op"] in STEP_OPS:
-        steps = node.get("rnn_steps")
-        if steps is None or steps < param("min_steps") or node.get("rnn_state_dtype") not in LOW:
+        if rnn is None or rnn.steps is None or rnn.steps < param("min_steps") or rnn.state_dtype not in LOW:
             return None
-        return Hit(name, {"steps": steps, "dtype": node["rnn_state_dtype"]})
-    return Hit(name, {"steps": node.get("rnn_steps")})
+        return Hit(name, {"steps": rnn.steps, "dtype": rnn.state_dtype})
+    return Hit(name, {"steps": rnn.steps if rnn else None})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ...analysis.facts import fact
 from ...core.numerics import LARGEST_FINITE, SMALLEST_NORMAL
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
@@ -25,7 +26,7 @@ def _argument_range(graph, name):
     node = graph.nodes[name]
     if len(preds) != 1 or node["params"] or node.get("sources"):
         return None
-    return graph.nodes[preds[0]].get("value_range")
+    return fact(graph.nodes[preds[0]], "range.value_range")
 
 
 def _saturates(graph, name, depth=4) -> bool:
@@ -64,7 +65,7 @@ def exp_log_low_precision(graph, name, node, target):
         return None
     op, limit = node["op"], LARGEST_FINITE[dtype]
     arg = _argument_range(graph, name)
-    out = node.get("value_range")
+    out = fact(node, "range.value_range")
     if op == "softplus":
         return None  # ActivationSoftplusKernel.cu: opmath, and x itself above the threshold
     if op in ("exp", "expm1", "pow") and out is not None and max(abs(out[0]), abs(out[1])) <= limit:

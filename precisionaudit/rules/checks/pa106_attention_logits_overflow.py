@@ -3,6 +3,7 @@ while part of their 1/sqrt(d) scale comes only after it.
 """
 from __future__ import annotations
 
+from ...analysis.facts import fact
 from ..registry import Hit, check, param
 
 
@@ -12,15 +13,16 @@ def attention_logits_overflow(graph, name, node, target):
     they need was applied before it (to q, k or as baddbmm's alpha, which cuBLAS applies to
     the fp32 accumulator). bf16 has fp32's range; logits of normalised q/k have a value range
     that fits; a scale of unknown value before the GEMM is taken to do its job."""
-    if node["out_dtype"] != "float16" or node.get("value_range") is not None or not node.get("feeds_softmax"):
+    logits = node.get("attention")
+    if node["out_dtype"] != "float16" or fact(node, "range.value_range") is not None or not (logits and logits.feeds_softmax):
         return None
-    before, after, d = node.get("scale_before", 1.0), node.get("scale_after", 1.0), node.get("head_dim")
+    before, after, d = logits.scale_before, logits.scale_after, logits.head_dim
     if (after is not None and abs(after) >= 1) or before is None:
         return None  # nothing shrinks the logits after the GEMM, or an unknown scale before it
     needed = d ** -0.5 if d else None
     if before != 1 and (needed is None or abs(before) <= needed * (1 + param("tolerance"))):
         return None
-    return Hit(name, {"softmax": node["feeds_softmax"], "scale_before": before, "scale_after": after,
+    return Hit(name, {"softmax": logits.feeds_softmax, "scale_before": before, "scale_after": after,
                       "head_dim": d, "scale_needed": needed, "scales": _scales_text(before, after, d, needed)})
 
 

@@ -6,26 +6,28 @@ from __future__ import annotations
 from ..registry import Fix, Hit, check, param
 
 
-def _phase_threshold(node) -> float:
+def _phase_threshold(phase) -> float:
     """The phase error PA113 reports: an assumed unit-scale input needs the larger one."""
-    assumed = node["phase_basis"] == "unit-scale inputs"
+    assumed = phase.basis == "unit-scale inputs"
     return param("unknown_range_error" if assumed else "max_phase_error")
 
 
 def _phase_hazard(node) -> bool:
-    return node.get("phase_error") is not None and node["phase_error"] >= _phase_threshold(node)
+    phase = node.get("phase")
+    return phase is not None and phase.error >= _phase_threshold(phase)
 
 
 @check
 def sinusoid_phase_precision(graph, name, node, target):
     """A low-precision store on a sin/cos phase's chain whose rounding is a large phase error
     (analysis/phases.py), reported at the chain's first such store: where the loss starts."""
-    if not _phase_hazard(node) or any(_phase_hazard(graph.nodes[b]) for b in node["phase_stores_before"]):
+    if not _phase_hazard(node) or any(_phase_hazard(graph.nodes[b]) for b in node["phase"].stores_before):
         return None
-    sinusoid = graph.nodes[node["phase_sinusoid"]]
-    assumed = node["phase_basis"] == "unit-scale inputs"
-    return Hit(name, {"phase_error": node["phase_error"], "phase_max": node["phase_max"],
-                      "error_text": f"{node['phase_error']:.3g}", "phase_text": f"{node['phase_max']:.4g}",
-                      "basis": node["phase_basis"], "sinusoid": sinusoid["op"], "sinusoid_line": sinusoid["line"],
+    phase = node["phase"]
+    sinusoid = graph.nodes[phase.sinusoid]
+    assumed = phase.basis == "unit-scale inputs"
+    return Hit(name, {"phase_error": phase.error, "phase_max": phase.largest,
+                      "error_text": f"{phase.error:.3g}", "phase_text": f"{phase.largest:.4g}",
+                      "basis": phase.basis, "sinusoid": sinusoid["op"], "sinusoid_line": sinusoid["line"],
                       "assumed": " (model inputs taken as lying in [-1, 1])" if assumed else ""},
-               fix=Fix(ops=tuple(node["phase_fix_ops"])))
+               fix=Fix(ops=tuple(phase.fix_ops)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ...analysis.facts import fact
 from ...core.numerics import LARGEST_FINITE, UNIT_ROUNDOFF, rounds_to
 from ...core.numerics import LOW_PRECISION_NAMES as LOW
 from ...ir.graph import consumers, producers
@@ -24,7 +25,7 @@ FLOOR_ATENS = ("clamp", "maximum", "max.other")
 def _floors(node) -> bool:
     if not any(a in node["target"] for a in FLOOR_ATENS):
         return False
-    low = node.get("value_range")
+    low = fact(node, "range.value_range")
     return bool(node["scalars"]) or (low is not None and low[0] > -math.inf)
 
 
@@ -67,7 +68,7 @@ def _varies_by_query(graph, mask, hops=16) -> bool:
 def _operands(graph, name, node):
     """The ranges of a binary op's two operands in argument order (None: nothing bounds it)."""
     preds = producers(graph, name)
-    ranges = [graph.nodes[p].get("value_range") for p in preds]
+    ranges = [fact(graph.nodes[p], "range.value_range") for p in preds]
     ranges += [None] * (len(node["params"]) + len(node.get("sources", ())))
     ranges += [(float(v), float(v)) for _, v in node["scalars"]
                if isinstance(v, (int, float)) and not isinstance(v, bool)]

@@ -7,7 +7,7 @@ from .gemm_shapes import ALIGN, VOCAB_MIN, gemm_dims, padded
 
 @check
 def tc_unaligned_gemm(graph, name, node, target):
-    if not node["low_precision"]:
+    if not node["precision"].low_precision:
         return None
     multiple = ALIGN[target.dtype]
     for dim, size in gemm_dims(graph, node, name):

@@ -1,6 +1,7 @@
 """PA206 attention-head-dim: attention head dim not a multiple of 8 or above 256."""
 from __future__ import annotations
 
+from ...analysis.facts import fact
 from ..registry import Hit, check
 
 
@@ -28,7 +29,7 @@ def query_head_dim(node):
 
 @check
 def attention_head_dim(graph, name, node, target):
-    if node["op"] != "scaled_dot_product_attention" and not node.get("feeds_softmax"):
+    if node["op"] != "scaled_dot_product_attention" and not fact(node, "attention.feeds_softmax"):
         return None
     size = query_head_dim(node)
     if size is None or size % 8 == 0 and size <= 256:

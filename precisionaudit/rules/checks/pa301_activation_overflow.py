@@ -15,7 +15,8 @@ from .plan_region import common_module, number
 def _hot(graph, node, dtype) -> bool:
     """Measured within the headroom of ``dtype``'s max. A value that is inf/NaN in the fp32
     reference itself is the model's own problem, not the low dtype's: not judged."""
-    m = node.get("measured")
+    measured = node.get("calibration")
+    m = measured.stats if measured else None
     return bool(m) and math.isfinite(m["max_abs"]) and \
         m["max_abs"] * graph.graph.get("headroom", 2.0) >= LARGEST_FINITE[dtype]
 
@@ -24,7 +25,8 @@ def _hot(graph, node, dtype) -> bool:
 def activation_overflow(graph, name, node, target):
     """An op whose measured result does not fit (or barely fits) the low dtype it is stored
     in, reported where it starts: not at ops that inherit it from a low-precision producer."""
-    m = node.get("measured")
+    measured = node.get("calibration")
+    m = measured.stats if measured else None
     dtype = low_dtype(node)
     if not m or dtype is None:
         return None
@@ -39,7 +41,7 @@ def activation_overflow(graph, name, node, target):
                                                      for p in big_inputs):
         # an fp32 value (kept fp32 by hand, like T5's wo) cast down to fp16 here
         big_inputs = [p for p in big_inputs if low_dtype(graph.nodes[p]) != dtype]
-        source = graph.nodes[big_inputs[0]]["measured"]
+        source = graph.nodes[big_inputs[0]]["calibration"].stats
         value, where, batch = source["max_abs"], f"input (from {big_inputs[0]})", source["batch"]
     else:
         return None
@@ -52,7 +54,7 @@ def activation_overflow(graph, name, node, target):
     whole = (own,) if own != fix_module and _only_op_of(graph, name, own) else ()
     return Hit(name, {"measured": number(value), "measured_text": f"{value:.4g}", "batch": batch,
                       "where": where, "limit": number(limit), "stored": dtype,
-                      "first_nonfinite": bool(m.get("nonfinite_first")),
+                      "first_nonfinite": measured.nonfinite_first,
                       "chain": chain, "back_in_range": [c for c in chain if not _hot(graph, graph.nodes[c], dtype)],
                       "fix_module": fix_module},
                case=None if value > limit else "near",

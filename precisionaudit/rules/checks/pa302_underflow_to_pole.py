@@ -29,7 +29,8 @@ def underflow_to_pole(graph, name, node, target):
     """An op whose measured result has non-zero values that round to 0 in the low dtype it
     is held in, read by an op for which 0 is a pole (a divisor, log, rsqrt, reciprocal).
     Reported at the op whose result flushes, naming the op it feeds."""
-    m = node.get("measured")
+    measured = node.get("calibration")
+    m = measured.stats if measured else None
     if not m or not m.get("flushed"):
         return None
     for consumer in consumers(graph, name):
@@ -40,14 +41,14 @@ def underflow_to_pole(graph, name, node, target):
         dtype = _stored_low(graph, name, consumer)
         if dtype is None:
             continue
-        fed = c.get("measured") or {}
+        fed = c.get("calibration")
         return Hit(name, {"measured": number(m["min_nonzero"]), "measured_text": f"{m['min_nonzero']:.3g}",
                         "flushed": round(m["flushed"], 6), "flushed_text": f"{m['flushed']:.2%}",
                         "batch": m["min_batch"], "stored": dtype,
                         "limit": SMALLEST_SUBNORMAL[dtype] / 2,
                         "consumer": consumer, "consumer_op": c["op"], "consumer_line": c.get("line"),
                         "chain": [consumer], "back_in_range": [consumer],
-                        "first_nonfinite": bool(fed.get("nonfinite_first") or m.get("nonfinite_first")),
+                        "first_nonfinite": bool((fed and fed.nonfinite_first) or measured.nonfinite_first),
                         "fix_module": common_module(graph, [name, consumer])},
                    fix=Fix(ops=tuple(dict.fromkeys([node["op"], c["op"]]))))
     return None

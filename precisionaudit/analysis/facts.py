@@ -1,0 +1,223 @@
+"""The facts analysis passes write on IR nodes: one typed record per pass, under its own key.
+
+As torch.fx's ShapeProp writes one ``TensorMetadata`` into ``node.meta["tensor_meta"]``,
+each pass writes exactly one record into a node's attributes (``node["norm"] =
+NormFacts(...)``). The classes below ARE the list of facts a rule can read: a check reads
+``node["norm"].pattern``, a rule pack's YAML matches ``where: {"norm.pattern": "mean of
+squares"}``.
+
+Convention: a pass that judges every node (precision, kernel, constant, range) writes its
+record on every node; a pass that looks for a pattern writes its record only on the nodes
+where it found one, and nothing elsewhere (the key is absent, never None). ``fact(node,
+"norm.pattern")`` reads a field and gives None where the record is absent.
+
+The flat keys the passes wrote before these records (``norm_pattern``, ``low_precision``,
+...) stay readable through ``ALIASES``: rule packs' ``where`` and message placeholders
+name them.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass(frozen=True)
+class PrecisionFacts:
+    """Why the op computes in the dtype it does (analysis/dtypes.py)."""
+
+    low_precision: bool  # it computes in fp16/bf16
+    why: str  # "autocast: lower_precision_fp list", "explicit cast", "type promotion", ...
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """What the op's PyTorch kernel accumulates in (analysis/kernels.py)."""
+
+    accumulate_dtype: str | None  # None: the kernel table does not know it (judge compute_dtype)
+    source: str | None  # the PyTorch source that shows it, None for an unknown kernel
+    computes_statistics: bool  # False for eval-mode batch norm (it uses running statistics)
+
+
+@dataclass(frozen=True)
+class Constant:
+    """One Python constant mixed into the op's tensor, and what it becomes in its dtype."""
+
+    value: float | int
+    dtype: str  # the dtype it meets
+    stored: float  # the value that dtype stores
+    status: str  # "ok" | "overflow" | "underflow" | "subnormal"
+    aten: str  # the aten op that read it
+
+
+@dataclass(frozen=True)
+class ConstantFacts:
+    """The constants the op mixes into its tensor (analysis/constants.py); empty for none."""
+
+    uses: tuple[Constant, ...] = ()
+
+    @property
+    def as_dicts(self) -> list[dict]:
+        """The constants as the flat ``constants`` key held them (a list of dicts)."""
+        return [asdict(c) for c in self.uses]
+
+
+@dataclass(frozen=True)
+class ReductionFacts:
+    """How many elements a reduction folds into each output (analysis/reductions.py)."""
+
+    extent: int | None  # None where the shapes do not tell it
+
+
+@dataclass(frozen=True)
+class AttentionFacts:
+    """A matmul -> (scale, mask) -> softmax chain (analysis/attention.py). On the logits GEMM:
+    the softmax it feeds and its scales; on the softmax: the GEMM that makes its logits."""
+
+    feeds_softmax: str | None = None  # the softmax node this GEMM's logits go to
+    scale_before: float | None = None  # product of the scales before the store (1.0: none; None: unknown)
+    scale_after: float | None = None  # product of the scales after it
+    scaled_before: bool | None = None  # a factor other than 1 is applied before the store
+    scaled_after: bool | None = None
+    head_dim: int | None = None  # the GEMM's contraction extent, None where shapes do not tell it
+    logits_from: str | None = None  # (on the softmax) the GEMM that makes its logits
+
+
+@dataclass(frozen=True)
+class NormFacts:
+    """A hand-written normalisation (analysis/norms.py)."""
+
+    pattern: str  # "mean of squares" | "rsqrt of a variance"
+    square_node: str | None = None  # the x * x / x ** 2 a mean of squares reads
+    square_dtype: str | None = None  # the dtype that square computes in
+
+
+@dataclass(frozen=True)
+class SoftmaxFacts:
+    """Softmax probabilities and the first op for which a 0 among them is fatal (analysis/softmax.py)."""
+
+    kind: str  # "softmax" | "hand-written softmax"
+    probs_consumer: str | None  # the log / reciprocal / divisor use, None for none
+
+
+@dataclass(frozen=True)
+class RnnFacts:
+    """The state a recurrence carries (analysis/rnn.py)."""
+
+    state_dtype: str | None  # the dtype it carries the state in
+    steps: int | None = None  # over how many steps, None where the shapes do not tell it
+
+
+@dataclass(frozen=True)
+class IntegerFacts:
+    """Integer-valued float data (positions, counts, indices) (analysis/integers.py)."""
+
+    largest: int  # the largest integer value it can hold
+
+
+@dataclass(frozen=True)
+class CalibrationFacts:
+    """What the fp32 reference produced at the op over the calibration batches (--data;
+    analysis/measured.py)."""
+
+    stats: dict  # core.values.value_stats merged over batches: max_abs, lo, hi, batch, flushed, ...
+    key: str  # the call key (PyTorch) or node name (ONNX) the statistics were recorded under
+    nonfinite_first: bool  # the emulated low-precision run saw its first inf/NaN here
+
+    @property
+    def summary(self) -> dict:
+        """The statistics as the flat ``measured`` key held them."""
+        return {**self.stats, "key": self.key, "nonfinite_first": self.nonfinite_first}
+
+    def interval(self):
+        """(lo, hi) the fp32 reference reached (fills such as -inf masks included), or None."""
+        lo, hi = self.stats.get("lo"), self.stats.get("hi")
+        return None if lo is None or hi is None else (lo, hi)
+
+
+@dataclass(frozen=True)
+class RangeFacts:
+    """The static interval of the op's output (analysis/ranges.py)."""
+
+    value_range: tuple | None  # (lo, hi); None: nothing bounds it
+    source: str | None  # "static" | "measured" (a calibration interval stood in), None with no range
+    l2_bound: float | None  # a bound on the L2 norm of the output's rows (normalised vectors)
+
+
+@dataclass(frozen=True)
+class PhaseFacts:
+    """A low-precision store on the chain that makes a sin/cos phase (analysis/phases.py)."""
+
+    error: float  # the phase error (radians) rounding this store makes
+    largest: float  # the bound on |phase|
+    basis: str  # where that bound comes from: "static", "measured" or "unit-scale inputs"
+    sinusoid: str  # the sin/cos node
+    stores_before: list  # the chain's earlier low-precision stores
+    fix_ops: list  # the low-precision chain ops from this store on (its module's)
+
+
+#: node key -> the record class the pass writing it stores there
+RECORDS = {"precision": PrecisionFacts, "kernel": KernelFacts, "constant": ConstantFacts,
+           "reduction": ReductionFacts, "attention": AttentionFacts, "norm": NormFacts,
+           "softmax": SoftmaxFacts, "rnn": RnnFacts, "integer": IntegerFacts,
+           "calibration": CalibrationFacts, "range": RangeFacts, "phase": PhaseFacts}
+
+#: the flat keys passes wrote before the records -> where they live now (``record.field``);
+#: rule packs' ``where`` and message placeholders still name them
+ALIASES = {
+    "low_precision": "precision.low_precision", "why": "precision.why",
+    "accumulate_dtype": "kernel.accumulate_dtype", "kernel_source": "kernel.source",
+    "computes_statistics": "kernel.computes_statistics",
+    "constants": "constant.as_dicts",
+    "reduced_extent": "reduction.extent",
+    "feeds_softmax": "attention.feeds_softmax", "scale_before": "attention.scale_before",
+    "scale_after": "attention.scale_after", "scaled_before": "attention.scaled_before",
+    "scaled_after": "attention.scaled_after", "head_dim": "attention.head_dim",
+    "logits_from": "attention.logits_from",
+    "norm_pattern": "norm.pattern", "square_node": "norm.square_node", "square_dtype": "norm.square_dtype",
+    "softmax_output": "softmax.kind", "probs_consumer": "softmax.probs_consumer",
+    "rnn_state_dtype": "rnn.state_dtype", "rnn_steps": "rnn.steps",
+    "int_max": "integer.largest",
+    "measured": "calibration.summary",
+    "value_range": "range.value_range", "value_range_source": "range.source", "l2_bound": "range.l2_bound",
+    "phase_error": "phase.error", "phase_max": "phase.largest", "phase_basis": "phase.basis",
+    "phase_sinusoid": "phase.sinusoid", "phase_stores_before": "phase.stores_before",
+    "phase_fix_ops": "phase.fix_ops",
+}
+
+
+def fact(node, path: str):
+    """The value at ``path`` of a node: ``"record.field"``, an old flat key of ``ALIASES``, or
+    a plain node key (an OpNode field); None where the record or key is absent."""
+    path = ALIASES.get(path, path)
+    key, _, attr = path.partition(".")
+    value = node.get(key)
+    if not attr:
+        return value
+    return None if value is None else getattr(value, attr, None)
+
+
+#: old flat keys that were OpNode fields (None on every node until a pass filled them)
+ALWAYS_PRESENT = {"accumulate_dtype", "reduced_extent", "value_range", "measured"}
+
+
+def flat(node) -> dict:
+    """The old flat keys a node had, with their values: the placeholders rule messages may name."""
+    return {old: fact(node, old) for old, path in ALIASES.items()
+            if old in ALWAYS_PRESENT or path.partition(".")[0] in node}
+
+
+def path_error(path: str) -> str | None:
+    """Why a ``where`` key of a rule pack names no fact, or None: a dotted key must name a
+    record and one of its fields (or properties)."""
+    key, dot, attr = path.partition(".")
+    if not dot or path in ALIASES:
+        return None
+    record = RECORDS.get(key)
+    if record is None:
+        return f"{path!r} names no fact record (records: {', '.join(sorted(RECORDS))})"
+    if attr not in field_names(record) and not isinstance(getattr(record, attr, None), property):
+        return f"{path!r}: {record.__name__} has no field {attr!r} (fields: {', '.join(field_names(record))})"
+    return None
+
+
+def field_names(record_class) -> list[str]:
+    return [f.name for f in fields(record_class)]
