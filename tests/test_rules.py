@@ -34,6 +34,7 @@ CASES = [
     ("PA204", "pa204_small_hazard.py", "pa204_small_clean.py", "autocast"),
     ("PA205", "pa205_fp32gemm_hazard.py", "pa205_fp32gemm_clean.py", "autocast"),
     ("PA115", "pa115_mixed_hazard.py", "pa115_mixed_clean.py", "pure"),
+    ("PA116", "pa116_offset_norm_hazard.py", "pa116_offset_norm_clean.py", "pure"),
     ("PA206", "pa206_headdim_hazard.py", "pa206_headdim_clean.py", "autocast"),
 ]
 
@@ -372,3 +373,16 @@ def test_mixed_operands_inside_autocast_disabled_and_in_the_eager_capture(tmp_pa
     assert model.frontend == ("eager" if data_dependent else "fake")
     # only the eager run had to compute it anyway (a fake GEMM does not refuse the operands)
     assert any(n.startswith("mm given float16 and float32 operands") for n in model.notes) == data_dependent
+
+
+def test_an_offset_norm_scale_is_a_warning_in_bf16_and_says_how_far_apart_numbers_are():
+    def found(dtype, mode="pure"):
+        return [f for f in findings_of(sample("pa116_offset_norm_hazard.py"), dtype=dtype, mode=mode)
+                if f.rule == "PA116"]
+    (bf16,), (fp16,) = found("bfloat16"), found("float16")
+    assert (bf16.severity, bf16.module, bf16.op, bf16.line) == \
+        ("warning", "norm", "add", line_of("pa116_offset_norm_hazard.py", "return output * (1 + self.weight)"))
+    assert "1 + norm.weight is formed in bfloat16, where numbers near 1 are 0.0078 apart" in bf16.message
+    assert fp16.severity == "info" and "0.00098 apart" in fp16.message
+    assert bf16.fix["ops"] == ["add", "mul"] and bf16.fix["module"] == "norm"
+    assert found("bfloat16", "autocast") == []  # the weight is fp32 under autocast: so is the add
