@@ -1,0 +1,115 @@
+"""Which Linear GEMMs run in FP8 under an FP8 target (``--dtype float8``), and why the
+others fall back to bf16: one ``Fp8Facts`` record per linear node, under ``node["fp8"]``.
+
+What the libraries convert, from their own sources:
+- torchao ``convert_to_float8_training`` and Transformer Engine swap ``nn.Linear`` *modules*
+  (``Float8Linear`` / ``te.Linear``): an ``F.linear`` call outside one stays bf16.
+- FP8 GEMMs (``torch._scaled_mm``, cuBLASLt) need K and N divisible by 16; MXFP8's 1x32
+  scale blocks need 32. torchao's documented ``module_filter_fn`` (and torchtitan's) keeps
+  layers whose dims are not multiples of 16 out of FP8; Transformer Engine asserts "FP8
+  execution requires 2D input matrices with height divisible by 8 and width divisible by 16".
+- The last layer (the output head) is the layer both libraries' guidance keeps in bf16;
+  ``output_head`` marks a linear that no other GEMM and no residual join follows (a final
+  MLP projection added back into the stream is not the head), ``tied_to`` one whose weight
+  is another module's (an embedding-tied LM head).
+Nothing is written without an FP8 target: the other targets' graphs are unchanged.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+
+#: the multiple K and N must have for each recipe's FP8 GEMM
+MULTIPLE = {"mxfp8": 32}
+DEFAULT_MULTIPLE = 16
+#: ops that are a GEMM: a linear followed by one of them is not the model's last layer
+GEMM_OPS = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "conv1d", "conv2d",
+                      "conv3d", "scaled_dot_product_attention"})
+
+
+@dataclass(frozen=True)
+class Fp8Facts:
+    """What one linear node does under the FP8 target."""
+
+    recipe: str
+    runs_fp8: bool
+    #: why it stays bf16 ("" when it runs in FP8)
+    fallback: str
+    k: int | None  # in_features
+    n: int | None  # out_features
+    m: int | None  # rows (tokens) of the example input: set by the data, not the model
+    multiple: int  # what K and N must be divisible by under the recipe
+    #: no other GEMM follows it: the model's final projection (output head)
+    output_head: bool
+    #: the module whose weight it reads when not its own (an embedding-tied head), else None
+    tied_to: str | None
+
+    @property
+    def padded_k(self) -> int | None:
+        return None if self.k is None else _round_up(self.k, self.multiple)
+
+    @property
+    def padded_n(self) -> int | None:
+        return None if self.n is None else _round_up(self.n, self.multiple)
+
+    @property
+    def flops(self) -> int:
+        """2*M*K*N of the forward GEMM on the example input (0 where a size is unknown)."""
+        return 2 * self.m * self.k * self.n if None not in (self.m, self.k, self.n) else 0
+
+
+def _round_up(size: int, multiple: int) -> int:
+    return math.ceil(size / multiple) * multiple
+
+
+def _weight(node) -> tuple[str, tuple] | None:
+    return next(((name, tuple(shape)) for name, shape in node["params"] if shape and len(shape) == 2), None)
+
+
+def _owner(param: str) -> str:
+    return param.rpartition(".")[0]
+
+
+def _stream_follows(graph) -> dict:
+    """node -> whether a GEMM or a residual join (an add of two computed tensors) is
+    downstream of it: a linear with neither is the model's output head."""
+    follows: dict = {}
+    for name in reversed(list(nx.topological_sort(graph))):
+        follows[name] = any(_continues(graph, s) or follows[s] for s in graph.successors(name))
+    return follows
+
+
+def _continues(graph, name) -> bool:
+    op = graph.nodes[name]["op"]
+    return op in GEMM_OPS or (op in ("add", "__add__", "__iadd__", "add_") and graph.in_degree(name) >= 2)
+
+
+def facts_of(graph, node, recipe: str, follows: dict, name: str) -> Fp8Facts:
+    multiple = MULTIPLE.get(recipe, DEFAULT_MULTIPLE)
+    weight = _weight(node)
+    n, k = weight[1] if weight else (None, None)
+    m = math.prod(node["out_shape"][:-1]) if node.get("out_shape") and None not in node["out_shape"] else None
+    tied = _owner(weight[0]) if weight and _owner(weight[0]) != node["module"] else None
+    if not node["module_type"].endswith("Linear") or not node["module"]:
+        fallback = "F.linear outside an nn.Linear module: torchao and Transformer Engine convert modules"
+    elif k is None or n is None:
+        fallback = "weight shape unknown"
+    elif k % multiple or n % multiple:
+        fallback = f"K={k}, N={n}: FP8 GEMMs need both divisible by {multiple}"
+    else:
+        fallback = ""
+    return Fp8Facts(recipe=recipe, runs_fp8=not fallback, fallback=fallback, k=k, n=n, m=m, multiple=multiple,
+                    output_head=not follows.get(name, True), tied_to=tied)
+
+
+def annotate(graph):
+    target = graph.graph.get("target")
+    recipe = getattr(target, "recipe", None)
+    if not recipe:
+        return
+    follows = _stream_follows(graph)
+    for name, node in graph.nodes(data=True):
+        if node["op"] == "linear":
+            node["fp8"] = facts_of(graph, node, recipe, follows, name)

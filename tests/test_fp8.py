@@ -1,0 +1,127 @@
+"""The FP8 target (--dtype float8): bf16 autocast plus FP8 Linears, the eligibility pass
+(analysis/fp8.py) and its rules PA601-PA603."""
+import json
+import re
+
+import pytest
+import torch
+from conftest import sample
+from click.testing import CliRunner
+
+from precisionaudit.cli import main
+from precisionaudit.core.numerics import FP8_FORMATS
+from precisionaudit.core.target import Target
+from precisionaudit.rules.engine import load_rules
+from precisionaudit.scanner import scan
+
+FP8 = Target.named("float8")
+
+CASES = [
+    ("PA601", "pa601_fp8_dims_hazard.py", "pa601_fp8_dims_clean.py"),
+    ("PA602", "pa602_fp8_head_hazard.py", "pa602_fp8_head_clean.py"),
+    ("PA603", "pa603_fp8_tiny_hazard.py", "pa603_fp8_tiny_clean.py"),
+]
+
+
+def _scan(name, target=FP8, select=None):
+    rules = [r for r in load_rules() if select is None or r.id in select]
+    results, found = scan([sample(name)], target, rules)
+    assert results[0].status == "ok", results[0].error
+    return results[0], found
+
+
+def _fp8_facts(name, recipe="tensorwise"):
+    result, _ = _scan(name, Target.named("float8", recipe=recipe), select=())
+    return {a["module"]: a["fp8"] for _, a in result.graph.nodes(data=True) if "fp8" in a}
+
+
+def test_float8_is_bf16_autocast_with_a_recipe_and_keeps_other_targets_json_unchanged():
+    assert FP8 == Target("bfloat16", "autocast", "cuda", "tensorwise")
+    assert FP8.as_dict() == {"dtype": "float8", "recipe": "tensorwise", "mode": "autocast", "device": "cuda"}
+    assert Target.named("bfloat16").as_dict() == {"dtype": "bfloat16", "mode": "autocast", "device": "cuda"}
+    with pytest.raises(ValueError, match="--recipe needs --dtype float8"):
+        Target.named("float16", recipe="rowwise")
+    with pytest.raises(ValueError, match="no --mode pure"):
+        Target.named("float8", mode="pure")
+
+
+def test_fp8_formats_are_torch_finfo():
+    for name, facts in FP8_FORMATS.items():
+        info = torch.finfo(getattr(torch, name))
+        assert facts["max"] == info.max
+        assert facts["smallest_normal"] == info.smallest_normal
+        assert facts["smallest_subnormal"] == info.smallest_normal * info.eps
+        assert facts["unit_roundoff"] == info.eps / 2
+
+
+@pytest.mark.parametrize("rule,hazard,clean", CASES, ids=[c[0] for c in CASES])
+def test_hazard_fires_under_float8_only_and_the_clean_twin_is_silent(rule, hazard, clean):
+    _, found = _scan(hazard)
+    hits = [f for f in found if f.rule == rule]
+    assert hits
+    for f in hits:  # strict templates: every placeholder filled with a real value
+        assert "{" not in f.message + " ".join(str(v) for v in f.fix.values())
+    assert rule not in {f.rule for f in _scan(hazard, Target.named("bfloat16"))[1]}
+    assert rule not in {f.rule for f in _scan(clean)[1]}
+
+
+def test_clean_twins_have_no_warnings_under_float8():
+    for _, _, clean in CASES:
+        assert [f.rule for f in _scan(clean)[1] if f.severity != "info"] == []
+
+
+def test_unaligned_mlp_falls_back_to_bf16_with_the_padded_size():
+    facts = _fp8_facts("pa601_fp8_dims_hazard.py")
+    up = facts["block.up"]
+    assert (up.runs_fp8, up.k, up.n, up.padded_n) == (False, 1024, 4100, 4112)
+    assert "divisible by 16" in up.fallback
+    _, found = _scan("pa601_fp8_dims_hazard.py", select={"PA601"})
+    assert any("4112x1024" in f.message and "bf16" in f.message for f in found)
+
+
+def test_mxfp8_needs_multiples_of_32():
+    """4112 = 16 * 257: FP8 under tensorwise, not under MXFP8's 32-element blocks."""
+    assert _fp8_facts("pa601_fp8_dims_clean.py")["block.up"].runs_fp8
+    mx = _fp8_facts("pa601_fp8_dims_clean.py", recipe="mxfp8")["block.up"]
+    assert not mx.runs_fp8 and mx.multiple == 32 and mx.padded_n == 4128
+
+
+def test_head_tied_and_functional_heads():
+    """The nn.Linear head is the output head; the final MLP projection (added back into the
+    residual stream) is not; an F.linear head on the embedding is no module to convert."""
+    facts = _fp8_facts("pa602_fp8_head_hazard.py")
+    assert facts["lm_head"].output_head and facts["lm_head"].runs_fp8
+    assert not facts["block.down"].output_head
+    functional = _fp8_facts("pa602_fp8_head_clean.py")[""]
+    assert not functional.runs_fp8 and "F.linear" in functional.fallback
+
+
+def test_tiny_gemm_threshold_is_the_rules_param():
+    rule = next(r for r in load_rules() if r.id == "PA603")
+    assert rule.params["max_weight_elements"] == 2048 * 1024
+    _, found = _scan("pa603_fp8_tiny_hazard.py", select={"PA603"})
+    assert {(f.module, f.severity) for f in found} == {("block.up", "info"), ("block.down", "info")}
+
+
+def test_scan_json_names_the_float8_target(tmp_path):
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["scan", sample("pa602_fp8_head_hazard.py"), "--dtype", "float8",
+                                       "--recipe", "rowwise", "--format", "json", "-o", str(out), "--exit-zero"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["target"] == {"dtype": "float8", "recipe": "rowwise", "mode": "autocast", "device": "cuda"}
+    assert "PA602" in {f["rule"] for f in report["findings"]}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--recipe", "rowwise"], "--recipe needs --dtype float8"),
+    (["--dtype", "float8", "--mode", "pure"], "no --mode pure"),
+])
+def test_bad_target_flags_are_one_line_and_exit_2(args, message):
+    result = CliRunner().invoke(main, ["scan", sample("pa602_fp8_head_clean.py"), *args])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_check_does_not_take_float8_yet():
+    result = CliRunner().invoke(main, ["check", sample("pa602_fp8_head_clean.py"), "--dtype", "float8"])
+    assert result.exit_code == 2 and re.search(r"float8", result.output)
