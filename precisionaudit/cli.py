@@ -359,6 +359,8 @@ def _write_plan(override_plan, header, output: str, output_path: str | None) -> 
     count = len(override_plan.overrides)
     training = [k for k in ("keep_fp32_modules", "master_weights", "loss_scale") if getattr(override_plan, k)]
     also = f" and training entries ({', '.join(training)})" if training else ""
+    if override_plan.keep_out_of_fp8:
+        also += f" and {len(override_plan.keep_out_of_fp8)} Linear(s) to keep out of FP8"
     click.echo(f"precisionaudit: wrote {count} override{'s' * (count != 1)}{also} to {output}", err=True)
 
 

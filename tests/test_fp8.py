@@ -125,3 +125,40 @@ def test_bad_target_flags_are_one_line_and_exit_2(args, message):
 def test_check_does_not_take_float8_yet():
     result = CliRunner().invoke(main, ["check", sample("pa602_fp8_head_clean.py"), "--dtype", "float8"])
     assert result.exit_code == 2 and re.search(r"float8", result.output)
+
+
+def test_explain_shows_each_linear_in_fp8_or_bf16_and_why():
+    result = CliRunner().invoke(main, ["explain", sample("pa601_fp8_dims_hazard.py"), "--dtype", "float8"])
+    assert result.exit_code == 0, result.output
+    table = result.output.split("FP8 GEMMs under --recipe tensorwise, per linear:")[1].splitlines()
+    rows = {line.split()[1]: line for line in table[2:] if line.strip()}
+    assert "bf16" in rows["block.up"] and "divisible by 16" in rows["block.up"]
+    assert "F.linear outside an nn.Linear module" in rows["<root>"]
+    plain = CliRunner().invoke(main, ["explain", sample("pa601_fp8_dims_hazard.py"), "--dtype", "bfloat16"])
+    assert "FP8 GEMMs" not in plain.output
+
+
+def test_plan_lists_the_linears_to_keep_out_of_fp8_and_reads_back(tmp_path):
+    from precisionaudit.plan.file import load_plan
+
+    out = tmp_path / "plan.yaml"
+    result = CliRunner().invoke(main, ["plan", sample("pa602_fp8_head_hazard.py"), "--dtype", "float8",
+                                       "--isolated", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "module_filter_fn=lambda mod, fqn: fqn not in KEEP_BF16" in text and "KEEP_BF16 = {'lm_head'}" in text
+    plan = load_plan(str(out))
+    assert plan.keep_out_of_fp8 == ["lm_head"] and plan.overrides == []
+    assert plan.target == {"dtype": "float8", "recipe": "tensorwise", "mode": "autocast", "device": "cuda"}
+    # the pasted filter keeps exactly that module in bf16
+    namespace = {}
+    exec("KEEP_BF16 = " + text.split("#     KEEP_BF16 = ")[1].splitlines()[0], namespace)
+    assert namespace["KEEP_BF16"] == {"lm_head"}
+
+
+def test_a_plan_without_the_fp8_section_still_loads_and_a_bad_one_is_refused():
+    from precisionaudit.plan.file import PlanError, load_plan
+
+    assert load_plan({"version": 1, "target": {"dtype": "float16"}, "overrides": []}).keep_out_of_fp8 == []
+    with pytest.raises(PlanError, match="keep_out_of_fp8 must be a list"):
+        load_plan({"version": 1, "keep_out_of_fp8": "lm_head"})
