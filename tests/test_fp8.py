@@ -130,7 +130,7 @@ def test_check_does_not_take_float8_yet():
 def test_explain_shows_each_linear_in_fp8_or_bf16_and_why():
     result = CliRunner().invoke(main, ["explain", sample("pa601_fp8_dims_hazard.py"), "--dtype", "float8"])
     assert result.exit_code == 0, result.output
-    table = result.output.split("FP8 GEMMs under --recipe tensorwise, per linear:")[1].splitlines()
+    table = result.output.split("FP8 GEMMs under --recipe tensorwise, per Linear GEMM:")[1].splitlines()
     rows = {line.split()[1]: line for line in table[2:] if line.strip()}
     assert "bf16" in rows["block.up"] and "divisible by 16" in rows["block.up"]
     assert "F.linear outside an nn.Linear module" in rows["<root>"]
@@ -162,3 +162,32 @@ def test_a_plan_without_the_fp8_section_still_loads_and_a_bad_one_is_refused():
     assert load_plan({"version": 1, "target": {"dtype": "float16"}, "overrides": []}).keep_out_of_fp8 == []
     with pytest.raises(PlanError, match="keep_out_of_fp8 must be a list"):
         load_plan({"version": 1, "keep_out_of_fp8": "lm_head"})
+
+
+def test_a_conv1d_style_addmm_is_a_bf16_fallback_that_pa601_does_not_ask_to_pad(tmp_path):
+    """Hugging Face's Conv1D (GPT-2) computes addmm(bias, x, W) with W as (in, out): no
+    library converts it, and padding it would not change that."""
+    model = tmp_path / "conv1d.py"
+    model.write_text(
+        "import torch\nfrom torch import nn\n\n\n"
+        "class Conv1D(nn.Module):\n"
+        "    def __init__(self, nx, nf):\n"
+        "        super().__init__()\n"
+        "        self.weight = nn.Parameter(torch.randn(nx, nf))\n"
+        "        self.bias = nn.Parameter(torch.zeros(nf))\n\n"
+        "    def forward(self, x):\n"
+        "        return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)\n\n\n"
+        "class M(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.c_fc = Conv1D(1024, 4100)\n"
+        "        self.out = nn.Linear(4100, 1024)\n\n"
+        "    def forward(self, x):\n"
+        "        return x + self.out(self.c_fc(x)).view(x.shape)\n\n\n"
+        "def get_model():\n    return M()\n\n\n"
+        "def get_example_inputs():\n    return (torch.randn(32, 1024),)\n")
+    results, found = scan([str(model)], FP8, load_rules())
+    facts = {a["module"]: a["fp8"] for _, a in results[0].graph.nodes(data=True) if "fp8" in a}
+    assert (facts["c_fc"].k, facts["c_fc"].n, facts["c_fc"].convertible) == (1024, 4100, False)
+    assert "not an nn.Linear" in facts["c_fc"].fallback
+    assert {f.module for f in found if f.rule == "PA601"} == {"out"}

@@ -12,6 +12,8 @@ What the libraries convert, from their own sources:
   ``output_head`` marks a linear that no other GEMM and no residual join follows (a final
   MLP projection added back into the stream is not the head), ``tied_to`` one whose weight
   is another module's (an embedding-tied LM head).
+A module's own ``addmm`` (Hugging Face's ``Conv1D`` in GPT-2) is a GEMM no library converts:
+it is recorded as a bf16 fallback so that the FLOP shares count it.
 Nothing is written without an FP8 target: the other targets' graphs are unchanged.
 """
 from __future__ import annotations
@@ -34,6 +36,8 @@ class Fp8Facts:
     """What one linear node does under the FP8 target."""
 
     recipe: str
+    #: an nn.Linear module's call: what torchao and Transformer Engine swap for an FP8 layer
+    convertible: bool
     runs_fp8: bool
     #: why it stays bf16 ("" when it runs in FP8)
     fallback: str
@@ -89,10 +93,17 @@ def _continues(graph, name) -> bool:
 def facts_of(graph, node, recipe: str, follows: dict, name: str) -> Fp8Facts:
     multiple = MULTIPLE.get(recipe, DEFAULT_MULTIPLE)
     weight = _weight(node)
-    n, k = weight[1] if weight else (None, None)
+    if node["op"] == "linear":
+        n, k = weight[1] if weight else (None, None)  # F.linear's weight is (out, in)
+    else:
+        k, n = weight[1] if weight else (None, None)  # addmm(bias, x, W): W is (in, out)
     m = math.prod(node["out_shape"][:-1]) if node.get("out_shape") and None not in node["out_shape"] else None
     tied = _owner(weight[0]) if weight and _owner(weight[0]) != node["module"] else None
-    if not node["module_type"].endswith("Linear") or not node["module"]:
+    convertible = node["op"] == "linear" and node["module_type"].endswith("Linear") and bool(node["module"])
+    if node["op"] != "linear":
+        fallback = (f"addmm of a {node['module_type'] or 'module'} weight, not an nn.Linear: torchao and "
+                    "Transformer Engine convert nn.Linear modules only")
+    elif not convertible:
         fallback = "F.linear outside an nn.Linear module: torchao and Transformer Engine convert modules"
     elif k is None or n is None:
         fallback = "weight shape unknown"
@@ -100,7 +111,7 @@ def facts_of(graph, node, recipe: str, follows: dict, name: str) -> Fp8Facts:
         fallback = f"K={k}, N={n}: FP8 GEMMs need both divisible by {multiple}"
     else:
         fallback = ""
-    return Fp8Facts(recipe=recipe, runs_fp8=not fallback, fallback=fallback, k=k, n=n, m=m, multiple=multiple,
+    return Fp8Facts(recipe=recipe, convertible=convertible, runs_fp8=not fallback, fallback=fallback, k=k, n=n, m=m, multiple=multiple,
                     output_head=not follows.get(name, True), tied_to=tied)
 
 
@@ -111,5 +122,5 @@ def annotate(graph):
         return
     follows = _stream_follows(graph)
     for name, node in graph.nodes(data=True):
-        if node["op"] == "linear":
+        if node["op"] == "linear" or (node["op"] == "addmm" and _weight(node)):
             node["fp8"] = facts_of(graph, node, recipe, follows, name)

@@ -16,7 +16,7 @@ def render(graph, path, target, frontend, notes=()) -> str:
     out += [f"note: {note}" for note in notes]
     out += _table(rows)
     if target.recipe:
-        out += ["", f"FP8 GEMMs under --recipe {target.recipe}, per linear:"] + _table(fp8_rows(graph))
+        out += ["", f"FP8 GEMMs under --recipe {target.recipe}, per Linear GEMM:"] + _table(fp8_rows(graph))
     return "\n".join(out) + "\n"
 
 

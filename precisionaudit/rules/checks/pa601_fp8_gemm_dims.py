@@ -8,8 +8,8 @@ from .fp8_gemms import fp8_values
 @check
 def fp8_gemm_dims(graph, name, node, target):
     facts = node.get("fp8")
-    if facts is None or facts.runs_fp8 or facts.k is None or facts.n is None:
-        return None
+    if facts is None or facts.runs_fp8 or not facts.convertible or facts.k is None or facts.n is None:
+        return None  # an F.linear call or a Conv1D's addmm stays bf16 whatever its size
     if not facts.k % facts.multiple and not facts.n % facts.multiple:
-        return None  # it falls back for another reason (an F.linear call)
+        return None
     return Hit(name, fp8_values(node))
