@@ -36,7 +36,7 @@ def fp8_rows(graph) -> list[tuple]:
         if not facts.runs_fp8:
             why = facts.fallback
         elif facts.output_head:
-            why = "output head: both libraries keep it in bf16 (PA602)"
+            why = "output head: torchao's filter and Megatron-LM keep it in bf16 (PA602)"
         else:
             why = "eligible"
         size = f"{facts.n}x{facts.k}" if facts.k is not None else "?"
