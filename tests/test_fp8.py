@@ -77,6 +77,20 @@ def test_unaligned_mlp_falls_back_to_bf16_with_the_padded_size():
     assert "divisible by 16" in up.fallback
     _, found = _scan("pa601_fp8_dims_hazard.py", select={"PA601"})
     assert any("4112x1024" in f.message and "bf16" in f.message for f in found)
+    assert {f.severity for f in found} == {"warning"}
+
+
+def test_an_unaligned_output_head_is_info_and_not_told_to_pad(tmp_path):
+    """A 1000-class head stays bf16, as the guidance wants: PA601 only notes it, without the
+    padding advice, while an unaligned hidden layer is a warning that says the padded size."""
+    text = open(sample("pa602_fp8_head_hazard.py")).read()
+    model = tmp_path / "head1000.py"
+    model.write_text(text.replace("nn.Linear(d, vocab, bias=False)", "nn.Linear(d, 1000, bias=False)"))
+    results, found = scan([str(model)], FP8, [r for r in load_rules() if r.id in ("PA601", "PA602")])
+    assert results[0].status == "ok", results[0].error
+    (head,) = found
+    assert (head.rule, head.severity, head.module) == ("PA601", "info", "lm_head")
+    assert "belongs in bf16" in head.message and "pad it" not in head.message
 
 
 def test_mxfp8_needs_multiples_of_32():

@@ -12,4 +12,8 @@ def fp8_gemm_dims(graph, name, node, target):
         return None  # an F.linear call or a Conv1D's addmm stays bf16 whatever its size
     if not facts.k % facts.multiple and not facts.n % facts.multiple:
         return None
-    return Hit(name, fp8_values(node))
+    if facts.output_head:
+        instead = "as the output head it belongs in bf16 anyway (PA602): leave it out of the FP8 conversion"
+        return Hit(name, {**fp8_values(node), "instead": instead}, case="output-head")
+    instead = f"pad it to {facts.padded_n}x{facts.padded_k} to run it in FP8"
+    return Hit(name, {**fp8_values(node), "instead": instead}, case="hidden-layer")
