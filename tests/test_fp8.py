@@ -205,3 +205,19 @@ def test_a_conv1d_style_addmm_is_a_bf16_fallback_that_pa601_does_not_ask_to_pad(
     assert (facts["c_fc"].k, facts["c_fc"].n, facts["c_fc"].convertible) == (1024, 4100, False)
     assert "not an nn.Linear" in facts["c_fc"].fallback
     assert {f.module for f in found if f.rule == "PA601"} == {"out"}
+
+
+def test_an_onnx_file_under_float8_is_one_line_before_any_model_is_scanned(tmp_path):
+    import shutil
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph), str(tmp_path / "m.onnx"))
+    shutil.copy(sample("pa602_fp8_head_hazard.py"), tmp_path / "model.py")
+    result = CliRunner().invoke(main, ["scan", str(tmp_path), "--dtype", "float8", "--isolated"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.count("\n") == 1 and "m.onnx: --dtype float8 judges PyTorch models" in result.output
