@@ -45,7 +45,7 @@ class Fp8Facts:
     n: int | None  # out_features
     m: int | None  # rows (tokens) of the example input: set by the data, not the model
     multiple: int  # what K and N must be divisible by under the recipe
-    #: no other GEMM follows it: the model's final projection (output head)
+    #: no GEMM and no residual join follows it: the model's final projection (output head)
     output_head: bool
     #: the module whose weight it reads when not its own (an embedding-tied head), else None
     tied_to: str | None
@@ -99,6 +99,7 @@ def facts_of(graph, node, recipe: str, follows: dict, name: str) -> Fp8Facts:
         k, n = weight[1] if weight else (None, None)  # addmm(bias, x, W): W is (in, out)
     m = math.prod(node["out_shape"][:-1]) if node.get("out_shape") and None not in node["out_shape"] else None
     tied = _owner(weight[0]) if weight and _owner(weight[0]) != node["module"] else None
+    # the call is an nn.Linear module's own (its class name: Linear, NonDynamicallyQuantizableLinear)
     convertible = node["op"] == "linear" and node["module_type"].endswith("Linear") and bool(node["module"])
     if node["op"] != "linear":
         fallback = (f"addmm of a {node['module_type'] or 'module'} weight, not an nn.Linear: torchao and "
@@ -111,8 +112,8 @@ def facts_of(graph, node, recipe: str, follows: dict, name: str) -> Fp8Facts:
         fallback = f"K={k}, N={n}: FP8 GEMMs need both divisible by {multiple}"
     else:
         fallback = ""
-    return Fp8Facts(recipe=recipe, convertible=convertible, runs_fp8=not fallback, fallback=fallback, k=k, n=n, m=m, multiple=multiple,
-                    output_head=not follows.get(name, True), tied_to=tied)
+    return Fp8Facts(recipe=recipe, convertible=convertible, runs_fp8=not fallback, fallback=fallback, k=k, n=n,
+                    m=m, multiple=multiple, output_head=not follows.get(name, True), tied_to=tied)
 
 
 def annotate(graph):
