@@ -14,7 +14,9 @@ from .core.outputs import checked_output
 from .core.target import (  # not .policy: keep torch out until a model is scanned
     DEVICES,
     DTYPES,
+    FP8_RECIPES,
     MODES,
+    TARGET_DTYPES,
     Target,
 )
 from .core.values import DEFAULT_HEADROOM, ValueOptions
@@ -43,8 +45,12 @@ SEED = click.IntRange(0, 2**32 - 1)
 
 def target_options(fn):
     for option in reversed([
-        click.option("--dtype", type=click.Choice(DTYPES), default="float16", show_default=True,
-                     help="Low-precision dtype to judge against."),
+        click.option("--dtype", type=click.Choice(TARGET_DTYPES), default="float16", show_default=True,
+                     help="Low-precision dtype to judge against (float8: bf16 autocast with every "
+                     "eligible nn.Linear GEMM in FP8)."),
+        click.option("--recipe", type=click.Choice(FP8_RECIPES), help="With --dtype float8: the FP8 "
+                     "scaling recipe (torchao's tensorwise, rowwise, rowwise_with_gw_hp; Transformer "
+                     "Engine's delayed; mxfp8)  [default: tensorwise]"),
         click.option("--mode", type=click.Choice(MODES), default="autocast", show_default=True,
                      help="autocast (mixed precision) or pure (model.half() / .to(bfloat16))."),
         click.option("--device", type=click.Choice(DEVICES), default="cuda", show_default=True,
@@ -140,7 +146,7 @@ Examples:
 @guarded
 def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_settings, select,
          extend_select, ignore, config_file, isolated, baseline, write_baseline, skip_non_models, fix, diff,
-         dtype, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
+         dtype, recipe, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
     """Scan model files, training scripts and configs (or directories of them) for precision hazards.
 
     A Python file without the entry point is a training script, read and never run. A named
@@ -154,7 +160,7 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
 
     check_format(fmt, statistics)  # said before any model is scanned
     values = _values(weights, data, batches, headroom)
-    flags = _flags(dtype=dtype, mode=mode, device=device, fail_on=fail_on)
+    flags = _flags(dtype=dtype, mode=mode, device=device, fail_on=fail_on, recipe=recipe)
     resolver = SettingsResolver(rule_ids(), config_file, isolated, flags, _split(select), _split(extend_select),
                                 _split(ignore), baseline)
     manager = ScanManager(resolver, entry, inputs_name, timeout, values, baseline, recording=bool(write_baseline))
@@ -195,6 +201,15 @@ def _fix_scripts(manager, resolver, write: bool) -> None:
         click.echo(f"precisionaudit: fixed {plural(len(changed), 'file')}", err=True)
 
 
+def named_target(dtype, mode, device, recipe) -> Target:
+    """The Target of the flags (``--dtype float8`` is bf16 autocast with FP8 Linears); a bad
+    combination is a UsageError."""
+    try:
+        return Target.named(dtype, mode, device, recipe)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _flags(**values) -> dict:
     """The target flags given on the command line (None where left at their default), which
     win over each file's settings."""
@@ -212,13 +227,13 @@ Examples:
 @target_options
 @value_options
 @guarded
-def explain(path, dtype, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
+def explain(path, dtype, recipe, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
     """Show what every op computes in under the policy, and why."""
     from .frontend import frontend_for
 
     values = _values(weights, data, batches, headroom)
-    click.echo(frontend_for(path).explain(path, Target(dtype, mode, device), entry, inputs_name, timeout, values),
-               nl=False)
+    click.echo(frontend_for(path).explain(path, named_target(dtype, mode, device, recipe), entry, inputs_name,
+                                          timeout, values), nl=False)
 
 
 @main.command(epilog="""\b
@@ -277,7 +292,7 @@ Examples:
 @value_options
 @guarded
 def plan(path, output, min_severity, config_file, isolated, prune, input_shapes, seed, train, steps, lr, dtype,
-         mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
+         recipe, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
     """Write the override plan that fixes a model's precision findings.
 
     For a PyTorch model file: autocast / pure-mode regions by module. For an ONNX model:
@@ -291,8 +306,12 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     values = _values(weights, data, batches, headroom)
     frontend = frontend_for(path)
     frontend.validate_plan(prune, input_shapes, values)
-    resolver = SettingsResolver(rule_ids(), config_file, isolated, _flags(dtype=dtype, mode=mode, device=device))
+    resolver = SettingsResolver(rule_ids(), config_file, isolated,
+                                _flags(dtype=dtype, mode=mode, device=device, recipe=recipe))
     settings = resolver.for_path(path)  # the settings the model's scan is judged under
+    if settings.target.recipe and (train or prune):
+        raise UsageError("plan --dtype float8 writes the modules to keep out of FP8; it takes neither "
+                         "--train nor --prune")
     output_path = checked_output(output, [path, settings.config.path], "plan") if output != "-" else None
     if train:
         return _write_plan(*_training_plan(frontend, path, settings.target, steps, lr, seed, entry, inputs_name,
@@ -340,6 +359,8 @@ def _write_plan(override_plan, header, output: str, output_path: str | None) -> 
     count = len(override_plan.overrides)
     training = [k for k in ("keep_fp32_modules", "master_weights", "loss_scale") if getattr(override_plan, k)]
     also = f" and training entries ({', '.join(training)})" if training else ""
+    if override_plan.keep_out_of_fp8:
+        also += f" and {len(override_plan.keep_out_of_fp8)} Linear(s) to keep out of FP8"
     click.echo(f"precisionaudit: wrote {count} override{'s' * (count != 1)}{also} to {output}", err=True)
 
 

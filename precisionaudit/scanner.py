@@ -153,8 +153,15 @@ class ScanManager:
             raise not_scanned(refused[0], self.entry)
 
     def prepare(self) -> None:
-        """Read the baseline every settings file names (a bad one is said at once)."""
+        """Read the baseline every settings file names, and judge each file's target (a bad
+        one is said at once, before any model is scanned: --dtype float8 and an ONNX file)."""
         self.baselines.read_all(s.baseline for s, _ in self.resolver.groups(self.files))
+        for path in self.files:
+            for frontend in self.frontends[path]:
+                try:
+                    frontend.judged_target(self.resolver.for_path(path).target)
+                except UsageError as exc:
+                    raise UsageError(f"{path}: {exc}") from None
 
     @property
     def read(self) -> list[str]:

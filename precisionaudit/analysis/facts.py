@@ -17,6 +17,7 @@ name them.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 
 
@@ -154,11 +155,48 @@ class PhaseFacts:
     fix_ops: list  # the low-precision chain ops from this store on (its module's)
 
 
+@dataclass(frozen=True)
+class Fp8Facts:
+    """What one linear node does under the FP8 target."""
+
+    recipe: str
+    #: an nn.Linear module's call: what torchao and Transformer Engine swap for an FP8 layer
+    convertible: bool
+    runs_fp8: bool
+    #: why it stays bf16 ("" when it runs in FP8)
+    fallback: str
+    k: int | None  # in_features
+    n: int | None  # out_features
+    m: int | None  # rows (tokens) of the example input: set by the data, not the model
+    multiple: int  # what K and N must be divisible by under the recipe
+    #: no GEMM and no residual join follows it: the model's final projection (output head)
+    output_head: bool
+    #: the module whose weight it reads when not its own (an embedding-tied head), else None
+    tied_to: str | None
+
+    @property
+    def padded_k(self) -> int | None:
+        return None if self.k is None else _round_up(self.k, self.multiple)
+
+    @property
+    def padded_n(self) -> int | None:
+        return None if self.n is None else _round_up(self.n, self.multiple)
+
+    @property
+    def flops(self) -> int:
+        """2*M*K*N of the forward GEMM on the example input (0 where a size is unknown)."""
+        return 2 * self.m * self.k * self.n if None not in (self.m, self.k, self.n) else 0
+
+
+def _round_up(size: int, multiple: int) -> int:
+    return math.ceil(size / multiple) * multiple
+
+
 #: node key -> the record class the pass writing it stores there
 RECORDS = {"precision": PrecisionFacts, "kernel": KernelFacts, "constant": ConstantFacts,
            "reduction": ReductionFacts, "attention": AttentionFacts, "norm": NormFacts,
            "softmax": SoftmaxFacts, "rnn": RnnFacts, "integer": IntegerFacts,
-           "calibration": CalibrationFacts, "range": RangeFacts, "phase": PhaseFacts}
+           "calibration": CalibrationFacts, "range": RangeFacts, "phase": PhaseFacts, "fp8": Fp8Facts}
 
 #: the flat keys passes wrote before the records -> where they live now (``record.field``);
 #: rule packs' ``where`` and message placeholders still name them

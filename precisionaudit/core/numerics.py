@@ -26,6 +26,18 @@ EXACT_INTEGER_LIMIT = {"float16": 2048, "bfloat16": 256, "float32": 2**24}
 #: unit roundoff 2^-(stored significand bits + 1): the largest relative change storing a value makes
 UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
 
+#: the FP8 formats of an FP8 GEMM's operands, kept apart from the tables above: they are no
+#: "low-precision float" of the fp16/bf16 rules (an FP8 tensor is always scaled, never
+#: autocast's storage dtype). Values are torch.finfo(torch.float8_e4m3fn) and
+#: torch.finfo(torch.float8_e5m2): max, tiny (smallest normal), smallest_normal * eps
+#: (smallest subnormal); E4M3 carries 3 stored mantissa bits, E5M2 two.
+FP8_FORMATS = {
+    "float8_e4m3fn": {"max": 448.0, "smallest_normal": 2.0**-6, "smallest_subnormal": 2.0**-9,
+                      "unit_roundoff": 2.0**-4},
+    "float8_e5m2": {"max": 57344.0, "smallest_normal": 2.0**-14, "smallest_subnormal": 2.0**-16,
+                    "unit_roundoff": 2.0**-3},
+}
+
 
 def dtype_name(dtype) -> str | None:
     """'float16' for torch.float16 (or numpy's float16); None stays None."""

@@ -15,7 +15,10 @@ class OnnxFrontend(ModelFrontend):
 
     def judged_target(self, target):
         """An ONNX graph is converted as a whole (``pure``; a mixed-precision file as its dtypes
-        are), whatever --mode says."""
+        are), whatever --mode says. FP8 targets judge PyTorch nn.Linear modules only."""
+        if target.recipe:
+            raise UsageError("--dtype float8 judges PyTorch models (nn.Linear GEMMs); an ONNX model "
+                             "takes float16 or bfloat16")
         return dataclasses.replace(target, mode="pure")
 
     def result_entry(self, entry: str) -> str:

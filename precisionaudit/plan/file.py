@@ -20,7 +20,7 @@ import yaml
 from ..core.documents import reading, require_regular_file
 from ..core.errors import UsageError
 from ..core.schema import schema_error
-from ..core.target import DEVICES, DTYPES, MODES
+from ..core.target import DEVICES, FP8_RECIPES, MODES, TARGET_DTYPES
 
 PLAN_VERSION = 1
 #: op types an ONNX plan may not keep in fp32 by type: onnxconverter-common wraps a blocked
@@ -54,7 +54,8 @@ SCHEMA = {
                           "additionalProperties": "target: unknown key '{keys}'"},
             "properties": {key: {"enum": list(values), "x-message": f"target {key} {{value!r}} is not one "
                                                                     f"of {', '.join(values)}"}
-                           for key, values in (("dtype", DTYPES), ("mode", MODES), ("device", DEVICES))}},
+                           for key, values in (("dtype", TARGET_DTYPES), ("recipe", FP8_RECIPES),
+                                               ("mode", MODES), ("device", DEVICES))}},
         "overrides": {"type": ["array", "null"], "x-message": "overrides must be a list of entries", "items": {
             "type": "object", "additionalProperties": False,
             "x-message": {"type": "an entry is a mapping with at least a module",
@@ -70,6 +71,8 @@ SCHEMA = {
                 "rules": _strings("rules must be a list of rule ids"),
                 "reason": {"type": ["string", "null"], "x-message": "reason must be a string"}}}},
         "keep_fp32_modules": _strings("keep_fp32_modules must be a list of module globs"),
+        # --dtype float8: the nn.Linear modules (named_modules() paths) to leave in bf16
+        "keep_out_of_fp8": _strings("keep_out_of_fp8 must be a list of module names"),
         # training entries (check --train, plan --train): how the optimizer holds the weights
         "master_weights": {"enum": ["float32", None],
                            "x-message": "master_weights {value!r} is not supported (float32: the "
@@ -128,6 +131,9 @@ class OverridePlan:
     #: pure mode: modules whose parameters stay fp32 when the model is converted to the low
     #: dtype (Hugging Face's ``_keep_in_fp32_modules``); empty under autocast.
     keep_fp32_modules: list[str] = field(default_factory=list)
+    #: --dtype float8: the nn.Linear modules (exact named_modules() paths) that stay in bf16
+    #: (torchao's module_filter_fn returns False for them; Transformer Engine keeps them nn.Linear)
+    keep_out_of_fp8: list[str] = field(default_factory=list)
     #: training entries: ``"float32"`` when the optimizer steps an fp32 master copy of the
     #: low-precision weights (pure mode; autocast's weights are fp32 already)
     master_weights: str | None = None
@@ -141,6 +147,8 @@ class OverridePlan:
                 "overrides": [o.to_dict() for o in self.overrides]}
         if self.keep_fp32_modules:
             data["keep_fp32_modules"] = list(self.keep_fp32_modules)
+        if self.keep_out_of_fp8:
+            data["keep_out_of_fp8"] = list(self.keep_out_of_fp8)
         if self.master_weights:
             data["master_weights"] = self.master_weights
         if self.loss_scale:
@@ -211,6 +219,7 @@ def parse_plan(data, source: str) -> OverridePlan:
                         "entries (ONNX); a plan is for one kind of model")
     return OverridePlan(target=dict(data.get("target") or {}), overrides=entries,
                         keep_fp32_modules=data.get("keep_fp32_modules") or [],
+                        keep_out_of_fp8=data.get("keep_out_of_fp8") or [],
                         master_weights=data.get("master_weights"),
                         loss_scale=({"init": float(data["loss_scale"]["init"])}
                                     if data.get("loss_scale") else None),

@@ -14,13 +14,22 @@ from ..core.globs import matches
 from .file import Override, OverridePlan, not_covered
 
 
+#: the FP8 rules whose finding means "keep this Linear out of FP8" (plan --dtype float8)
+FP8_RULES = ("PA601", "PA602", "PA603")
+
+
 def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERITY):
     """(OverridePlan, notes): the plan, and one line per finding it cannot cover."""
     threshold = SEVERITY_RANK[min_severity]
     chosen = [f for f in findings if SEVERITY_RANK[f.severity] <= threshold]
     regions: dict[str, dict] = {}
     notes = []
+    fp8_kept = []
     for f in chosen:
+        if target.recipe and f.rule in FP8_RULES:  # a Linear to leave in bf16, not an fp32 region
+            if f.module not in fp8_kept:
+                fp8_kept.append(f.module)
+            continue
         action = (f.fix or {}).get("action")
         if action not in PLANNED_ACTIONS:
             if action:  # a code change (replace, cast the output) or a shape change (pad)
@@ -63,7 +72,8 @@ def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERIT
         owners = {m for region in regions.values() for m in _param_owners(graph, region)}
         keep = [p for p, _ in _globbed({m: {"ops": [], "whole": True} for m in owners}, known, order)]
     plan = OverridePlan(target=target.as_dict(), overrides=[e[2] for e in entries],
-                        keep_fp32_modules=sorted(keep, key=lambda p: (order.get(p, len(order)), p)))
+                        keep_fp32_modules=sorted(keep, key=lambda p: (order.get(p, len(order)), p)),
+                        keep_out_of_fp8=sorted(fp8_kept, key=lambda p: (order.get(p, len(order)), p)))
     return plan, notes
 
 
@@ -148,11 +158,14 @@ def header(path: str, plan: OverridePlan, target, notes=(), plan_path: str = "am
     t = target
     flags = "" if t.mode == "autocast" and t.dtype == "float16" else f" --dtype {t.dtype} --mode {t.mode}"
     flags += value_flags
-    lines = [f"precisionaudit override plan for {path} ({t.dtype}, {t.mode}, {t.device})",
+    judged = f"float8 {t.recipe} recipe: bf16 autocast around FP8 Linears" if t.recipe else t.dtype
+    lines = [f"precisionaudit override plan for {path} ({judged}, {t.mode}, {t.device})",
              "apply it in training code (the regions run in float32; parameters are untouched):",
              "    import precisionaudit",
              f'    handle = precisionaudit.apply_plan(model, "{plan_path}")  # handle.remove() undoes it',
              f"check it: precisionaudit check {path}{flags} --plan {plan_path}"]
+    if plan.keep_out_of_fp8:
+        lines += fp8_paste_lines(plan.keep_out_of_fp8)
     if plan.keep_fp32_modules:
         lines.append("pure mode: convert the model with precisionaudit.to_low_precision(model, "
                      f'"{plan_path}") so that keep_fp32_modules keep float32 parameters')
@@ -160,3 +173,15 @@ def header(path: str, plan: OverridePlan, target, notes=(), plan_path: str = "am
         lines.append("not covered by this plan (needs a change to the model's code):")
         lines.extend(f"    {n}" for n in notes)
     return lines
+
+
+def fp8_paste_lines(modules) -> list[str]:
+    """Header lines that keep ``modules`` out of FP8, ready to paste: a torchao
+    module_filter_fn (exact FQNs) and Transformer Engine's list of layers to leave nn.Linear."""
+    names = ", ".join(repr(m) for m in modules)
+    return ["keep_out_of_fp8 lists the Linears to leave in bf16 (FP8 is not checked by this plan's check);",
+            "torchao (convert_to_float8_training):",
+            f"    KEEP_BF16 = {{{names}}}",
+            "    convert_to_float8_training(model, module_filter_fn=lambda mod, fqn: fqn not in KEEP_BF16)",
+            "Transformer Engine: build these as torch.nn.Linear, the others as te.Linear:",
+            f"    [{names}]"]

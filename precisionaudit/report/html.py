@@ -72,7 +72,7 @@ def render_scan(scan) -> str:
     counts = summary(findings)
     body = ["<h1>precisionaudit scan</h1>",
             f'<p id="summary">{_e(", ".join(plural(counts[s], s) for s in SEVERITIES))} in '
-            f"{_e(plural(len(results), 'model'))} (target: {_e(target.dtype)}, {_e(target.mode)}, "
+            f"{_e(plural(len(results), 'model'))} (target: {_e(target.named_dtype)}, {_e(target.mode)}, "
             f"{_e(target.device)})</p>",
             "<h2>Findings</h2>", _findings_table(sorted(findings, key=sort_key))]
     figures = []

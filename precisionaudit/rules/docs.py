@@ -72,6 +72,8 @@ def render_rule(rule) -> str:
         parts.append("Runs without example inputs (module structure).")
     if tuple(rule.modes) != ("autocast", "pure"):
         parts.append(f"Applies in mode: {', '.join(rule.modes)}")
+    if rule.targets:
+        parts.append(f"Applies under --dtype: {', '.join(rule.targets)}")
     for title, key, _ in SECTIONS:
         if doc.get(key):
             parts += ["", f"## {title}", doc[key].rstrip()]
@@ -89,7 +91,8 @@ def render_markdown(rule, page: bool = False) -> str:
                  f"Default severity: {_severity(rule)}." + (
                      "" if rule.needs_inputs else " Runs without example inputs (module structure).")
                  + ("" if tuple(rule.modes) == ("autocast", "pure")
-                    else f" Applies in mode: {', '.join(rule.modes)}.")]
+                    else f" Applies in mode: {', '.join(rule.modes)}.")
+                 + (f" Applies under `--dtype {' / '.join(rule.targets)}`." if rule.targets else "")]
     else:
         parts = [f"**{rule.id} {rule.name}**: {rule.summary}"]
     for title, key, code in SECTIONS:
@@ -135,6 +138,7 @@ def rule_record(rule) -> dict:
                                for name, c in rule.severity_cases.items()},
             "params": dict(rule.params),
             "needs_inputs": rule.needs_inputs, "modes": list(rule.modes),
+            "targets": list(rule.targets),
             "doc": {k: v.rstrip() for k, v in rule.doc.items() if isinstance(v, str)}}
 
 

@@ -41,6 +41,7 @@ class Rule:
     scope: str = "node"
     needs_inputs: bool = True
     modes: tuple = ("autocast", "pure")
+    targets: tuple = ()  # the --dtype targets it judges (Target.named_dtype); empty: every one
     fix: dict = field(default_factory=dict)
     severity_cases: dict = field(default_factory=dict)  # case a check reports → severity, when
     params: dict = field(default_factory=dict)  # thresholds its check reads (``param``)
@@ -71,8 +72,9 @@ def _parse(data, source: str, checks: bool = True) -> Rule:
     fields = dict(data, source=source, bundled=source in _BUNDLED_SOURCES)
     if isinstance(fields["severity"], str):
         fields["severity"] = {"default": fields["severity"]}
-    if "modes" in fields:
-        fields["modes"] = tuple(fields["modes"])
+    for key in ("modes", "targets"):
+        if key in fields:
+            fields[key] = tuple(fields[key])
     rule = Rule(**fields)
     for case in rule.severity_cases:
         try:
@@ -224,6 +226,8 @@ def run_rules(graph, rules: list[Rule], target, path: str, model: str) -> list[F
         if rule.scope not in GRAPH_SCOPES:  # from source text (suppressions.py, training/)
             continue  # or from training runs (check --train)
         if target.mode not in rule.modes or (structure_only and rule.needs_inputs):
+            continue
+        if rule.targets and target.named_dtype not in rule.targets:
             continue
         token = running_rule.set(rule)
         try:

@@ -7,7 +7,7 @@ check can report (with the severity each gets and when it applies, worded from
 from __future__ import annotations
 
 from ..core.findings import FIX_ACTIONS, SEVERITIES
-from ..core.target import DTYPES, MODES
+from ..core.target import DTYPES, MODES, TARGET_DTYPES
 
 _TEXT = {"type": "string", "minLength": 1}
 
@@ -35,6 +35,8 @@ RULE_SCHEMA = {
         "scope": {"enum": ["node", "graph", "source", "training", "measurement"]},
         "needs_inputs": {"type": "boolean"},
         "modes": {"type": "array", "minItems": 1, "items": {"enum": list(MODES)}},
+        # the --dtype targets the rule judges (left out: every one); float8 rules judge FP8 GEMMs
+        "targets": {"type": "array", "minItems": 1, "items": {"enum": list(TARGET_DTYPES)}},
         "message": _TEXT,
         "fix": {"type": "object", "required": ["action"], "properties": {"action": {"enum": list(FIX_ACTIONS)}}},
         "doc": {"type": "object", "required": ["what", "why"], "additionalProperties": False,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..core.errors import UsageError
 from ..core.target import Target
 from .config import Config, load_config, selected_ids
 
@@ -86,9 +87,17 @@ class SettingsResolver:
         if config.path not in self._by_config:
             values = {k: self.flags.get(k) or getattr(config, k) or DEFAULTS[k] for k in DEFAULTS}
             self._by_config[config.path] = FileSettings(
-                config=config, target=Target(values["dtype"], values["mode"], values["device"]),
+                config=config, target=_target(values, self.flags.get("recipe")),
                 fail_on=values["fail_on"],
                 rule_ids=selected_ids(self.known + config.pack_ids, config, self.select,
                                       self.extend_select, self.ignore),
                 baseline=self.baseline or config.baseline)
         return self._by_config[config.path]
+
+
+def _target(values: dict, recipe: str | None) -> Target:
+    """The judged target; ``--dtype float8`` is bf16 autocast with FP8 Linears under ``recipe``."""
+    try:
+        return Target.named(values["dtype"], values["mode"], values["device"], recipe)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
