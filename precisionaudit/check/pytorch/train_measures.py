@@ -20,6 +20,12 @@ precision makes them):
   at all). Each run is measured from its own start, so the rounding of the initial weights
   to the low dtype (which ``check`` measures on the forward) is not counted as drift;
   ``rel_l2``: ``|p - p_fp32| / |p_fp32|``, positions, rounding included.
+
+Memory: a run's measures hold one bool mask per element (ever moved), the run's start in
+its own dtype (shared with the reference's start when equal, as fp32 masters are), and the
+pre-step snapshot only while that step runs. The reference's step is kept as its update
+(computed in place of its snapshot) and a bool mask of its nonzero gradients; which
+elements fp32 ever moved is one mask shared by every run (ReferenceMoves).
 """
 from __future__ import annotations
 
@@ -36,7 +42,6 @@ class ParamTally:
     lost: int = 0
     eligible: int = 0
     moved: torch.Tensor | None = None  # bool: ever changed
-    ref_moved: torch.Tensor | None = None
     last_lost: tuple | None = None  # (|w| before, |fp32 update|) of lost elements, last step that lost any
 
     def magnitudes(self) -> tuple[float | None, float | None]:
@@ -53,10 +58,29 @@ class ParamTally:
 
 @dataclass
 class ReferenceStep:
-    """What the fp32 step did: each parameter's update (after - before) and gradient."""
+    """What the fp32 step did: each parameter's update (after - before) and where its
+    gradient was nonzero (bool masks: the measures need no more of the gradient)."""
 
     delta: dict
-    grads: dict
+    grad_nonzero: dict
+
+
+class ReferenceMoves:
+    """Which elements the fp32 reference has ever changed, one bool mask per parameter for
+    every run (``add`` after the runs' same step); a run that stops measuring keeps a copy
+    as of its last measured step (``RunMeasures.stop``)."""
+
+    def __init__(self):
+        self.masks: dict = {}
+
+    def add(self, ref: ReferenceStep) -> None:
+        for name, delta in ref.delta.items():
+            changed = delta != 0
+            mask = self.masks.get(name)
+            self.masks[name] = changed if mask is None else mask.logical_or_(changed)
+
+    def copy(self) -> dict:
+        return {n: m.clone() for n, m in self.masks.items()}
 
 
 @dataclass
@@ -64,14 +88,25 @@ class RunMeasures:
     """The accumulated measures of one low-precision run against the reference."""
 
     reference: object  # the reference Run: its optimizer state is read at the same step
+    moves: ReferenceMoves  # the elements fp32 changed, through the reference's latest step
+    reference_start: dict = field(default_factory=dict)  # the reference's weights before any step
     tallies: dict = field(default_factory=dict)
-    initial: dict = field(default_factory=dict)  # the run's held tensors before its first step (fp32)
+    initial: dict = field(default_factory=dict)  # the run's held tensors before its first step
+    ref_moved: dict | None = None  # set once the run stops: fp32's moves through its last step
     _before: dict = field(default_factory=dict)
 
     def before_step(self, run) -> None:
         self._before = {n: t.detach().clone() for n, t in run.held.items()}
-        if not self.initial:
-            self.initial = {n: t.float() for n, t in self._before.items()}
+        if not self.initial:  # the snapshot itself, or the reference's start when they are equal
+            self.initial = {n: _same_or(self.reference_start.get(n), t) for n, t in self._before.items()}
+
+    def stop(self) -> None:
+        """The run measures no more steps: keep fp32's moves as of now (see ReferenceMoves)."""
+        if self.ref_moved is None:
+            self.ref_moved = self.moves.copy()
+
+    def reference_moved(self, name: str):
+        return (self.ref_moved if self.ref_moved is not None else self.moves.masks).get(name)
 
     def after_step(self, run, result, ref: ReferenceStep) -> None:
         grads = run.grads()
@@ -80,12 +115,11 @@ class RunMeasures:
             if tally is None:
                 tally = self.tallies[name] = ParamTally(held.numel())
             changed = held.detach() != self._before[name]
-            ref_changed = ref.delta[name] != 0
-            tally.moved = changed if tally.moved is None else tally.moved | changed
-            tally.ref_moved = ref_changed if tally.ref_moved is None else tally.ref_moved | ref_changed
-            grad, ref_grad = grads.get(name), ref.grads.get(name)
-            if result.skipped or grad is None or ref_grad is None or result.nonfinite:
+            tally.moved = changed if tally.moved is None else tally.moved.logical_or_(changed)
+            grad, ref_nonzero = grads.get(name), ref.grad_nonzero.get(name)
+            if result.skipped or grad is None or ref_nonzero is None or result.nonfinite:
                 continue
+            ref_changed = ref.delta[name] != 0
             has_grad = grad != 0
             eligible = ref_changed & has_grad
             lost = eligible & ~changed
@@ -96,7 +130,6 @@ class RunMeasures:
                 where = lost.flatten().nonzero().flatten()[:SAMPLE]
                 tally.last_lost = (self._before[name].flatten()[where].float().abs(),
                                    ref.delta[name].flatten()[where].abs())
-            ref_nonzero = ref_grad != 0
             n_ref = int(ref_nonzero.sum())
             if n_ref:
                 flushed = int((ref_nonzero & ~has_grad).sum()) / n_ref
@@ -120,8 +153,16 @@ class RunMeasures:
 
 
 def reference_step(run, before: dict) -> ReferenceStep:
-    return ReferenceStep(delta={n: run.held[n].detach() - before[n] for n in run.held},
-                         grads={n: g.detach() for n, g in run.grads().items()})
+    """The reference's step; ``before`` (its snapshot, no longer needed) becomes the update."""
+    delta = {n: torch.sub(run.held[n].detach(), before[n], out=before[n]) for n in run.held}
+    return ReferenceStep(delta=delta, grad_nonzero={n: g.detach() != 0 for n, g in run.grads().items()})
+
+
+def _same_or(shared, own):
+    """``shared`` when it holds exactly ``own``'s values in ``own``'s dtype, else ``own``."""
+    if shared is not None and shared.dtype == own.dtype and shared.shape == own.shape and torch.equal(shared, own):
+        return shared
+    return own
 
 
 def module_of(name: str) -> str:
@@ -148,8 +189,9 @@ def by_parameter(model, measures: RunMeasures, run, ref_run, initial: dict) -> l
         d2, m2, p2 = _sums(run, ref_run, name, measures.initial, initial)
         r2 = _square_norm(ref_run.held[name].detach())
         weight_abs, update_abs = tally.magnitudes()
-        never = int((tally.ref_moved & ~tally.moved).sum()) if tally.moved is not None else 0
-        moved = int(tally.ref_moved.sum()) if tally.ref_moved is not None else 0
+        ref_moved = measures.reference_moved(name)
+        never = int((ref_moved & ~tally.moved).sum()) if tally.moved is not None and ref_moved is not None else 0
+        moved = int(ref_moved.sum()) if ref_moved is not None else 0
         rows.append({
             "parameter": name, "module": module, "type": type(model.get_submodule(module)).__name__,
             "dtype": str(run.held[name].dtype).removeprefix("torch."), "elements": tally.elements,

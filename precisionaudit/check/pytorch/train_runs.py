@@ -101,6 +101,7 @@ class Run:
             with torch.no_grad():
                 for name, m in self.held.items():
                     self.params[name].copy_(m)
+                    m.grad = None  # the measures read the low-precision gradients
         elif index == 0:
             self._find_own_masters()
         result = StepResult(value, scale, skipped)
@@ -126,6 +127,14 @@ class Run:
                         and value.shape == key.shape:
                     self.held[name] = value
                     break
+
+    def drop_grads(self) -> None:
+        """Free the gradients once measured (the next step sets them anew, as zero_grad does)."""
+        for p in self.params.values():
+            p.grad = None
+        if self.masters:
+            for m in self.held.values():
+                m.grad = None
 
     def grads(self) -> dict:
         """name -> the gradient backward left on the parameter (its dtype, at the scale used)."""
