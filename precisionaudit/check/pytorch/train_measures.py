@@ -21,10 +21,12 @@ precision makes them):
   to the low dtype (which ``check`` measures on the forward) is not counted as drift;
   ``rel_l2``: ``|p - p_fp32| / |p_fp32|``, positions, rounding included.
 
-Memory: a run's measures hold one bool mask per element (ever moved), the run's start in
-its own dtype (shared with the reference's start when equal, as fp32 masters are), and the
-pre-step snapshot only while that step runs. The reference's step is kept as its update
-(computed in place of its snapshot) and a bool mask of its nonzero gradients; which
+Memory: a run's measures hold one bool mask per element (ever moved), the run's start (none
+when it is the reference's start, or exactly its rounding to the run's dtype, as fp32
+masters and ``model.to(bfloat16)`` are: it is remade from that when needed), and a snapshot
+of the stepped tensors from right before the optimizer step until it is measured (never
+across a forward and backward). The reference's step is kept as its update (computed in
+place of its snapshot, dropped after the step) and a bool mask of its nonzero gradients; which
 elements fp32 ever moved is one mask shared by every run (ReferenceMoves).
 """
 from __future__ import annotations
@@ -91,19 +93,30 @@ class RunMeasures:
     moves: ReferenceMoves  # the elements fp32 changed, through the reference's latest step
     reference_start: dict = field(default_factory=dict)  # the reference's weights before any step
     tallies: dict = field(default_factory=dict)
-    initial: dict = field(default_factory=dict)  # the run's held tensors before its first step
+    initial: dict = field(default_factory=dict)  # the run's held tensors before its first step (start())
     ref_moved: dict | None = None  # set once the run stops: fp32's moves through its last step
     _before: dict = field(default_factory=dict)
 
     def before_step(self, run) -> None:
+        """Before each step: the run's start, the first time (see ``_same_or``)."""
+        if not self.initial:
+            self.initial = {n: _same_or(self.reference_start.get(n), t.detach()) for n, t in run.held.items()}
+
+    def before_update(self, run) -> None:
+        """Right before the optimizer step (not across the forward and backward, whose
+        activations it would lie beside): what the step will change is compared with it."""
         self._before = {n: t.detach().clone() for n, t in run.held.items()}
-        if not self.initial:  # the snapshot itself, or the reference's start when they are equal
-            self.initial = {n: _same_or(self.reference_start.get(n), t) for n, t in self._before.items()}
+
+    def start(self, name: str):
+        """The run's held tensor ``name`` before its first step."""
+        start = self.initial[name]
+        return start if isinstance(start, torch.Tensor) else start()
 
     def stop(self) -> None:
         """The run measures no more steps: keep fp32's moves as of now (see ReferenceMoves)."""
         if self.ref_moved is None:
             self.ref_moved = self.moves.copy()
+        self._before = {}
 
     def reference_moved(self, name: str):
         return (self.ref_moved if self.ref_moved is not None else self.moves.masks).get(name)
@@ -114,7 +127,8 @@ class RunMeasures:
             tally = self.tallies.get(name)
             if tally is None:
                 tally = self.tallies[name] = ParamTally(held.numel())
-            changed = held.detach() != self._before[name]
+            before = self._before.get(name)  # none when the loss was inf/NaN: no update ran
+            changed = held.detach() != before if before is not None else torch.zeros_like(held, dtype=torch.bool)
             tally.moved = changed if tally.moved is None else tally.moved.logical_or_(changed)
             grad, ref_nonzero = grads.get(name), ref.grad_nonzero.get(name)
             if result.skipped or grad is None or ref_nonzero is None or result.nonfinite:
@@ -159,10 +173,15 @@ def reference_step(run, before: dict) -> ReferenceStep:
 
 
 def _same_or(shared, own):
-    """``shared`` when it holds exactly ``own``'s values in ``own``'s dtype, else ``own``."""
-    if shared is not None and shared.dtype == own.dtype and shared.shape == own.shape and torch.equal(shared, own):
-        return shared
-    return own
+    """``shared`` when it holds exactly ``own``'s values in ``own``'s dtype; a function that
+    rounds ``shared`` to ``own``'s dtype when that gives exactly ``own``; else a copy of ``own``."""
+    if shared is None or shared.shape != own.shape:
+        return own.clone()
+    if shared.dtype == own.dtype:
+        return shared if torch.equal(shared, own) else own.clone()
+    if torch.equal(shared.to(own.dtype), own):
+        return lambda: shared.to(own.dtype)
+    return own.clone()
 
 
 def module_of(name: str) -> str:
@@ -173,7 +192,7 @@ def _sums(run, ref_run, name, own_start, ref_start) -> tuple[float, float, float
     """(|update - fp32 update|^2, |fp32 update|^2, |p - p_fp32|^2) of one parameter."""
     p, r = run.held[name].detach().float(), ref_run.held[name].detach()
     moved = r - ref_start[name]
-    return (_square_norm((p - own_start[name]).sub_(moved)), _square_norm(moved), _square_norm(p - r))
+    return (_square_norm((p - own_start).sub_(moved)), _square_norm(moved), _square_norm(p - r))
 
 
 def _square_norm(t) -> float:
@@ -186,7 +205,7 @@ def by_parameter(model, measures: RunMeasures, run, ref_run, initial: dict) -> l
     rows = []
     for name, tally in measures.tallies.items():
         module = module_of(name)
-        d2, m2, p2 = _sums(run, ref_run, name, measures.initial, initial)
+        d2, m2, p2 = _sums(run, ref_run, name, measures.start(name), initial)
         r2 = _square_norm(ref_run.held[name].detach())
         weight_abs, update_abs = tally.magnitudes()
         ref_moved = measures.reference_moved(name)

@@ -64,7 +64,8 @@ class Run:
     def __post_init__(self):
         self.keys = dict(self.held)
 
-    def step(self, index: int, args, kwargs, loss_fn, seed: int, path: str) -> StepResult:
+    def step(self, index: int, args, kwargs, loss_fn, seed: int, path: str, before_update=None) -> StepResult:
+        """One training step; ``before_update()`` is called right before the optimizer's."""
         model, optimizer, scaler = self.model, self.optimizer, self.scaler
         if self.input_dtype is not None:
             args, kwargs = execution.to_device((args, kwargs), _device_of(model), self.input_dtype)
@@ -90,6 +91,8 @@ class Run:
             for name, m in self.held.items():
                 g = self.params[name].grad
                 m.grad = None if g is None else g.detach().float()
+        if before_update is not None:
+            before_update()
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()

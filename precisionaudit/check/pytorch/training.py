@@ -172,14 +172,16 @@ def _train(ref, runs, measures, moves, errors, data, steps, loss, seed, path, hi
     run, compared with the reference's same step. A run that raises stops (its error is its
     result); one that goes non-finite stops too. Gradients are dropped once measured (each
     step sets them anew), so that no run's lie beside the next run's step."""
-    before = None
+    buffers = {}  # the reference's snapshot, taken right before its optimizer step, then its update
+
+    def snapshot():
+        buffers["before"] = {n: p.detach().clone() for n, p in ref.held.items()}
     for t in range(steps):
         args, kwargs = data[t % len(data)]
-        before = _snapshot(ref.held, before)
         watch = ActivationGrads(histogram) if histogram is not None and t == 0 else contextlib.nullcontext()
         try:
             with watch:
-                result = ref.step(t, args, kwargs, loss.for_run(ref), seed, path)
+                result = ref.step(t, args, kwargs, loss.for_run(ref), seed, path, before_update=snapshot)
         except UsageError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -192,14 +194,15 @@ def _train(ref, runs, measures, moves, errors, data, steps, loss, seed, path, hi
         if histogram is not None and t == 0:
             for g in ref.grads().values():
                 histogram.add(g)
-        ref_step = reference_step(ref, before)
+        ref_step = reference_step(ref, buffers["before"])
         ref.drop_grads()
         for run in runs:
             if run.stopped_at is not None or run.name in errors:
                 continue
             measures[run.name].before_step(run)
             try:
-                step = run.step(t, args, kwargs, loss.for_run(run), seed, path)
+                step = run.step(t, args, kwargs, loss.for_run(run), seed, path,
+                                before_update=lambda run=run: measures[run.name].before_update(run))
             except UsageError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a variant that raises is its result
@@ -213,16 +216,8 @@ def _train(ref, runs, measures, moves, errors, data, steps, loss, seed, path, hi
         for run in runs:
             if run.stopped_at is not None:
                 measures[run.name].stop()  # measured through this step (a no-op once stopped)
-        before = ref_step.delta  # the buffers of the next snapshot
-
-
-def _snapshot(tensors: dict, into: dict | None) -> dict:
-    """A copy of ``tensors``, written into ``into``'s buffers when it has them."""
-    if into is None:
-        return {n: t.detach().clone() for n, t in tensors.items()}
-    for n, t in tensors.items():
-        into[n].copy_(t.detach())
-    return into
+        buffers.clear()  # the update is not kept across the next forward and backward
+        del ref_step
 
 
 def _autocast_rules(runtime, target):
