@@ -391,7 +391,8 @@ Examples:
               help="--train: learning rate of the default AdamW (a get_optimizer() sets its own).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--html", "html_file", metavar="FILE", help="Also write the report as one self-contained "
-              "HTML page (variants, error growth and gradient plots).")
+              "HTML page (variants, error growth and gradient plots; --train: the loss curves, the loss "
+              "scale and its skipped steps, updates lost per module).")
 @click.option("--entry", default="get_model", show_default=True,
               help="Function of the model file that returns the nn.Module.")
 @click.option("--inputs", "inputs_name", default="get_example_inputs", show_default=True,
@@ -427,7 +428,7 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     values = _values(weights, data, batches, headroom)
     tolerance = tolerance_for(settings.target.dtype, atol, rtol, cosine)
     if html_file is not None:  # a missing plotly is said before the check
-        html_file = _html_output(html_file, [path, plan_path], train)
+        html_file = _html_output(html_file, [path, plan_path])
     report = frontend_for(path).check(CheckRequest(path, plan_path, settings.target.dtype, settings.target.mode,
                                                    device, tolerance, seed, grad, entry, inputs_name,
                                                    input_shapes, timeout, values, train, steps, lr))
@@ -435,11 +436,9 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)
 
 
-def _html_output(html_file: str, read, train: bool = False) -> str:
+def _html_output(html_file: str, read) -> str:
     from .report.html import require_plotly
 
-    if train:
-        raise UsageError("--html draws forward checks; check --train reports as text or json")
     require_plotly()
     return checked_output(html_file, read, "HTML report")
 
@@ -458,8 +457,10 @@ def _show_check(report: dict, fmt: str, html_file: str | None) -> None:
     if html_file is not None:
         from .core.atomic import write_text_atomic
         from .report.html import render_check
+        from .report.train_html import render_train
 
-        write_text_atomic(html_file, render_check(report), "HTML report")
+        page = (render_train if report.get("train") else render_check)(report)
+        write_text_atomic(html_file, page, "HTML report")
 
 
 @main.command(epilog="""\b

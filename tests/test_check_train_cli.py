@@ -1,6 +1,7 @@
 """``check --train`` and ``plan --train`` from the command line: the report, the exit codes,
 and a plan written from the findings that makes the check pass."""
 import json
+import textwrap
 
 import pytest
 from conftest import sample
@@ -36,7 +37,6 @@ def test_plan_train_writes_the_entries_that_make_the_check_pass(cli, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (("--steps", "0"), "--steps must be a whole number of at least 1"),
     (("--grad",), "check --train takes neither --grad"),
-    (("--html", "page.html"), "--html draws forward checks"),
 ])
 def test_bad_training_options_are_one_line_and_exit_2(cli, tmp_path, args, message):
     result = cli("check", NORM, "--train", *args)
@@ -50,3 +50,36 @@ def test_an_onnx_model_cannot_be_trained(cli, tmp_path):
     result = cli("check", model, "--train")
     assert result.exit_code == 2
     assert "check --train trains PyTorch model files" in result.output
+
+
+MODEL = textwrap.dedent("""\
+    import math
+
+    import torch
+
+
+    def get_model():
+        return torch.nn.Linear(8, 4)
+
+
+    def get_example_inputs():
+        return (torch.randn(4, 8),)
+    """)
+
+
+@pytest.mark.parametrize("extra,message", [
+    ("def get_optimizer(params):\n    raise RuntimeError('no optimizer today')\n",
+     "get_optimizer(params) raised RuntimeError: no optimizer today"),
+    ("def get_optimizer(params):\n    return 'adamw'\n", "get_optimizer(params) returned str, not an optimizer"),
+    ("def get_loss(outputs, inputs):\n    return outputs.float()\n", "the loss is not a scalar (shape (4, 4)"),
+    ("def get_loss(outputs, inputs):\n    return outputs.float().mean() * math.nan\n",
+     "the fp32 reference diverges (its loss is inf/NaN at step 0): not a precision problem"),
+    ("def get_model():\n    return torch.nn.Linear(8, 4).requires_grad_(False)\n", "no trainable parameters"),
+])
+def test_bad_training_code_is_one_line_and_exit_2(cli, tmp_path, extra, message):
+    model = tmp_path / "model.py"
+    model.write_text(MODEL + "\n\n" + extra)
+    result = cli("check", model, "--train", "--steps", "2")
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output

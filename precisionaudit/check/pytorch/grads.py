@@ -16,6 +16,7 @@ Variants back-propagate at that scale (as GradScaler would) and are unscaled in 
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -107,14 +108,14 @@ class ActivationGrads(TorchFunctionMode):
     def __init__(self, histogram: GradHistogram):
         super().__init__()
         self.histogram = histogram
-        self._seen = set()
+        self._seen: dict = {}  # id -> weakref of a live tensor whose hook is set (a freed one's id is reused)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if getattr(func, "__name__", None) != "__get__":
             for t in _floats(out):
                 if t.requires_grad and id(t) not in self._seen:
-                    self._seen.add(id(t))
+                    self._seen[id(t)] = weakref.ref(t, lambda _, key=id(t): self._seen.pop(key, None))
                     t.register_hook(self._record)
         return out
 

@@ -20,6 +20,14 @@ precision makes them):
   at all). Each run is measured from its own start, so the rounding of the initial weights
   to the low dtype (which ``check`` measures on the forward) is not counted as drift;
   ``rel_l2``: ``|p - p_fp32| / |p_fp32|``, positions, rounding included.
+
+Memory: a run's measures hold one bool mask per element (ever moved), the run's start (none
+when it is the reference's start, or exactly its rounding to the run's dtype, as fp32
+masters and ``model.to(bfloat16)`` are: it is remade from that when needed), and a snapshot
+of the stepped tensors from right before the optimizer step until it is measured (never
+across a forward and backward). The reference's step is kept as its update (computed in
+place of its snapshot, dropped after the step) and a bool mask of its nonzero gradients; which
+elements fp32 ever moved is one mask shared by every run (ReferenceMoves).
 """
 from __future__ import annotations
 
@@ -36,7 +44,6 @@ class ParamTally:
     lost: int = 0
     eligible: int = 0
     moved: torch.Tensor | None = None  # bool: ever changed
-    ref_moved: torch.Tensor | None = None
     last_lost: tuple | None = None  # (|w| before, |fp32 update|) of lost elements, last step that lost any
 
     def magnitudes(self) -> tuple[float | None, float | None]:
@@ -53,10 +60,29 @@ class ParamTally:
 
 @dataclass
 class ReferenceStep:
-    """What the fp32 step did: each parameter's update (after - before) and gradient."""
+    """What the fp32 step did: each parameter's update (after - before) and where its
+    gradient was nonzero (bool masks: the measures need no more of the gradient)."""
 
     delta: dict
-    grads: dict
+    grad_nonzero: dict
+
+
+class ReferenceMoves:
+    """Which elements the fp32 reference has ever changed, one bool mask per parameter for
+    every run (``add`` after the runs' same step); a run that stops measuring keeps a copy
+    as of its last measured step (``RunMeasures.stop``)."""
+
+    def __init__(self):
+        self.masks: dict = {}
+
+    def add(self, ref: ReferenceStep) -> None:
+        for name, delta in ref.delta.items():
+            changed = delta != 0
+            mask = self.masks.get(name)
+            self.masks[name] = changed if mask is None else mask.logical_or_(changed)
+
+    def copy(self) -> dict:
+        return {n: m.clone() for n, m in self.masks.items()}
 
 
 @dataclass
@@ -64,14 +90,36 @@ class RunMeasures:
     """The accumulated measures of one low-precision run against the reference."""
 
     reference: object  # the reference Run: its optimizer state is read at the same step
+    moves: ReferenceMoves  # the elements fp32 changed, through the reference's latest step
+    reference_start: dict = field(default_factory=dict)  # the reference's weights before any step
     tallies: dict = field(default_factory=dict)
-    initial: dict = field(default_factory=dict)  # the run's held tensors before its first step (fp32)
+    initial: dict = field(default_factory=dict)  # the run's held tensors before its first step (start())
+    ref_moved: dict | None = None  # set once the run stops: fp32's moves through its last step
     _before: dict = field(default_factory=dict)
 
     def before_step(self, run) -> None:
-        self._before = {n: t.detach().clone() for n, t in run.held.items()}
+        """Before each step: the run's start, the first time (see ``_same_or``)."""
         if not self.initial:
-            self.initial = {n: t.float() for n, t in self._before.items()}
+            self.initial = {n: _same_or(self.reference_start.get(n), t.detach()) for n, t in run.held.items()}
+
+    def before_update(self, run) -> None:
+        """Right before the optimizer step (not across the forward and backward, whose
+        activations it would lie beside): what the step will change is compared with it."""
+        self._before = {n: t.detach().clone() for n, t in run.held.items()}
+
+    def start(self, name: str):
+        """The run's held tensor ``name`` before its first step."""
+        start = self.initial[name]
+        return start if isinstance(start, torch.Tensor) else start()
+
+    def stop(self) -> None:
+        """The run measures no more steps: keep fp32's moves as of now (see ReferenceMoves)."""
+        if self.ref_moved is None:
+            self.ref_moved = self.moves.copy()
+        self._before = {}
+
+    def reference_moved(self, name: str):
+        return (self.ref_moved if self.ref_moved is not None else self.moves.masks).get(name)
 
     def after_step(self, run, result, ref: ReferenceStep) -> None:
         grads = run.grads()
@@ -79,13 +127,13 @@ class RunMeasures:
             tally = self.tallies.get(name)
             if tally is None:
                 tally = self.tallies[name] = ParamTally(held.numel())
-            changed = held.detach() != self._before[name]
-            ref_changed = ref.delta[name] != 0
-            tally.moved = changed if tally.moved is None else tally.moved | changed
-            tally.ref_moved = ref_changed if tally.ref_moved is None else tally.ref_moved | ref_changed
-            grad, ref_grad = grads.get(name), ref.grads.get(name)
-            if result.skipped or grad is None or ref_grad is None or result.nonfinite:
+            before = self._before.get(name)  # none when the loss was inf/NaN: no update ran
+            changed = held.detach() != before if before is not None else torch.zeros_like(held, dtype=torch.bool)
+            tally.moved = changed if tally.moved is None else tally.moved.logical_or_(changed)
+            grad, ref_nonzero = grads.get(name), ref.grad_nonzero.get(name)
+            if result.skipped or grad is None or ref_nonzero is None or result.nonfinite:
                 continue
+            ref_changed = ref.delta[name] != 0
             has_grad = grad != 0
             eligible = ref_changed & has_grad
             lost = eligible & ~changed
@@ -96,7 +144,6 @@ class RunMeasures:
                 where = lost.flatten().nonzero().flatten()[:SAMPLE]
                 tally.last_lost = (self._before[name].flatten()[where].float().abs(),
                                    ref.delta[name].flatten()[where].abs())
-            ref_nonzero = ref_grad != 0
             n_ref = int(ref_nonzero.sum())
             if n_ref:
                 flushed = int((ref_nonzero & ~has_grad).sum()) / n_ref
@@ -120,8 +167,21 @@ class RunMeasures:
 
 
 def reference_step(run, before: dict) -> ReferenceStep:
-    return ReferenceStep(delta={n: run.held[n].detach() - before[n] for n in run.held},
-                         grads={n: g.detach() for n, g in run.grads().items()})
+    """The reference's step; ``before`` (its snapshot, no longer needed) becomes the update."""
+    delta = {n: torch.sub(run.held[n].detach(), before[n], out=before[n]) for n in run.held}
+    return ReferenceStep(delta=delta, grad_nonzero={n: g.detach() != 0 for n, g in run.grads().items()})
+
+
+def _same_or(shared, own):
+    """``shared`` when it holds exactly ``own``'s values in ``own``'s dtype; a function that
+    rounds ``shared`` to ``own``'s dtype when that gives exactly ``own``; else a copy of ``own``."""
+    if shared is None or shared.shape != own.shape:
+        return own.clone()
+    if shared.dtype == own.dtype:
+        return shared if torch.equal(shared, own) else own.clone()
+    if torch.equal(shared.to(own.dtype), own):
+        return lambda: shared.to(own.dtype)
+    return own.clone()
 
 
 def module_of(name: str) -> str:
@@ -132,7 +192,7 @@ def _sums(run, ref_run, name, own_start, ref_start) -> tuple[float, float, float
     """(|update - fp32 update|^2, |fp32 update|^2, |p - p_fp32|^2) of one parameter."""
     p, r = run.held[name].detach().float(), ref_run.held[name].detach()
     moved = r - ref_start[name]
-    return (_square_norm((p - own_start[name]).sub_(moved)), _square_norm(moved), _square_norm(p - r))
+    return (_square_norm((p - own_start).sub_(moved)), _square_norm(moved), _square_norm(p - r))
 
 
 def _square_norm(t) -> float:
@@ -145,11 +205,12 @@ def by_parameter(model, measures: RunMeasures, run, ref_run, initial: dict) -> l
     rows = []
     for name, tally in measures.tallies.items():
         module = module_of(name)
-        d2, m2, p2 = _sums(run, ref_run, name, measures.initial, initial)
+        d2, m2, p2 = _sums(run, ref_run, name, measures.start(name), initial)
         r2 = _square_norm(ref_run.held[name].detach())
         weight_abs, update_abs = tally.magnitudes()
-        never = int((tally.ref_moved & ~tally.moved).sum()) if tally.moved is not None else 0
-        moved = int(tally.ref_moved.sum()) if tally.ref_moved is not None else 0
+        ref_moved = measures.reference_moved(name)
+        never = int((ref_moved & ~tally.moved).sum()) if tally.moved is not None and ref_moved is not None else 0
+        moved = int(ref_moved.sum()) if ref_moved is not None else 0
         rows.append({
             "parameter": name, "module": module, "type": type(model.get_submodule(module)).__name__,
             "dtype": str(run.held[name].dtype).removeprefix("torch."), "elements": tally.elements,

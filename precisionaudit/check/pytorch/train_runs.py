@@ -64,7 +64,8 @@ class Run:
     def __post_init__(self):
         self.keys = dict(self.held)
 
-    def step(self, index: int, args, kwargs, loss_fn, seed: int, path: str) -> StepResult:
+    def step(self, index: int, args, kwargs, loss_fn, seed: int, path: str, before_update=None) -> StepResult:
+        """One training step; ``before_update()`` is called right before the optimizer's."""
         model, optimizer, scaler = self.model, self.optimizer, self.scaler
         if self.input_dtype is not None:
             args, kwargs = execution.to_device((args, kwargs), _device_of(model), self.input_dtype)
@@ -90,6 +91,8 @@ class Run:
             for name, m in self.held.items():
                 g = self.params[name].grad
                 m.grad = None if g is None else g.detach().float()
+        if before_update is not None:
+            before_update()
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()
@@ -101,6 +104,7 @@ class Run:
             with torch.no_grad():
                 for name, m in self.held.items():
                     self.params[name].copy_(m)
+                    m.grad = None  # the measures read the low-precision gradients
         elif index == 0:
             self._find_own_masters()
         result = StepResult(value, scale, skipped)
@@ -126,6 +130,14 @@ class Run:
                         and value.shape == key.shape:
                     self.held[name] = value
                     break
+
+    def drop_grads(self) -> None:
+        """Free the gradients once measured (the next step sets them anew, as zero_grad does)."""
+        for p in self.params.values():
+            p.grad = None
+        if self.masters:
+            for m in self.held.values():
+                m.grad = None
 
     def grads(self) -> dict:
         """name -> the gradient backward left on the parameter (its dtype, at the scale used)."""

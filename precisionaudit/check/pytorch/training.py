@@ -33,7 +33,8 @@ from ...runtime.pytorch.cuda_autocast import emulated_cuda_autocast
 from ..metrics import report_number
 from ..training_findings import training_findings
 from .grads import ActivationGrads, GradHistogram, loss_scale_report, scalar_loss
-from .train_measures import RunMeasures, by_module, by_parameter, public, reference_step, whole_model_drift
+from .train_measures import (ReferenceMoves, RunMeasures, by_module, by_parameter, public, reference_step,
+                             whole_model_drift)
 from .train_runs import Run, make_optimizer, trainable
 
 GRADSCALER_INIT = 2.0 ** 16
@@ -126,20 +127,24 @@ def train_check(model_factory, batches, target: Target, *, steps: int = 20, lr: 
     initial = {n: t.detach().clone() for n, t in ref.held.items()}
     loss = _Loss(loss_fn, seed, path)
     warnings, notes = [], list(runtime.notes)
-    runs = [_low_run("baseline", copy.deepcopy(pristine), target, runtime, None, factory, scaler, path)]
+    # the last run takes the pristine copy itself: no model is held that no run trains
+    runs = [_low_run("baseline", pristine if plan_obj is None else copy.deepcopy(pristine), target, runtime,
+                     None, factory, scaler, path)]
     if plan_obj is not None:
         mismatch = plan_obj.target_mismatch(target.as_dict())
         if mismatch:
             warnings.append(mismatch)
-        runs.append(_low_run("planned", copy.deepcopy(pristine), target, runtime, plan_obj, factory, scaler, path))
+        runs.append(_low_run("planned", pristine, target, runtime, plan_obj, factory, scaler, path))
         if plan_obj.master_weights and target.mode == "autocast":
             notes.append("master_weights: autocast keeps the weights in float32 already; nothing to do")
-    measures = {r.name: RunMeasures(ref) for r in runs}
+    del pristine
+    moves = ReferenceMoves()
+    measures = {r.name: RunMeasures(ref, moves, initial) for r in runs}
     errors: dict[str, str] = {}
 
     histogram = GradHistogram() if target.dtype == "float16" else None
     with _autocast_rules(runtime, target):
-        _train(ref, runs, measures, errors, data, steps, loss, seed, path, histogram)
+        _train(ref, runs, measures, moves, errors, data, steps, loss, seed, path, histogram)
     gradients = loss_scale_report(histogram, target.dtype) if histogram is not None else None
 
     variants = [_reference_entry(ref)]
@@ -162,17 +167,21 @@ def train_check(model_factory, batches, target: Target, *, steps: int = 20, lr: 
                        warnings=warnings, notes=notes, gradients=gradients)
 
 
-def _train(ref, runs, measures, errors, data, steps, loss, seed, path, histogram=None) -> None:
+def _train(ref, runs, measures, moves, errors, data, steps, loss, seed, path, histogram=None) -> None:
     """``steps`` steps of every run in lockstep: the reference first, then each low-precision
     run, compared with the reference's same step. A run that raises stops (its error is its
-    result); one that goes non-finite stops too."""
+    result); one that goes non-finite stops too. Gradients are dropped once measured (each
+    step sets them anew), so that no run's lie beside the next run's step."""
+    buffers = {}  # the reference's snapshot, taken right before its optimizer step, then its update
+
+    def snapshot():
+        buffers["before"] = {n: p.detach().clone() for n, p in ref.held.items()}
     for t in range(steps):
         args, kwargs = data[t % len(data)]
-        before = {n: p.detach().clone() for n, p in ref.held.items()}
         watch = ActivationGrads(histogram) if histogram is not None and t == 0 else contextlib.nullcontext()
         try:
             with watch:
-                result = ref.step(t, args, kwargs, loss.for_run(ref), seed, path)
+                result = ref.step(t, args, kwargs, loss.for_run(ref), seed, path, before_update=snapshot)
         except UsageError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -182,22 +191,33 @@ def _train(ref, runs, measures, errors, data, steps, loss, seed, path, histogram
             what = "its loss" if result.nonfinite == "loss" else f"parameter {result.nonfinite}"
             raise UsageError(f"{path}: the fp32 reference diverges ({what} is inf/NaN at step {t}): not a "
                              "precision problem; lower --lr or fix the model")
-        ref_step = reference_step(ref, before)
         if histogram is not None and t == 0:
-            for g in ref_step.grads.values():
+            for g in ref.grads().values():
                 histogram.add(g)
+        ref_step = reference_step(ref, buffers["before"])
+        ref.drop_grads()
         for run in runs:
             if run.stopped_at is not None or run.name in errors:
                 continue
             measures[run.name].before_step(run)
             try:
-                step = run.step(t, args, kwargs, loss.for_run(run), seed, path)
+                step = run.step(t, args, kwargs, loss.for_run(run), seed, path,
+                                before_update=lambda run=run: measures[run.name].before_update(run))
             except UsageError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a variant that raises is its result
                 errors[run.name] = describe(exc)
+                measures[run.name].stop()  # measured through step t - 1
+                run.drop_grads()
                 continue
             measures[run.name].after_step(run, step, ref_step)
+            run.drop_grads()
+        moves.add(ref_step)
+        for run in runs:
+            if run.stopped_at is not None:
+                measures[run.name].stop()  # measured through this step (a no-op once stopped)
+        buffers.clear()  # the update is not kept across the next forward and backward
+        del ref_step
 
 
 def _autocast_rules(runtime, target):
