@@ -176,3 +176,26 @@ def test_existing_rules_judge_the_ops_a_custom_layer_runs_in_its_policys_dtype(t
     # a kernel verdict names the backend whose kernel it describes; a constant's does not
     assert by_rule["PA103"].message.endswith("(PyTorch's CUDA kernel, as Keras's torch backend runs it)")
     assert "kernel" not in by_rule["PA107"].message
+
+
+def test_pa501_leaves_a_backbones_hidden_states_alone(tmp_path):
+    """keras-hub's backbones end in a LayerNormalization (and BERT's in a tanh pooler): features
+    a task head reads, not predictions a loss reads."""
+    path = write(tmp_path, """
+        import keras
+        import numpy as np
+
+        def get_model():
+            keras.mixed_precision.set_global_policy("mixed_float16")
+            x = keras.Input((8, 16))
+            h = keras.layers.Dense(16, name="ffn")(x)
+            hidden = keras.layers.LayerNormalization(name="final_norm")(h)
+            pooled = keras.layers.Dense(16, activation="tanh", name="pooler")(hidden[:, 0])
+            logits = keras.layers.Dense(4, name="head")(pooled)
+            return keras.Model(x, {"hidden": hidden, "pooled": pooled, "logits": logits})
+
+        def get_example_inputs():
+            return (np.zeros((2, 8, 16), "float32"),)
+    """)
+    found = of(findings(path), "PA501")
+    assert [f.module for f in found] == ["head"]

@@ -200,7 +200,7 @@ def test_module_globs_match_one_component_per_star(pattern, path, expected):
     ({"version": 1, "overrides": [{"module": "a", "opz": ["x"]}]}, r"overrides\[0\] \(module 'a'\): unknown key opz"),
     ({"version": 1, "overrides": [{"module": "a", "ops": "softmax"}]}, "ops must be a non-empty list"),
     ({"version": 1, "overrides": [{"module": "a", "dtype": "float16"}]}, "dtype 'float16' is not supported"),
-    ({"version": 1, "target": {"dtype": "float8"}, "overrides": []}, "target dtype 'float8'"),
+    ({"version": 1, "target": {"dtype": "float4"}, "overrides": []}, "target dtype 'float4'"),
     ({"version": 1, "overrides": {"module": "a"}}, "overrides must be a list"),
 ])
 def test_invalid_plans_are_rejected_with_the_offending_entry(bad, message):
