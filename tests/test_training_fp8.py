@@ -1,31 +1,11 @@
 """PA441-PA443, read statically: FP8 training set-ups (Transformer Engine's delayed-scaling
 window and amax group, torchao's conversion filter). Each hazard by rule and line, each clean
 twin silent, real call shapes (accelerate, Lightning) silent."""
-import os
-import textwrap
-
 import pytest
+from training_rules import Audit, sample
 
-from precisionaudit.rules.engine import load_rules
-from precisionaudit.training.audit import audit_file
-
-SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "training")
-OURS = ("PA441", "PA442", "PA443")
-RULES = [r for r in load_rules() if r.id in OURS]
-
-
-def findings(path):
-    return sorted((f.rule, f.line) for f in audit_file(str(path), RULES))
-
-
-def audit_code(tmp_path, code):
-    path = tmp_path / "train.py"
-    path.write_text(textwrap.dedent(code))
-    return findings(path)
-
-
-def sample(name):
-    return os.path.join(SAMPLES, name)
+AUDIT = Audit("PA441", "PA442", "PA443")
+findings, audit_code = AUDIT.findings, AUDIT.code
 
 
 @pytest.mark.parametrize("stem,expected", [
@@ -39,13 +19,8 @@ def test_each_hazard_is_found_at_its_line_and_its_clean_twin_is_silent(stem, exp
 
 
 def test_every_message_and_fix_is_filled_with_real_values():
-    seen = {}
-    for name in sorted(os.listdir(SAMPLES)):
-        if name.startswith("pa44") and name.endswith("_hazard.py"):
-            for f in audit_file(sample(name), RULES):
-                seen[f.rule] = f
-                assert "{" not in f.message and "{" not in f.fix["to"]
-    assert set(seen) == set(OURS)
+    seen = AUDIT.rendered("pa44")
+    assert set(seen) == set(AUDIT.ids)
     assert seen["PA441"].message.startswith(
         'DelayedScaling(amax_history_len=1, amax_compute_algo="most_recent") sets each FP8 scaling factor')
     assert seen["PA442"].message.startswith("fp8_group is mpu.get_data_parallel_group(), the data-parallel group")

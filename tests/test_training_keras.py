@@ -2,31 +2,11 @@
 (a custom GradientTape loop without loss scaling, loss scaling under bfloat16, a policy set
 after the model is built). Each hazard by rule and line, each clean twin and idiomatic
 correct code silent, every import spelling resolved by LibCST's qualified names."""
-import os
-import textwrap
-
 import pytest
+from training_rules import Audit, sample
 
-from precisionaudit.rules.engine import load_rules
-from precisionaudit.training.audit import audit_file
-
-SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "training")
-OURS = ("PA431", "PA432", "PA433")
-RULES = [r for r in load_rules() if r.id in OURS]
-
-
-def findings(path):
-    return sorted((f.rule, f.line) for f in audit_file(str(path), RULES))
-
-
-def audit_code(tmp_path, code):
-    path = tmp_path / "train.py"
-    path.write_text(textwrap.dedent(code))
-    return findings(path)
-
-
-def sample(name):
-    return os.path.join(SAMPLES, name)
+AUDIT = Audit("PA431", "PA432", "PA433")
+findings, audit_code = AUDIT.findings, AUDIT.code
 
 
 @pytest.mark.parametrize("stem,expected", [
@@ -40,13 +20,8 @@ def test_each_hazard_is_found_at_its_line_and_its_clean_twin_is_silent(stem, exp
 
 
 def test_every_message_and_fix_is_filled_with_real_values():
-    seen = {}
-    for name in sorted(os.listdir(SAMPLES)):
-        if name.startswith("pa43") and name.endswith("_hazard.py"):
-            for f in audit_file(sample(name), RULES):
-                seen[f.rule] = f
-                assert "{" not in f.message and "{" not in f.fix["to"]
-    assert set(seen) == set(OURS)
+    seen = AUDIT.rendered("pa43")
+    assert set(seen) == set(AUDIT.ids)
     assert seen["PA431"].message.startswith("tape.gradient() computes gradients under the mixed_float16 "
                                             "policy (set on line 5)")
     assert "after tf.keras.applications.ResNet50(...) on line 6" in seen["PA433"].message
