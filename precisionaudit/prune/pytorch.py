@@ -123,7 +123,7 @@ def grow(plan: OverridePlan, session, entry: dict) -> tuple:
         if len(added) == MAX_GROWTH:
             return plan, False, added, f"still failing after {MAX_GROWTH} added regions (next: {name})"
         plan = replace(plan, overrides=[*plan.overrides, Override(
-            region[0], region[1], reason=f"plan --prune: the first {where['kind']} value of the check's run")])
+            region[0], region[1], reason=f"plan --prune: the check's first divergence ({where['kind']})")])
         added.append(name)
         entry = session.variant(f"plus {name}", plan)
     return plan, True, added, None
