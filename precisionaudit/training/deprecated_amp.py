@@ -136,12 +136,13 @@ class _Uses(cst.CSTVisitor):
 
 def deprecated_uses(script) -> list:
     """Every use of a deprecated AMP name in ``script``, in source order."""
-    cached = getattr(script, "_amp_deprecated", None)
-    if cached is None:
-        visitor = _Uses(script)
-        script.module.visit(visitor)
-        cached = script._amp_deprecated = visitor.found
-    return cached
+    return script.once(_uses)
+
+
+def _uses(script) -> list:
+    visitor = _Uses(script)
+    script.module.visit(visitor)
+    return visitor.found
 
 
 def _is_version_gate(test: str) -> bool:

@@ -50,9 +50,10 @@ def _deprecated_imports(script) -> dict:
 
 def _plan(script):
     """(uses that can be rewritten, the imports rewritten with them)."""
-    cached = getattr(script, "_amp_fix_plan", None)
-    if cached is not None:
-        return cached
+    return script.once(_rewritable)
+
+
+def _rewritable(script):
     uses = deprecated_uses(script)
     imports = _deprecated_imports(script)
     fixable, by_import = [], {}
@@ -71,8 +72,7 @@ def _plan(script):
         if all(u.how != "other" for u in group) and _all_names_used_fixably(script, importer_id, imports, group):
             fixable += group
             rewritten.add(importer_id)
-    cached = script._amp_fix_plan = (fixable, rewritten)
-    return cached
+    return fixable, rewritten
 
 
 def _all_names_used_fixably(script, importer_id, imports, group) -> bool:

@@ -23,15 +23,29 @@ def mentions_fp8(text: str) -> bool:
 
 def calls(script, names: set):
     """Every call of one of the qualified ``names`` in the script."""
-    found = []
+    return [call for call, called in script.once(_sites)[0] if called & names]
 
-    class Visitor(cst.CSTVisitor):
+
+def _sites(script) -> tuple[list, list]:
+    """One walk for the three rules: every call of a name they read (with its qualified
+    names), and every value assigned to a name or attribute called ``fp8_group``."""
+    watched = DELAYED_SCALING | FP8_AUTOCAST | CONVERT
+    found, groups = [], []
+
+    class Reader(cst.CSTVisitor):
         def visit_Call(self, node):
-            if script.names_of(node.func) & names:
-                found.append(node)
+            called = script.names_of(node.func) & watched
+            if called:
+                found.append((node, called))
 
-    script.module.visit(Visitor())
-    return found
+        def visit_Assign(self, node):
+            for target in node.targets:
+                t = target.target
+                if (t.attr.value if isinstance(t, cst.Attribute) else getattr(t, "value", None)) == "fp8_group":
+                    groups.append(node.value)
+
+    script.module.visit(Reader())
+    return found, groups
 
 
 def keyword(call: cst.Call, name: str):
@@ -40,11 +54,7 @@ def keyword(call: cst.Call, name: str):
 
 def literal(node):
     """The value of an int / string literal, else None."""
-    if isinstance(node, cst.Integer):
-        return node.evaluated_value
-    if isinstance(node, cst.SimpleString):
-        return node.evaluated_value
-    return None
+    return node.evaluated_value if isinstance(node, (cst.Integer, cst.SimpleString)) else None
 
 
 def data_parallel_groups(script) -> list:
@@ -58,16 +68,5 @@ def data_parallel_groups(script) -> list:
         written = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
         return any(n.endswith(DATA_PARALLEL_GROUP) for n in names) or written == DATA_PARALLEL_GROUP
 
-    found = [keyword(c, "fp8_group") for c in calls(script, FP8_AUTOCAST)]
-    found = [v for v in found if v is not None and is_dp_group(v)]
-
-    class Assignments(cst.CSTVisitor):
-        def visit_Assign(self, node):
-            for target in node.targets:
-                t = target.target
-                name = t.attr.value if isinstance(t, cst.Attribute) else getattr(t, "value", None)
-                if name == "fp8_group" and is_dp_group(node.value):
-                    found.append(node.value)
-
-    script.module.visit(Assignments())
-    return found
+    given = [keyword(c, "fp8_group") for c in calls(script, FP8_AUTOCAST)] + script.once(_sites)[1]
+    return [v for v in given if v is not None and is_dp_group(v)]

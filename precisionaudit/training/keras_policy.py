@@ -120,9 +120,10 @@ class _Reader(cst.CSTVisitor):
 
 def keras_training(script) -> KerasTraining:
     """What the script does with Keras's mixed precision (read once per script)."""
-    cached = getattr(script, "_keras_training", None)
-    if cached is None:
-        reader = _Reader(script)
-        script.module.visit(reader)
-        cached = script._keras_training = reader.found
-    return cached
+    return script.once(_read)
+
+
+def _read(script) -> KerasTraining:
+    reader = _Reader(script)
+    script.module.visit(reader)
+    return reader.found

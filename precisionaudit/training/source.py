@@ -31,6 +31,14 @@ class Script:
             raise UsageError(f"{path}: cannot parse: nested too deeply") from None
         self.wrapper = metadata.MetadataWrapper(module, unsafe_skip_copy=True)
         self.module = self.wrapper.module
+        self._analyses: dict = {}
+
+    def once(self, analysis):
+        """``analysis(self)``, computed on first use and kept: what several rules read (the
+        step walk, the deprecated names, the Keras policies) is worked out once per script."""
+        if analysis not in self._analyses:
+            self._analyses[analysis] = analysis(self)
+        return self._analyses[analysis]
 
     def _resolve(self, provider):
         try:

@@ -932,17 +932,17 @@ class _NoAnalysis:
 
 def analyse(script) -> StepAnalysis:
     """The script's step analysis, computed once and kept on the script for every rule."""
-    cached = getattr(script, "_amp_step", None)
-    if cached is None:
+    return script.once(_step_analysis)
+
+
+def _step_analysis(script):
+    MEMO.clear()
+    try:
+        return StepAnalysis(script)
+    except RecursionError:  # nested deeper than the visitors go: silence, no traceback
+        return _NoAnalysis()
+    finally:
         MEMO.clear()
-        try:
-            cached = StepAnalysis(script)
-        except RecursionError:  # nested deeper than the visitors go: silence, no traceback
-            cached = _NoAnalysis()
-        finally:
-            MEMO.clear()
-        script._amp_step = cached
-    return cached
 
 
 def training_hits(script, rule: str):

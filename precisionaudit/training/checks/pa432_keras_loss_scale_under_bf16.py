@@ -2,7 +2,7 @@
 ``mixed_bfloat16`` and never ``mixed_float16``."""
 import libcst as cst
 
-from ..keras_policy import keras_training, mentions_keras_policy
+from ..keras_policy import SCALES_LOSS, keras_training, mentions_keras_policy
 from ..registry import TrainingHit, training_check
 
 
@@ -10,8 +10,8 @@ from ..registry import TrainingHit, training_check
 def check(script):
     found = keras_training(script)
     for node, scopes in found.loss_scaling:
-        if not isinstance(node, cst.Call) or isinstance(node.func, cst.Attribute) \
-                and node.func.attr.value in ("scale_loss", "get_scaled_loss"):
+        if not isinstance(node, cst.Call) or (isinstance(node.func, cst.Attribute)
+                                              and node.func.attr.value in SCALES_LOSS):
             continue  # the wrapper's construction is the finding, not each use
         policies = found.policies_at(script, node, scopes)
         if not policies or {p.policy for p in policies} != {"mixed_bfloat16"}:
