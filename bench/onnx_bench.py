@@ -263,14 +263,21 @@ def modelopt_or_none():
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", nargs="*", default=SAMPLES)
+    parser.add_argument("--samples", nargs="*", default=SAMPLES, help="model files, encoder names, zoo:NAME")
+    parser.add_argument("--zoo", action="store_true",
+                        help="add issue 25's real architectures (bench/onnx_zoo.py: GPT-2, ViT, T5 and Whisper "
+                             "encoders, ResNet, ConvNeXt)")
+    parser.add_argument("--directory", help="export into (and reuse the exports in) this directory "
+                                            "instead of a temporary one")
     parser.add_argument("--no-modelopt", action="store_true", help="leave ModelOpt AutoCast out")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    sys.path.insert(0, HERE)  # onnx_zoo
     import onnxconverter_common
     import onnxruntime
     import torch
     from onnx_models import ENCODERS, export, export_encoder
+    from onnx_zoo import NAMES, PREFIX, export_zoo
 
     from precisionaudit.runtime.onnx.float16 import _no_op_casts_to_identity
     from precisionaudit.runtime.onnx.graph import name_nodes
@@ -292,12 +299,14 @@ def main() -> int:
     print("|---|---|---|---:|---:|---:|---:|---|---:|")
     tol = tolerance_for("float16")
     passed, pairs, results = {}, {}, {}
-    with tempfile.TemporaryDirectory() as directory:
-        for sample in args.samples:
+    with (contextlib.nullcontext(args.directory) if args.directory else tempfile.TemporaryDirectory()) as directory:
+        for sample in args.samples + ([PREFIX + n for n in NAMES] if args.zoo else []):
             for dynamo in (False, True):
                 torch.manual_seed(0)  # the same weights on every run of the benchmark
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    path = (export_encoder if sample in ENCODERS else export)(sample, directory, dynamo)
+                    exporter = (export_encoder if sample in ENCODERS
+                                else export_zoo if sample.startswith(PREFIX) else export)
+                    path = exporter(sample, directory, dynamo)
                 model = load_onnx(path)
                 name_nodes(model.graph)
                 feeds, _ = make_inputs(model, resolve_shapes(model, {}, path), 0, path)
