@@ -1,4 +1,4 @@
-"""ONNX float16 conversion: precisionaudit's plan + check vs onnxconverter-common's search.
+"""ONNX float16 conversion: precisionaudit's plan + check vs onnxconverter-common's search and ModelOpt AutoCast.
 
     python bench/onnx_bench.py
 
