@@ -1,4 +1,4 @@
-"""ONNX float16 conversion: precisionaudit's plan + check vs onnxconverter-common's search.
+"""ONNX float16 conversion: precisionaudit's plan + check vs onnxconverter-common's search and ModelOpt AutoCast.
 
     python bench/onnx_bench.py
 
@@ -16,7 +16,13 @@ check's float16 defaults: max |error| <= 1e-2 + 1e-2 * max |reference|, cosine >
   provider as it is;
 * ``acmp-emulated``: the same search, each attempt run through precisionaudit's float16
   emulation (every node's result rounded to float16) — what the search finds when it
-  sees the numerics a GPU has.
+  sees the numerics a GPU has;
+* ``modelopt autocast`` (only where ``modelopt.onnx.autocast`` imports): NVIDIA ModelOpt's
+  ``convert_to_mixed_precision`` with its default ``data_max`` (512) and ``init_max``
+  (65504), keep_io_types, onnxruntime's CPU provider, given the bench's inputs as its
+  ``calibration_data`` .npz: one fp32 reference run with every tensor an output, then
+  every node whose input or output exceeds ``data_max`` (or whose initializer exceeds
+  ``init_max``) stays fp32. It does not run the converted model.
 
 Models with no-op ``Cast(to=float)`` nodes (the legacy exporter's ``.float()``) are given
 to the two ``acmp`` rows with those nodes made ``Identity`` (unchanged in fp32): as
@@ -187,15 +193,91 @@ def acmp(model, original, feeds, tol, emulated, flops):
     return {"runs": counter.runs, "wall": wall, "nodes": nodes, "gemm": gemm, "status": status, "error": rel}
 
 
+class ModelOpt:
+    """NVIDIA ModelOpt's AutoCast, when it imports (its [onnx] extra pulls CUDA wheels)."""
+
+    def __init__(self):
+        import logging
+
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from modelopt.onnx.autocast import convert_to_mixed_precision
+            from modelopt.onnx.autocast import precisionconverter
+        for name in ("modelopt", "modelopt.onnx"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        logging.getLogger("modelopt.onnx.autocast").setLevel(logging.WARNING)
+        self.convert, self.converter = convert_to_mixed_precision, precisionconverter.PrecisionConverter
+        from modelopt import __version__
+        self.version = __version__
+
+    @contextlib.contextmanager
+    def recorded(self, record):
+        """Counts onnxruntime runs and records the node lists AutoCast converts with (after
+        it moves the op types it has no low-precision support for to fp32)."""
+        import onnxruntime
+
+        session, converter = onnxruntime.InferenceSession, self.converter
+        run, split = session.run, converter._filter_unsupported_op_types
+
+        def counted(sess, *args, **kwargs):
+            record["runs"] += 1
+            return run(sess, *args, **kwargs)
+
+        def kept(conv, high, low):
+            high, low = split(conv, high, low)
+            record["high"], record["low"] = list(high), list(low)
+            return high, low
+
+        session.run, converter._filter_unsupported_op_types = counted, kept
+        try:
+            yield record
+        finally:
+            session.run, converter._filter_unsupported_op_types = run, split
+
+    def __call__(self, named_path, npz, original, feeds, tol, flops, **settings):
+        from precisionaudit.check.onnx.runner import _low_share
+
+        record = {"runs": 0, "high": [], "low": []}
+        started = time.perf_counter()
+        with self.recorded(record), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model16 = self.convert(named_path, "fp16", keep_io_types=True, calibration_data=npz,
+                                   providers=["cpu"], **settings)
+        wall = time.perf_counter() - started
+        high, total = set(record["high"]), len(record["high"]) + len(record["low"])
+        status, rel = final_error(model16, original, feeds, tol)
+        rewritten = {n.name for n in original.graph.node} != high | set(record["low"])
+        return {"runs": record["runs"], "wall": wall, "nodes": 1 - len(high) / total,
+                "gemm": _low_share(flops, high), "status": status, "error": rel,
+                "note": f"its sanitized graph has {total} nodes, not {len(original.graph.node)}" if rewritten else ""}
+
+
+def modelopt_or_none():
+    """ModelOpt's AutoCast, or None (with the reason on stderr) where it does not import."""
+    try:
+        return ModelOpt()
+    except Exception as exc:  # noqa: BLE001 - an optional comparison
+        print(f"modelopt autocast not run: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
+        return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", nargs="*", default=SAMPLES)
+    parser.add_argument("--samples", nargs="*", default=SAMPLES, help="model files, encoder names, zoo:NAME")
+    parser.add_argument("--zoo", action="store_true",
+                        help="add issue 25's real architectures (bench/onnx_zoo.py: GPT-2, ViT, T5 and Whisper "
+                             "encoders, ResNet, ConvNeXt)")
+    parser.add_argument("--directory", help="export into (and reuse the exports in) this directory "
+                                            "instead of a temporary one")
+    parser.add_argument("--no-modelopt", action="store_true", help="leave ModelOpt AutoCast out")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    sys.path.insert(0, HERE)  # onnx_zoo
     import onnxconverter_common
     import onnxruntime
     import torch
     from onnx_models import ENCODERS, export, export_encoder
+    from onnx_zoo import NAMES, PREFIX, export_zoo
 
     from precisionaudit.runtime.onnx.float16 import _no_op_casts_to_identity
     from precisionaudit.runtime.onnx.graph import name_nodes
@@ -204,20 +286,27 @@ def main() -> int:
     from precisionaudit.check.onnx.runner import _gemm_flops, _typed
     from precisionaudit.check.tolerance import tolerance_for
 
+    import numpy as np
+    import onnx
+
     torch.set_num_threads(min(2, os.cpu_count() or 1))
+    modelopt = None if args.no_modelopt else modelopt_or_none()
     print(f"machine: {platform.processor() or platform.machine()}, onnxruntime {onnxruntime.__version__}, "
-          f"onnxconverter-common {onnxconverter_common.__version__}, torch {torch.__version__}\n")
+          f"onnxconverter-common {onnxconverter_common.__version__}, torch {torch.__version__}"
+          + (f", modelopt {modelopt.version}" if modelopt else "") + "\n")
     print("| model | exporter | method | ORT runs | wall s | nodes fp16 | GEMM FLOPs fp16 | final (emulated fp16) "
           "| max err / max ref |")
     print("|---|---|---|---:|---:|---:|---:|---|---:|")
     tol = tolerance_for("float16")
-    passed, pairs = {}, {}
-    with tempfile.TemporaryDirectory() as directory:
-        for sample in args.samples:
+    passed, pairs, results = {}, {}, {}
+    with (contextlib.nullcontext(args.directory) if args.directory else tempfile.TemporaryDirectory()) as directory:
+        for sample in args.samples + ([PREFIX + n for n in NAMES] if args.zoo else []):
             for dynamo in (False, True):
                 torch.manual_seed(0)  # the same weights on every run of the benchmark
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    path = (export_encoder if sample in ENCODERS else export)(sample, directory, dynamo)
+                    exporter = (export_encoder if sample in ENCODERS
+                                else export_zoo if sample.startswith(PREFIX) else export)
+                    path = exporter(sample, directory, dynamo)
                 model = load_onnx(path)
                 name_nodes(model.graph)
                 feeds, _ = make_inputs(model, resolve_shapes(model, {}, path), 0, path)
@@ -230,16 +319,39 @@ def main() -> int:
                     rows.append(("acmp (as exported)", guarded(acmp, model, model, feeds, tol, False, flops)))
                 rows.append(("acmp", guarded(acmp, given, model, feeds, tol, False, flops)))
                 rows.append(("acmp-emulated", guarded(acmp, given, model, feeds, tol, True, flops)))
+                if modelopt is not None:  # the same inputs as its calibration data, the same node names
+                    stem = path[:-len(".onnx")]
+                    np.savez(stem + "_calibration.npz", **feeds)
+                    onnx.save(model, stem + "_named.onnx")
+                    rows.append(("modelopt autocast", guarded(modelopt, stem + "_named.onnx",
+                                                              stem + "_calibration.npz", model, feeds, tol, flops)))
                 for method, r in rows:
                     passed[method] = passed.get(method, 0) + (r["status"] == "ok")
                     pairs[method] = pairs.get(method, 0) + 1
+                    results.setdefault(method, []).append(r)
                 for method, r in rows:
                     status = r["status"] + (f" (baseline {r['baseline']})" if "baseline" in r else "")
+                    status += f" ({r['note']})" if r.get("note") else ""
                     print(f"| {os.path.basename(sample)} | {'dynamo' if dynamo else 'legacy'} | {method} | {r['runs']} "
                           f"| {r['wall']:.2f} | {_pct(r['nodes'])} | {_pct(r['gemm'])} | {status} "
                           f"| {_e(r['error'])} |")
     print("\n" + "; ".join(f"{method}: {passed[method]} of {pairs[method]} ok" for method in pairs))
+    print("\n| method | ok | mean / median fp16 node share of the ok pairs | median wall s |")
+    print("|---|---:|---:|---:|")
+    for method, rs in results.items():
+        print(f"| {method} | {passed[method]} of {pairs[method]} | {_shares([r for r in rs if r['status'] == 'ok'])} "
+              f"| {_median([r['wall'] for r in rs]):.2f} |")
     return 0
+
+
+def _median(xs):
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2 if xs else float("nan")
+
+
+def _shares(rs) -> str:
+    xs = [r["nodes"] for r in rs if r["nodes"] is not None]
+    return f"{_pct(sum(xs) / len(xs))} / {_pct(_median(xs))}" if xs else "-"
 
 
 def guarded(method, *args):
