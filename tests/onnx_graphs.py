@@ -89,3 +89,20 @@ def untyped_square(directory=None, name="untyped.onnx"):
         helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     return save(model, directory, name) if directory is not None else model
 
+
+
+def rms_norm_by_reciprocal(directory, name="rmsnorm.onnx") -> str:
+    """x * Reciprocal(Sqrt(ReduceMean(x^2) + eps)) * w → MatMul: an RMSNorm as the dynamo
+    exporter writes ``x * torch.rsqrt(variance + eps)`` (T5, Llama)."""
+    w = np.random.default_rng(2).standard_normal((16, 16)).astype(np.float32) * 0.3
+    nodes = [helper.make_node("Pow", ["x", "two"], ["sq"], name="/norm/Pow"),
+             helper.make_node("ReduceMean", ["sq", "axes"], ["var"], name="/norm/ReduceMean", keepdims=1),
+             helper.make_node("Add", ["var", "eps"], ["var_eps"], name="/norm/Add"),
+             helper.make_node("Sqrt", ["var_eps"], ["std"], name="/norm/Sqrt"),
+             helper.make_node("Reciprocal", ["std"], ["inv"], name="/norm/Reciprocal"),
+             helper.make_node("Mul", ["x", "inv"], ["normed"], name="/norm/Mul"),
+             helper.make_node("Mul", ["gain", "normed"], ["scaled"], name="/norm/Mul_1"),
+             helper.make_node("MatMul", ["scaled", "w"], ["y"], name="/proj/MatMul")]
+    inits = [const("two", 2.0), const("axes", [-1], np.int64), const("eps", 1e-6),
+             const("gain", np.ones(16)), const("w", w)]
+    return save(build(nodes, [tensor("x", [8, 16])], [tensor("y", [8, 16])], inits), directory, name)

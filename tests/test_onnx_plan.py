@@ -5,7 +5,8 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxconverter_common")
 import yaml  # noqa: E402
 from conftest import findings_of  # noqa: E402
-from onnx_graphs import exp_named_like_a_softmax, exp_softmax_by_hand, masked_attention  # noqa: E402
+from onnx_graphs import (exp_named_like_a_softmax, exp_softmax_by_hand, masked_attention,  # noqa: E402
+                         rms_norm_by_reciprocal)
 from onnx_models import export  # noqa: E402
 
 from precisionaudit.capture.onnx.model import capture_onnx, load_onnx  # noqa: E402
@@ -79,6 +80,15 @@ def test_an_overflowing_exp_keeps_its_chain_until_the_normalising_div(cli, tmp_p
     plan = plan_of(cli, exp_softmax_by_hand(tmp_path))
     assert plan["target"] == TARGET
     assert kept(plan) == ["/gate/Exp", "/gate/ReduceSum", "/gate/Div_1"]  # not the MatMul, not the scale
+
+
+def test_an_rms_norms_reciprocal_chain_stops_at_the_mul_that_normalises(cli, tmp_path):
+    """x * Reciprocal(Sqrt(mean(x^2) + eps)) is back in range like x / sqrt(...): the gain and
+    the projection after it stay float16 (T5's dynamo export kept 66 nodes, its GEMMs too)."""
+    plan = plan_of(cli, rms_norm_by_reciprocal(tmp_path))
+    assert sorted(kept(plan)) == sorted(["/norm/Pow", "/norm/ReduceMean", "/norm/Add", "/norm/Sqrt",
+                                         "/norm/Reciprocal", "/norm/Mul"])
+    assert not any(entry.get("op_types") for entry in plan["overrides"])
 
 
 def test_a_node_named_like_an_unnamed_one_stays_a_separate_node_the_plan_keeps(tmp_path):

@@ -5,7 +5,7 @@ onward; an ONNX conversion casts every kept node's output straight back to the l
 dtype. A node kept in fp32 because its result leaves fp16's range (an ``Exp``, a -1e9
 mask in a ``Where``, attention logits) therefore drags along the nodes its result flows
 through, up to the first node that brings it back into range (a ``Softmax``, a norm, a
-``Div`` by a reduction of the same tensor) — otherwise the kept node's inf just appears
+``Div`` by a reduction of the same tensor, or a ``Mul`` by its ``Reciprocal``) — otherwise the kept node's inf just appears
 one cast later. Everything else stays in the low dtype.
 
 Entries group nodes by the rules that put them there; an op type whose every node is
@@ -147,9 +147,21 @@ def _downstream(start, graph, enters, goes_on) -> list:
 def _brings_back(node, writers) -> bool:
     if node.op_type in BOUNDING:
         return True
+    if len(node.input) != 2:
+        return False
     # x / f(x), f a reduction of x (a hand-written softmax or norm): back in [-1, 1]-ish
-    return node.op_type == "Div" and len(node.input) == 2 and _derives_from(
-        node.input[1], node.input[0], writers, SAME_SOURCE_DEPTH)
+    if node.op_type == "Div":
+        return _derives_from(node.input[1], node.input[0], writers, SAME_SOURCE_DEPTH)
+    # x * (1 / f(x)): the same division written with a Reciprocal (an RMSNorm's x * rsqrt(mean(x^2)),
+    # which the dynamo exporter writes as Mul(x, Reciprocal(Sqrt(...))))
+    return node.op_type == "Mul" and any(
+        _is_reciprocal_of(factor, other, writers) for factor, other in (node.input, node.input[::-1]))
+
+
+def _is_reciprocal_of(tensor, source, writers) -> bool:
+    node = writers.get(tensor)
+    return (node is not None and node.op_type == "Reciprocal"
+            and _derives_from(node.input[0], source, writers, SAME_SOURCE_DEPTH))
 
 
 def _derives_from(tensor, source, writers, depth) -> bool:
