@@ -149,10 +149,11 @@ class PhaseFacts:
 
     error: float  # the phase error (radians) rounding this store makes
     largest: float  # the bound on |phase|
-    basis: str  # where that bound comes from: "static", "measured" or "unit-scale inputs"
+    basis: str  # where that bound comes from: "static", "measured", "buffers as built" or "unit-scale inputs"
     sinusoid: str  # the sin/cos node
     stores_before: list  # the chain's earlier low-precision stores
     fix_ops: list  # the low-precision chain ops from this store on (its module's)
+    assumed_buffers: tuple = ()  # persistent buffers the bound takes at their built values
 
 
 @dataclass(frozen=True)
