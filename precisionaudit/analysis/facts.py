@@ -144,6 +144,14 @@ class RangeFacts:
 
 
 @dataclass(frozen=True)
+class WorkFacts:
+    """The multiply-adds of a GEMM, convolution or attention call (analysis/work.py)."""
+
+    macs: int  # this call's multiply-adds
+    site_share: float  # its site's (module class, op, shapes) share of the model's total
+
+
+@dataclass(frozen=True)
 class PhaseFacts:
     """A low-precision store on the chain that makes a sin/cos phase (analysis/phases.py)."""
 
@@ -197,7 +205,8 @@ def _round_up(size: int, multiple: int) -> int:
 RECORDS = {"precision": PrecisionFacts, "kernel": KernelFacts, "constant": ConstantFacts,
            "reduction": ReductionFacts, "attention": AttentionFacts, "norm": NormFacts,
            "softmax": SoftmaxFacts, "rnn": RnnFacts, "integer": IntegerFacts,
-           "calibration": CalibrationFacts, "range": RangeFacts, "phase": PhaseFacts, "fp8": Fp8Facts}
+           "calibration": CalibrationFacts, "range": RangeFacts, "phase": PhaseFacts, "fp8": Fp8Facts,
+           "work": WorkFacts}
 
 #: the flat keys passes wrote before the records -> where they live now (``record.field``);
 #: rule packs' ``where`` and message placeholders still name them
