@@ -11,7 +11,7 @@ def tc_unaligned_gemm(graph, name, node, target):
     if not node["precision"].low_precision:
         return None
     share = fact(node, "work.site_share")
-    if share is not None and share < param("min_work_share"):
+    if node["op"] == "linear" and share is not None and share < param("min_work_share"):
         return None  # padding it cannot speed the model up by more than its share
     multiple = ALIGN[target.dtype]
     for dim, size in gemm_dims(graph, node, name):
