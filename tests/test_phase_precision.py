@@ -2,8 +2,10 @@
 import json
 
 import pytest
+import torch
 from conftest import findings_of, sample, scanned_graph
 
+from precisionaudit.analysis.ranges import contraction
 from precisionaudit.core.target import Target
 from precisionaudit.plan.pytorch import make_plan
 from precisionaudit.rules.engine import load_rules
@@ -128,15 +130,78 @@ def test_a_non_persistent_frequency_buffer_bounds_the_phase(tmp_path):
     assert (f.op, f.evidence["phase_max"]) == ("mul", pytest.approx(2047.0))
 
 
-def test_a_persistent_buffer_and_an_untraced_operand_stay_unknown(tmp_path):
-    """A persistent buffer may come from a checkpoint: unknown. Its view is still an operand
-    of its own, so the product is not taken for ``pos * pos`` (0 to 2047^2)."""
+def test_a_persistent_buffer_stays_unknown_to_the_range_pass_and_is_assumed_as_built_by_pa113(tmp_path):
+    """A persistent buffer may come from a checkpoint: the range pass leaves it unknown (its
+    view is still an operand of its own, so the product is not taken for ``pos * pos``). A
+    frequency table a checkpoint stores is the one its constructor computes (GPT-NeoX saved
+    its inv_freq), so PA113's bound takes it as built and says so in the message."""
     path = rotary_file(tmp_path, True)
     graph = scanned_graph(path, mode="pure")
     assert "inv_freq" not in graph.graph["buffer_ranges"]
+    assert graph.graph["built_buffer_ranges"]["inv_freq"] == pytest.approx((10000 ** (-62 / 64), 1.0))
     mul = next(a for _, a in graph.nodes(data=True) if a["op"] == "mul")
     assert mul["range"].value_range is None
-    assert [f for f in findings_of(path, mode="pure") if f.rule == "PA113"] == []
+    (f,) = [f for f in findings_of(path, mode="pure") if f.rule == "PA113"]
+    assert (f.op, f.evidence["phase_max"], f.evidence["basis"]) == ("mul", pytest.approx(2047.0), "buffers as built")
+    assert f.evidence["assumed_buffers"] == ["inv_freq"]
+    assert "the persistent buffer inv_freq taken at the values the model was built with" in f.message
+
+
+ROTARY_BUFFER = "pa113_rotary_buffer_hazard.py"
+
+
+def neox_phases(dtype):
+    """GPT-NeoX's phases before PR #1041, by torch arithmetic: positions and inv_freq
+    (head_dim 32, base 10000) in ``dtype``, their einsum in ``dtype``; and the fp32 reference."""
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, 32, 2).float() / 32))
+    t = torch.arange(2048).float()
+    low = torch.einsum("i,j->ij", t.to(dtype), inv_freq.to(dtype)).double()
+    return low, torch.outer(t, inv_freq).double()
+
+
+@pytest.mark.parametrize("mode", ["pure", "autocast"])
+def test_gpt_neox_fp16_rotary_from_a_persistent_inv_freq_is_reported_at_the_einsum(mode):
+    """EleutherAI/gpt-neox #1003: under ``.half()`` the persistent inv_freq is fp16 and the
+    positions take its dtype; under autocast einsum is an fp16 op and casts the fp32 ones.
+    Either way the phase is stored in fp16. The bound, 2047 x 2^-11 rad, holds the real error
+    (the fp16 phases against fp32 ones of the same, fp16-rounded, frequencies) and is within
+    2x of it; against fp32 frequencies too the error is past 0.8 rad (cos off by 0.78)."""
+    (f,) = pa113(ROTARY_BUFFER, "float16", mode)
+    assert (f.line, f.op, f.module) == (line_of(ROTARY_BUFFER, "torch.einsum"), "einsum", "rotary")
+    assert f.evidence["basis"] == "buffers as built" and f.evidence["assumed_buffers"] == ["rotary.inv_freq"]
+    low, reference = neox_phases(torch.float16)
+    assert f.evidence["phase_max"] == pytest.approx(reference.abs().max().item())
+    inv_freq_fp16 = (1.0 / (10000 ** (torch.arange(0, 32, 2).float() / 32))).half().double()
+    store_error = (low - torch.outer(torch.arange(2048).double(), inv_freq_fp16)).abs().max().item()
+    assert store_error == 0.5  # phases in [1024, 2048) are 1 apart in fp16
+    assert store_error <= f.evidence["phase_error"] <= 2 * store_error
+    assert f.evidence["phase_error"] == pytest.approx(2047 * 2**-11)
+    assert (low - reference).abs().max().item() > 0.8
+    assert (low.float().cos() - reference.float().cos()).abs().max().item() > 0.75
+    assert f.fix["ops"] == ["einsum", "cat"]
+
+
+def test_gpt_neox_bf16_rotary_is_reported_where_the_positions_are_rounded():
+    """Pure bf16: ``type_as`` rounds positions past 256 (PA110 too), then the einsum; the
+    loss starts at the cast, and the real bf16 phase error (6.6 rad) is within the bound."""
+    (f,) = pa113(ROTARY_BUFFER, "bfloat16", "pure")
+    assert (f.line, f.op) == (line_of(ROTARY_BUFFER, ".type_as(self.inv_freq)"), "type_as")
+    low, reference = neox_phases(torch.bfloat16)
+    assert 1.0 < (low - reference).abs().max().item() <= f.evidence["phase_error"] == pytest.approx(2047 * 2**-8)
+
+
+@pytest.mark.parametrize("dtype,mode", TARGETS, ids="-".join)
+def test_fp32_rotary_phases_from_the_same_persistent_buffer_are_clean(dtype, mode):
+    """The fixed twin reads the same persistent (so equally assumed) buffer, as ``.float()``
+    with autocast off: the phase is fp32 in every target."""
+    assert pa113("pa113_rotary_buffer_clean.py", dtype, mode) == []
+
+
+def test_einsum_i_j_to_ij_is_an_outer_product_on_the_phase_chain():
+    """It runs as one broadcast mul (no sum): the range pass multiplies its operands' ranges."""
+    graph = scanned_graph(sample("pa113_rotary_buffer_clean.py"), mode="pure")
+    einsum = next(a for _, a in graph.nodes(data=True) if a["op"] == "einsum")
+    assert contraction(einsum) == 1 and einsum["out_dtype"] == "float32"
 
 
 def test_the_timestep_plan_passes_the_check_the_baseline_fails(cli, tmp_path):

@@ -78,6 +78,31 @@ def _head_dim(node):
     return d if isinstance(d, int) and d == other and d > 0 else None
 
 
+#: ops between a projection and the q it makes that only move, select or rescale its values
+TO_QUERY = PASS_THROUGH | SCALES | {"view", "reshape", "permute", "transpose", "unbind", "getitem", "chunk",
+                                    "split", "unflatten", "normalize", "contiguous", "select"}
+
+
+def query_rows(graph, name) -> set:
+    """The row counts (every dim but the last: batch, tokens) of the projection's input that
+    made q, the first operand of the GEMM or SDPA call ``name``; empty where no linear is
+    found. In cross-covariance attention (XCiT's XCA) q is transposed to (head_dim, tokens),
+    so the dim the logits contract is one of these: a token count, not a head dim."""
+    current = name
+    for _ in range(12):
+        preds = producers(graph, current)
+        if not preds:
+            return set()
+        current = preds[0]
+        node = graph.nodes[current]
+        if node["op"] == "linear":
+            rows = tuple(node["out_shape"] or ())[:-1]  # the output keeps the input's rows
+            return {d for d in rows if isinstance(d, int)}
+        if _op(node) not in TO_QUERY:
+            return set()
+    return set()
+
+
 def _before(graph, name, node):
     """Scale applied before the product is stored: on q and k, and baddbmm's alpha (cuBLAS
     multiplies the fp32 accumulator by it before the fp16 store)."""

@@ -144,15 +144,24 @@ class RangeFacts:
 
 
 @dataclass(frozen=True)
+class WorkFacts:
+    """The multiply-adds of a GEMM, convolution or attention call (analysis/work.py)."""
+
+    macs: int  # this call's multiply-adds
+    site_share: float  # its site's (module class, op, shapes) share of the model's total
+
+
+@dataclass(frozen=True)
 class PhaseFacts:
     """A low-precision store on the chain that makes a sin/cos phase (analysis/phases.py)."""
 
     error: float  # the phase error (radians) rounding this store makes
     largest: float  # the bound on |phase|
-    basis: str  # where that bound comes from: "static", "measured" or "unit-scale inputs"
+    basis: str  # where that bound comes from: "static", "measured", "buffers as built" or "unit-scale inputs"
     sinusoid: str  # the sin/cos node
     stores_before: list  # the chain's earlier low-precision stores
     fix_ops: list  # the low-precision chain ops from this store on (its module's)
+    assumed_buffers: tuple = ()  # persistent buffers the bound takes at their built values
 
 
 @dataclass(frozen=True)
@@ -196,7 +205,8 @@ def _round_up(size: int, multiple: int) -> int:
 RECORDS = {"precision": PrecisionFacts, "kernel": KernelFacts, "constant": ConstantFacts,
            "reduction": ReductionFacts, "attention": AttentionFacts, "norm": NormFacts,
            "softmax": SoftmaxFacts, "rnn": RnnFacts, "integer": IntegerFacts,
-           "calibration": CalibrationFacts, "range": RangeFacts, "phase": PhaseFacts, "fp8": Fp8Facts}
+           "calibration": CalibrationFacts, "range": RangeFacts, "phase": PhaseFacts, "fp8": Fp8Facts,
+           "work": WorkFacts}
 
 #: the flat keys passes wrote before the records -> where they live now (``record.field``);
 #: rule packs' ``where`` and message placeholders still name them

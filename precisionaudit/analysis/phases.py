@@ -71,20 +71,39 @@ def _varying(graph, name, chain, memo) -> bool:
     return memo[name]
 
 
+def _built_buffers_read(graph, names, built):
+    """The persistent buffers (name -> range as built) that the nodes ``names`` read."""
+    return {p: built[p] for n in names
+            for p, _ in [*graph.nodes[n]["params"], *graph.nodes[n].get("param_views", ())] if p in built}
+
+
+def _assumed_bound(graph, phase, chain, roots, input_range, buffers):
+    """max |phase| from the chain's ranges, given what is assumed of inputs and buffers."""
+    ranges = {n: fact(graph.nodes[n], "range.value_range") for n in chain | roots}
+    for name in nx.topological_sort(graph.subgraph(chain | roots)):
+        if ranges[name] is None:
+            ranges[name] = value_range(graph, name, graph.nodes[name], ranges, input_range=input_range,
+                                       buffers=buffers)
+    return None if ranges[phase] is None else max(abs(v) for v in ranges[phase])
+
+
 def _phase_bound(graph, sinusoid, chain, roots):
-    """(max |phase|, basis): the phase's range, else one assuming unit-scale model inputs."""
+    """(max |phase|, basis, assumed buffers): the phase's range; else one that takes the
+    persistent buffers the chain reads (a frequency table) at the values the model was built
+    with, then one that also assumes unit-scale model inputs."""
     (phase,) = producers(graph, sinusoid)
     known = fact(graph.nodes[phase], "range.value_range")
     if known is not None:
-        return max(abs(v) for v in known), fact(graph.nodes[phase], "range.source")
-    ranges = {n: fact(graph.nodes[n], "range.value_range") for n in chain | roots}
-    for name in nx.topological_sort(graph.subgraph(chain | roots)):
-        node = graph.nodes[name]
-        if ranges[name] is None:
-            ranges[name] = value_range(graph, name, node, ranges, input_range=UNIT)
-    if ranges[phase] is None:
-        return None, None
-    return max(abs(v) for v in ranges[phase]), "unit-scale inputs"
+        return max(abs(v) for v in known), fact(graph.nodes[phase], "range.source"), ()
+    buffers = _built_buffers_read(graph, chain | roots, graph.graph.get("built_buffer_ranges") or {})
+    if buffers:
+        bound = _assumed_bound(graph, phase, chain, roots, None, buffers)
+        if bound is not None:
+            return bound, "buffers as built", tuple(buffers)
+    bound = _assumed_bound(graph, phase, chain, roots, UNIT, buffers)
+    if bound is None:
+        return None, None, ()
+    return bound, "unit-scale inputs", tuple(buffers)
 
 
 def _stores(graph, chain, roots):
@@ -111,7 +130,7 @@ def annotate(graph):
         stores = _stores(graph, chain, roots)
         if not stores:
             continue
-        bound, basis = _phase_bound(graph, sinusoid, chain, roots)
+        bound, basis, assumed = _phase_bound(graph, sinusoid, chain, roots)
         if bound is None:
             continue
         for i, name in enumerate(stores):
@@ -121,5 +140,6 @@ def annotate(graph):
                 continue  # sin and cos of one phase: one fact, the larger error
             later = [s for s in stores[i:] if graph.nodes[s]["module"] == node["module"]]
             node["phase"] = PhaseFacts(error=error, largest=bound, basis=basis, sinusoid=sinusoid,
+                                       assumed_buffers=assumed,
                                        stores_before=stores[:i],
                                        fix_ops=list(dict.fromkeys(graph.nodes[s]["op"] for s in later)))

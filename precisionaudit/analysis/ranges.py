@@ -107,22 +107,23 @@ def _scalar_pow(base, lo, hi):
     return (min(ends), max(ends))
 
 
-def _other_operands(graph, node, input_range=None):
+def _other_operands(graph, node, input_range=None, buffers=None):
     """Ranges of the operands no node produces: buffers, read directly or through a view (the
-    values their constructor gave, ``buffer_ranges``; parameters are unknown), model inputs
-    (unknown, or ``input_range``) and operands capture could not trace (unknown)."""
-    tables = graph.graph.get("buffer_ranges") or {}
+    values their constructor gave, ``buffer_ranges``, and those a caller assumes, ``buffers``;
+    parameters are unknown), model inputs (unknown, or ``input_range``) and operands capture
+    could not trace (unknown)."""
+    tables = {**(graph.graph.get("buffer_ranges") or {}), **(buffers or {})}
     buffers = [tables.get(p) for p, _ in [*node["params"], *node.get("param_views", ())]]
     return buffers + [input_range] * len(node.get("sources") or ()) + [None] * node.get("untracked_operands", 0)
 
 
-def _operands(graph, name, node, ranges, input_range=None):
+def _operands(graph, name, node, ranges, input_range=None, buffers=None):
     """Ranges of a binary op's two operands, in argument order; None when one is unknown.
     Buffers and model inputs count for add and mul only, whose operand order does not matter."""
     preds = producers(graph, name)
     tensors = [ranges.get(p) for p in preds]
     numbers = _numbers(node)
-    others = _other_operands(graph, node, input_range)
+    others = _other_operands(graph, node, input_range, buffers)
     if len(preds) == 1 and not numbers and not others:
         tensors = tensors * 2  # x op x: one producer feeding both operands
     if others and node["op"] not in ("mul", "add"):
@@ -143,12 +144,12 @@ def _max_of_own_input(graph, minuend, subtrahend) -> bool:
     return node["op"] in ("amax", "max", "logsumexp") and minuend in producers(graph, subtrahend)
 
 
-def _arith(graph, name, node, ranges, input_range=None):
+def _arith(graph, name, node, ranges, input_range=None, buffers=None):
     op = node["op"]
     preds = producers(graph, name)
     if op == "sub" and len(preds) == 2 and _max_of_own_input(graph, preds[0], preds[1]):
         return (-INF, 0.0)
-    pair = _operands(graph, name, node, ranges, input_range)
+    pair = _operands(graph, name, node, ranges, input_range, buffers)
     if pair is None:
         return None
     a, b = pair
@@ -219,13 +220,14 @@ def _unbounded(r):
     return r is None or (r[0] == -INF and r[1] == INF)
 
 
-def value_range(graph, name, node, ranges, input_range=None):
+def value_range(graph, name, node, ranges, input_range=None, buffers=None):
     """The interval of ``name``'s output from its operands' ``ranges``; the model inputs an op
-    reads are unknown, or ``input_range`` when a caller assumes one (PA113's unit scale)."""
+    reads are unknown, or ``input_range`` when a caller assumes one (PA113's unit scale), and
+    so are persistent buffers, or ``buffers`` (name -> range) when a caller assumes them."""
     op = node["op"]
     preds = producers(graph, name)
     inputs = [ranges.get(p) for p in preds]
-    others = _other_operands(graph, node, input_range)
+    others = _other_operands(graph, node, input_range, buffers)
     only = inputs[0] if len(inputs) == 1 and not others else others[0] if not inputs and len(others) == 1 else None
     if op in FIXED:
         return FIXED[op]
@@ -255,7 +257,7 @@ def value_range(graph, name, node, ranges, input_range=None):
         n = fact(node, "reduction.extent")
         return _mul(only, (0.0, float(n)))
     if op in ("add", "sub", "rsub", "mul", "div", "rdiv"):
-        return _arith(graph, name, node, ranges, input_range)
+        return _arith(graph, name, node, ranges, input_range, buffers)
     if op in OUTER or (op in GEMMS and contraction(node) == 1):
         operands = inputs + others
         return _mul(*operands) if len(operands) == 2 and None not in operands else None
@@ -268,8 +270,11 @@ def value_range(graph, name, node, ranges, input_range=None):
 
 
 def contraction(node) -> int | None:
-    """The contracted extent of a matmul/mm/bmm (its first operand's last dim)."""
+    """The contracted extent of a matmul/mm/bmm (its first operand's last dim); 1 for an
+    einsum that sums nothing (``"i,j->ij"``: it runs as one broadcast ``mul``)."""
     shapes = node["in_shapes"]
+    if node["op"] == "einsum" and node.get("atens") and set(node["atens"]) == {"mul"}:
+        return 1
     if node["op"] in ("matmul", "mm", "bmm") and shapes and shapes[0]:
         return shapes[0][-1]
     return None

@@ -144,13 +144,18 @@ def _materialise_meta(model):
 TABLE_LIMIT = 1 << 20
 
 
-def buffer_ranges(model) -> dict:
+def buffer_ranges(model, persistent: bool = False) -> dict:
     """(min, max) of each non-persistent floating buffer that holds values: tables a module's
     constructor computes (rotary ``inv_freq``) and no checkpoint replaces, so the forward reads
-    the values the constructor gave. Call before a pure-mode conversion makes them fake."""
+    the values the constructor gave. Call before a pure-mode conversion makes them fake.
+    ``persistent=True`` gives the persistent ones instead, as built: a checkpoint may replace
+    them, so only an analysis that says it assumes them (PA113's phase bound) reads these."""
     found = {}
     for prefix, module in model.named_modules():
-        for name in sorted(module._non_persistent_buffers_set):
+        names = module._non_persistent_buffers_set
+        if persistent:
+            names = set(module._buffers) - names
+        for name in sorted(names):
             t = module._buffers.get(name)
             if (t is None or not t.is_floating_point() or t.device.type == "meta"
                     or isinstance(t, fake_tensor.FakeTensor) or not 0 < t.numel() <= TABLE_LIMIT):
@@ -171,6 +176,7 @@ def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) 
     else:
         model = as_module(call_user(make_model, path, entry), path, entry)
     tables = buffer_ranges(model)  # real values: outside the fake mode
+    built = buffer_ranges(model, persistent=True)
     with mode:
         if fake:
             _materialise_meta(model)
@@ -194,6 +200,7 @@ def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) 
             out = model(*args, **kwargs)
     graph = build_graph(recorder, target, (args, kwargs), out, model)
     graph.graph["buffer_ranges"] = tables
+    graph.graph["built_buffer_ranges"] = built
     notes += [f"{op} given {' and '.join(dtypes)} operands was computed in float32 so that the capture "
              "reaches the rest of the model; CUDA refuses it (PA115)" for op, dtypes in sorted(mixed.items())]
     return Capture(graph, "fake" if fake else "eager", notes=notes)

@@ -25,9 +25,20 @@ def sinusoid_phase_precision(graph, name, node, target):
         return None
     phase = node["phase"]
     sinusoid = graph.nodes[phase.sinusoid]
-    assumed = phase.basis == "unit-scale inputs"
     return Hit(name, {"phase_error": phase.error, "phase_max": phase.largest,
                       "error_text": f"{phase.error:.3g}", "phase_text": f"{phase.largest:.4g}",
                       "basis": phase.basis, "sinusoid": sinusoid["op"], "sinusoid_line": sinusoid["line"],
-                      "assumed": " (model inputs taken as lying in [-1, 1])" if assumed else ""},
+                      "assumed_buffers": list(phase.assumed_buffers), "assumed": _assumptions(phase)},
                fix=Fix(ops=tuple(phase.fix_ops)))
+
+
+def _assumptions(phase) -> str:
+    """What the bound on |phase| assumes, in words: the message must say it is not measured."""
+    said = []
+    if phase.assumed_buffers:
+        names = ", ".join(phase.assumed_buffers)
+        said.append(f"the persistent buffer{'s' if len(phase.assumed_buffers) > 1 else ''} {names} "
+                    "taken at the values the model was built with")
+    if phase.basis == "unit-scale inputs":
+        said.append("model inputs taken as lying in [-1, 1]")
+    return f" ({'; '.join(said)})" if said else ""

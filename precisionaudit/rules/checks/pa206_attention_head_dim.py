@@ -1,6 +1,7 @@
 """PA206 attention-head-dim: attention head dim not a multiple of 8 or above 256."""
 from __future__ import annotations
 
+from ...analysis.attention import query_rows
 from ...analysis.facts import fact
 from ..registry import Hit, check
 
@@ -34,4 +35,6 @@ def attention_head_dim(graph, name, node, target):
     size = query_head_dim(node)
     if size is None or size % 8 == 0 and size <= 256:
         return None
+    if size in query_rows(graph, name):
+        return None  # channel x channel attention (XCiT): it contracts the tokens
     return Hit(name, {"head_dim": size, "problem": "above 256" if size > 256 else "not a multiple of 8"})
