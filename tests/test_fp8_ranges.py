@@ -40,11 +40,13 @@ def scanned():
 # --------------------------------------------------------------------------- the scales
 def test_scales_follow_the_recipes_definitions():
     row = torch.tensor([[3.0] + [1.0] * 31])  # amax 3
-    assert fp8_ranges.scales(row, "tensorwise")[0, 0].item() == pytest.approx(448 / 3)
-    assert fp8_ranges.scales(row, "rowwise_with_gw_hp")[0, 0].item() == pytest.approx(448 / 3)
-    assert fp8_ranges.scales(row, "rowwise")[0, 0].item() == 128.0  # 149.3 rounded down to a power of 2
+    assert fp8_ranges.scales(row, "tensorwise").item() == pytest.approx(448 / 3)
+    assert fp8_ranges.scales(row, "rowwise_with_gw_hp").item() == pytest.approx(448 / 3)
+    assert fp8_ranges.scales(row, "rowwise").item() == 128.0  # 149.3 rounded down to a power of 2
     # MX: shared exponent floor(log2 3) - 8 = -7, so values are multiplied by 2^7
-    assert fp8_ranges.scales(row, "mxfp8")[0, 0].item() == 128.0
+    assert fp8_ranges.scales(row, "mxfp8").item() == 128.0
+    two_rows = torch.cat([row, row / 4])
+    assert fp8_ranges.scales(two_rows, "rowwise").flatten().tolist() == [128.0, 512.0]
     assert fp8_ranges.scales(torch.ones(2, 48), "mxfp8") is None  # K not a multiple of 32
 
 
@@ -154,3 +156,10 @@ def test_plan_keeps_the_flagged_linear_out_of_fp8_and_not_the_clean_twins(scanne
         assert make_plan(found, FP8, result.graph)[0].keep_out_of_fp8 == [module]
         result, found = scanned[clean]
         assert make_plan(found, FP8, result.graph)[0].keep_out_of_fp8 == []
+
+
+def test_a_non_contiguous_input_is_counted_as_its_contiguous_copy():
+    y = torch.randn(64, 64, generator=torch.Generator().manual_seed(1)).t()  # a transposed weight or input
+    strided, copy = fp8_ranges.input_counts(y), fp8_ranges.input_counts(y.contiguous())
+    assert set(strided["rows_above"]) == set(fp8_ranges.SCHEMES)
+    assert strided["rows_above"] == copy["rows_above"] and strided["flushed"] == copy["flushed"]

@@ -39,32 +39,40 @@ MX_EMAX = 8
 EPS = 1e-12  # torchao float8_utils.EPS
 
 
-def scales(x: torch.Tensor, scheme: str) -> torch.Tensor | None:
-    """The multiplier ``scheme`` applies to each value of ``x`` (rows along its last dim, K),
-    broadcast to ``x``'s shape; None where the scheme cannot run it (mxfp8 with K not a
-    multiple of 32)."""
-    a = x.abs().double()
+def scales(x: torch.Tensor, scheme: str, a: torch.Tensor | None = None,
+           row_amax: torch.Tensor | None = None) -> torch.Tensor | None:
+    """The multipliers ``scheme`` applies to a 2-D ``x`` (rows along K): a scalar
+    (tensorwise), one per row (M x 1), or for mxfp8 one per 32-block (M x K/32 x 1, for
+    ``x`` viewed as M x K/32 x 32); None where the scheme cannot run ``x`` (mxfp8 with K not
+    a multiple of 32). amaxes are taken in fp32 and divided in fp64, as torchao does;
+    ``a`` (|x|) and ``row_amax`` may be given when already computed."""
+    a = x.abs() if a is None else a
+    row_amax = a.amax(dim=-1, keepdim=True) if row_amax is None else row_amax
     if scheme == "tensorwise":
-        return (E4M3_MAX / a.amax().clamp(min=EPS)).float().expand_as(x)
+        return (E4M3_MAX / row_amax.max().double().clamp(min=EPS)).float()
     if scheme in ("rowwise", "rowwise_with_gw_hp"):
-        s = (E4M3_MAX / a.amax(dim=-1, keepdim=True).clamp(min=EPS)).float()
-        if scheme == "rowwise":
-            s = torch.exp2(torch.floor(torch.log2(s)))
-        return s.expand_as(x)
+        s = (E4M3_MAX / row_amax.double().clamp(min=EPS)).float()
+        return torch.exp2(torch.floor(torch.log2(s))) if scheme == "rowwise" else s
     if scheme == "mxfp8":
-        k = x.shape[-1]
+        m, k = x.shape
         if k % MX_BLOCK:
             return None
-        blocks = a.reshape(*x.shape[:-1], k // MX_BLOCK, MX_BLOCK).amax(dim=-1, keepdim=True)
+        blocks = a.reshape(m, k // MX_BLOCK, MX_BLOCK).amax(dim=-1, keepdim=True)
         exponent = torch.floor(torch.log2(blocks.clamp(min=2.0 ** -127))) - MX_EMAX
-        s = torch.exp2(-exponent.clamp(-127, 127)).float()
-        return s.expand(*x.shape[:-1], k // MX_BLOCK, MX_BLOCK).reshape(x.shape)
+        return torch.exp2(-exponent.clamp(-127, 127))
     raise ValueError(f"unknown FP8 scaling scheme {scheme!r}")
 
 
-def round_trip(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    """``x`` cast to E4M3 under the multipliers ``s`` (saturated) and scaled back, in fp32."""
-    return (x * s).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).float() / s
+def round_trip(x: torch.Tensor, scheme: str, **known) -> torch.Tensor | None:
+    """A 2-D ``x`` cast to E4M3 under ``scheme``'s scales (saturated, as torchao's
+    ``to_fp8_saturated``) and scaled back, in fp32; None where the scheme cannot run it.
+    ``known``: ``scales``' precomputed ``a`` and ``row_amax``."""
+    s = scales(x, scheme, **known)
+    if s is None:
+        return None
+    shaped = x.reshape(x.shape[0], -1, MX_BLOCK) if scheme == "mxfp8" else x
+    q = (shaped * s).clamp_(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).float().div_(s)
+    return q.reshape(x.shape)
 
 
 def _counts(x: torch.Tensor, per_channel: bool) -> dict:
@@ -72,19 +80,21 @@ def _counts(x: torch.Tensor, per_channel: bool) -> dict:
     sq = x * x
     row_sq = sq.sum(dim=1)
     live = row_sq > 0
-    out = {"nonzero": int((x != 0).sum()), "rows": int(live.sum()), "error_sq": {}, "rows_above": {},
+    zeros = int((x == 0).sum())
+    a = x.abs()
+    known = {"a": a, "row_amax": a.amax(dim=1, keepdim=True)}
+    out = {"nonzero": x.numel() - zeros, "rows": int(live.sum()), "error_sq": {}, "rows_above": {},
            "flushed": {}}
     if per_channel:
-        out |= {"amax": x.abs().amax(dim=0).double(), "sq": sq.sum(dim=0).double()}
+        out |= {"amax": a.amax(dim=0).double(), "sq": sq.sum(dim=0).double()}
     for scheme in SCHEMES:
-        s = scales(x, scheme)
-        if s is None:
+        q = round_trip(x, scheme, **known)
+        if q is None:
             continue
-        q = round_trip(x, s)
-        err = (q - x) ** 2
+        out["flushed"][scheme] = int((q == 0).sum()) - zeros  # a 0 stays 0: the others flushed
+        err = q.sub_(x).square_()
         rel = (err.sum(dim=1)[live] / row_sq[live]).sqrt()
         out["rows_above"][scheme] = [int((rel >= level).sum()) for level in LEVELS]
-        out["flushed"][scheme] = int(((x != 0) & (q == 0)).sum())
         if per_channel:
             out["error_sq"][scheme] = err.sum(dim=0).double()
     return out
