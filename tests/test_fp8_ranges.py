@@ -43,7 +43,7 @@ def test_scales_follow_the_recipes_definitions():
     assert fp8_ranges.scales(row, "tensorwise").item() == pytest.approx(448 / 3)
     assert fp8_ranges.scales(row, "rowwise_with_gw_hp").item() == pytest.approx(448 / 3)
     assert fp8_ranges.scales(row, "rowwise").item() == 128.0  # 149.3 rounded down to a power of 2
-    # MX: shared exponent floor(log2 3) - 8 = -7, so values are multiplied by 2^7
+    # MX, torchao's RCEIL: the block's scale is 2^ceil(log2(3 / 448)) = 2^-7, values multiplied by 2^7
     assert fp8_ranges.scales(row, "mxfp8").item() == 128.0
     two_rows = torch.cat([row, row / 4])
     assert fp8_ranges.scales(two_rows, "rowwise").flatten().tolist() == [128.0, 512.0]
@@ -59,7 +59,8 @@ def test_a_tiny_row_flushes_to_zero_under_one_tensor_scale_and_survives_its_own_
     assert c["flushed"]["tensorwise"] == 32
     assert c["rows_above"]["tensorwise"][LEVEL[1.0]] == 1  # exactly the tiny row, at 100% error
     assert c["rows_above"]["tensorwise"][LEVEL[2.0 ** -6]] == 1  # row 0 is exact
-    # its own row's scale: 448 * 2^11 rounded down is 2^19, and 2^-11 * 2^19 = 256 is exact
+    # its own row's scale: 448 * 2^11 rounded down is 2^19 (RCEIL: 2^-ceil(-19.8), the same),
+    # and 2^-11 * 2^19 = 256 is exact
     for scheme in ("rowwise", "rowwise_with_gw_hp", "mxfp8"):
         assert c["flushed"][scheme] == 0
         assert c["rows_above"][scheme][0] == 0, scheme
@@ -100,6 +101,29 @@ def test_counts_merge_over_calls():
     record = counts.records()["0"]
     assert record["calls"] == 2 and record["input"]["rows"] == 5 and record["input"]["amax"] == [4.0] * 32
     assert record["weight"]["rows"] == 32
+
+
+def test_the_scales_and_round_trips_equal_torchaos_own():
+    """torchao's CPU-runnable float8 and MX casting utilities (an optional extra) give the
+    same scales and the same E4M3 values."""
+    float8_utils = pytest.importorskip("torchao.float8.float8_utils")
+    from torchao.float8.config import ScalingGranularity
+    from torchao.prototype.mx_formats.config import ScaleCalculationMode
+    from torchao.prototype.mx_formats.mx_tensor import to_mx
+
+    x = torch.randn(64, 128, generator=torch.Generator().manual_seed(2)) * torch.logspace(-3, 3, 128)
+    axis = {"scaling_granularity": ScalingGranularity.AXISWISE, "axiswise_dim": -1}
+    theirs = {"tensorwise": float8_utils.tensor_to_scale(x, torch.float8_e4m3fn),
+              "rowwise": float8_utils.tensor_to_scale(x, torch.float8_e4m3fn, round_scales_to_power_of_2=True, **axis),
+              "rowwise_with_gw_hp": float8_utils.tensor_to_scale(x, torch.float8_e4m3fn, **axis)}
+    for scheme, scale in theirs.items():
+        assert torch.equal(fp8_ranges.scales(x, scheme).expand_as(scale), scale), scheme
+        expected = float8_utils.to_fp8_saturated(x * scale, torch.float8_e4m3fn).float() / scale
+        assert torch.equal(fp8_ranges.round_trip(x, scheme), expected), scheme
+    scale_e8m0, data = to_mx(x, torch.float8_e4m3fn, 32, ScaleCalculationMode.RCEIL)
+    mx_scale = torch.exp2(scale_e8m0.view(torch.uint8).float() - 127).reshape(64, 4, 1)
+    expected = (data.float().reshape(64, 4, 32) * mx_scale).reshape(64, 128)
+    assert torch.equal(fp8_ranges.round_trip(x, "mxfp8"), expected)
 
 
 # --------------------------------------------------------------------------- the rules

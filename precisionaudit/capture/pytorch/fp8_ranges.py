@@ -8,8 +8,9 @@ Every recipe quantizes a GEMM operand as ``x * scale`` to E4M3 (max 448, smalles
 - ``rowwise``: one scale per row along K (the input: per token; the weight: per output row),
   rounded down to a power of 2 (torchao's ROWWISE recipe sets ``round_scales_to_power_of_2``);
 - ``rowwise_with_gw_hp``: the same rows, scales not rounded (the recipe leaves it False);
-- ``mxfp8``: one power-of-2 scale per 32 values along K, ``2^-(floor(log2 amax) - 8)``
-  (OCP Microscaling spec v1.0 section 6.3; torchao ``to_mx``, FLOOR mode).
+- ``mxfp8``: one power-of-2 (E8M0) scale per 32 values along K, ``2^-ceil(log2(amax / 448))``:
+  torchao's MXFP8 training default, RCEIL (``to_mx``; cuBLAS "D block quantization"), which
+  never saturates, where the OCP MX spec's FLOOR (``2^-(floor(log2 amax) - 8)``) may.
 Transformer Engine's ``delayed`` recipe scales by the largest amax of a history of earlier
 steps, never below the current one: the current amax's error is its lower bound.
 
@@ -34,8 +35,6 @@ E4M3_MAX = 448.0
 #: normal value with a relative error of at most 2^-4 (3 mantissa bits)
 LEVELS = tuple(2.0 ** (e / 2) for e in range(-12, 1))
 MX_BLOCK = 32
-#: log2 of the largest power of 2 E4M3 holds (256): the MX spec's emax of the element format
-MX_EMAX = 8
 EPS = 1e-12  # torchao float8_utils.EPS
 
 
@@ -58,7 +57,7 @@ def scales(x: torch.Tensor, scheme: str, a: torch.Tensor | None = None,
         if k % MX_BLOCK:
             return None
         blocks = a.reshape(m, k // MX_BLOCK, MX_BLOCK).amax(dim=-1, keepdim=True)
-        exponent = torch.floor(torch.log2(blocks.clamp(min=2.0 ** -127))) - MX_EMAX
+        exponent = torch.ceil(torch.log2(blocks.clamp(min=2.0 ** -127) / E4M3_MAX))
         return torch.exp2(-exponent.clamp(-127, 127))
     raise ValueError(f"unknown FP8 scaling scheme {scheme!r}")
 
