@@ -91,6 +91,19 @@ def test_a_gaussian_tensor_stays_within_e4m3s_own_rounding_under_every_recipe():
         assert c["rows_above"][scheme][LEVEL[2.0 ** -3]] == 0
 
 
+@pytest.mark.parametrize("ratio,low,high", [(1e3, 0.02, 2.0 ** -4), (1e4, 0.035, 2.0 ** -4), (1e5, 0.3, 0.6)])
+def test_e4m3_holds_the_other_channels_up_to_a_ratio_of_about_1e4_under_tensorwise(ratio, low, high):
+    """PA605's doc: the other channels' median error is 2.6% at 10^3, 4.6% at 10^4, 45% at 10^5."""
+    x = torch.randn(256, 1024, generator=torch.Generator().manual_seed(3))
+    x[:, 7] *= ratio
+    facts = Fp8RangeFacts("tensorwise", "tensorwise", 1, fp8_ranges.LEVELS,
+                          fp8_ranges.as_record(fp8_ranges.input_counts(x), None, 1)["input"], None)
+    errors = sorted(facts.channel_errors(without=(7,)))
+    assert low < errors[(len(errors) - 1) // 2] < high
+    mx = sorted(facts.channel_errors("mxfp8", without=(7,)))
+    assert mx[(len(mx) - 1) // 2] < 2.0 ** -4  # the other 31 blocks keep their own scales
+
+
 def test_counts_merge_over_calls():
     counts = fp8_ranges.LinearCounts(torch.nn.Sequential(torch.nn.Linear(32, 32)))
     with counts.counting():
