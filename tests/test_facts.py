@@ -44,8 +44,11 @@ def _captured():
     graphs.append(capture(CosineAttention, lambda: (torch.randn(2, 4, 8), torch.randn(2, 4, 8)),
                           Target("float16", "autocast", "cuda")).graph)
     fp8 = sample("pa602_fp8_head_hazard.py")  # an FP8 target: the fp8 pass writes its record
-    graphs.append(frontend_for(fp8).capture(fp8, Target("bfloat16", "autocast", "cuda", "tensorwise"), "get_model",
-                                            "get_example_inputs").graph)
+    fp8_target = Target("bfloat16", "autocast", "cuda", "tensorwise")
+    graphs.append(frontend_for(fp8).capture(fp8, fp8_target, "get_model", "get_example_inputs").graph)
+    # with --data as well: the fp8_ranges pass writes its record on the measured Linears
+    frontend_for(fp8).measure(graphs[-1], fp8, fp8_target, "get_model", "get_example_inputs",
+                              ValueOptions(data="example"))
     measured = sample("pa105_exp_hazard.py")
     frontend, target = frontend_for(measured), Target("float16", "pure", "cuda")
     with_data = frontend.capture(measured, target, "get_model", "get_example_inputs")

@@ -197,6 +197,64 @@ class Fp8Facts:
         return 2 * self.m * self.k * self.n if None not in (self.m, self.k, self.n) else 0
 
 
+@dataclass(frozen=True)
+class Fp8RangeFacts:
+    """The error E4M3 adds to one Linear's measured input and weight (--data, the fp32 run)
+    under each FP8 recipe's scales (analysis/fp8_ranges.py; capture/pytorch/fp8_ranges.py).
+
+    ``input`` and ``weight`` hold per scheme: ``rows_above`` (how many rows, tokens or weight
+    output rows, have a relative RMS error at or above each of ``levels``), ``flushed``
+    (non-zero values stored as 0) and, for the input, per channel ``error_sq`` beside the
+    channel's ``sq`` (sum of squares) and ``amax``."""
+
+    recipe: str  # the target's recipe
+    scheme: str  # the scaling its forward GEMM uses (``delayed`` is judged as ``tensorwise``)
+    calls: int  # Linear calls measured (over all calibration batches)
+    levels: tuple  # the relative errors ``rows_above`` counts at
+    input: dict
+    weight: dict | None  # None: the weight was not in memory (offloaded)
+
+    def rows_share(self, level: float, tensor: str = "input", scheme: str | None = None) -> float | None:
+        """The share of ``tensor``'s rows whose relative RMS error reaches ``level`` (one of
+        ``levels``) under ``scheme`` (default: the recipe's); None where it was not measured."""
+        counts = getattr(self, tensor)
+        above = None if counts is None else counts["rows_above"].get(scheme or self.scheme)
+        if above is None:
+            return None
+        return above[self.levels.index(level)] / counts["rows"] if counts["rows"] else 0.0
+
+    def flushed_share(self, tensor: str = "input", scheme: str | None = None) -> float | None:
+        counts = getattr(self, tensor)
+        flushed = None if counts is None else counts["flushed"].get(scheme or self.scheme)
+        if flushed is None:
+            return None
+        return flushed / counts["nonzero"] if counts["nonzero"] else 0.0
+
+    def channel_errors(self, scheme: str | None = None, without: tuple = ()) -> list[float] | None:
+        """Each input channel's relative RMS error under ``scheme`` (channels that saw only 0
+        and those in ``without`` left out); None where the scheme cannot run the input."""
+        err = self.input["error_sq"].get(scheme or self.scheme)
+        if err is None:
+            return None
+        skip = set(without)
+        return [math.sqrt(e / q) for k, (e, q) in enumerate(zip(err, self.input["sq"])) if q > 0 and k not in skip]
+
+    def outlier_channels(self, ratio: float) -> tuple[list[int], float]:
+        """(input channels whose amax is at least ``ratio`` times the median channel's, that
+        median): the median of the channels that saw a non-zero value."""
+        seen = sorted(a for a in self.input["amax"] if a > 0)
+        if len(seen) < 2:
+            return [], 0.0
+        middle = median(seen)
+        return [k for k, a in enumerate(self.input["amax"]) if a >= ratio * middle], middle
+
+
+def median(values) -> float | None:
+    """The lower median of ``values`` (None for none)."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2] if ordered else None
+
+
 def _round_up(size: int, multiple: int) -> int:
     return math.ceil(size / multiple) * multiple
 
@@ -206,7 +264,7 @@ RECORDS = {"precision": PrecisionFacts, "kernel": KernelFacts, "constant": Const
            "reduction": ReductionFacts, "attention": AttentionFacts, "norm": NormFacts,
            "softmax": SoftmaxFacts, "rnn": RnnFacts, "integer": IntegerFacts,
            "calibration": CalibrationFacts, "range": RangeFacts, "phase": PhaseFacts, "fp8": Fp8Facts,
-           "work": WorkFacts}
+           "fp8_range": Fp8RangeFacts, "work": WorkFacts}
 
 #: the flat keys passes wrote before the records -> where they live now (``record.field``);
 #: rule packs' ``where`` and message placeholders still name them

@@ -44,7 +44,7 @@ class PyTorchFrontend(ModelFrontend):
 
         measurement = measure_file(path, target, entry, inputs, values)
         return dict(measured_calls=measurement.calls, weight_ranges=measurement.weights,
-                    first_nonfinite=measurement.first_nonfinite,
+                    first_nonfinite=measurement.first_nonfinite, fp8_ranges=measurement.fp8,
                     calibration={"source": values.data, "batches": measurement.batches})
 
     def validate_plan(self, prune, input_shapes, values) -> None:

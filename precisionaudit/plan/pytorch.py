@@ -15,7 +15,7 @@ from .file import Override, OverridePlan, not_covered
 
 
 #: the FP8 rules whose finding means "keep this Linear out of FP8" (plan --dtype float8)
-FP8_RULES = ("PA601", "PA602", "PA603")
+FP8_RULES = ("PA601", "PA602", "PA603", "PA604", "PA605")
 
 
 def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERITY):

@@ -21,6 +21,7 @@ from ...core.values import ValueOptions, call_key, merge, value_stats
 from ...runtime.pytorch.cuda_autocast import autocast_policy
 from ..data import pytorch_batches
 from .capture import is_significant
+from .fp8_ranges import LinearCounts
 from .model_file import call_user, entry_point, import_model_file, split_inputs
 from .offload import checkpoint_stats, load_offloaded, needs_offload
 from .recorder import Recorder, calls_the_model
@@ -34,6 +35,7 @@ class Measurement:
     batches: int = 0
     first_nonfinite: dict = field(default_factory=dict)  # batch → key of the first inf/NaN
     low_runs: int = 0  # batches that got the low-precision run
+    fp8: dict = field(default_factory=dict)  # nn.Linear name → E4M3 counts (FP8 targets; fp8_ranges)
 
 
 def tensor_stats(t: torch.Tensor, dtype: torch.dtype) -> dict:
@@ -127,10 +129,12 @@ def measure_model(model, module, path: str, target, inputs_name: str, values: Va
     example = split_inputs(call_user(make_inputs, path, inputs_name), path, inputs_name)
     low_model = _low_model(model, target)
     batches = pytorch_batches(values.data, module, path, example, values.batches)
+    linears = LinearCounts(model, enabled=bool(getattr(target, "recipe", None)))
     with user_code(path, "forward"):  # the data function and the forwards are the model's code
         for batch, (args, kwargs) in enumerate(batches):
             try:
-                suspect = _reference_pass(model, args, kwargs, target, values.headroom, result, batch)
+                with linears.counting():
+                    suspect = _reference_pass(model, args, kwargs, target, values.headroom, result, batch)
             except Exception as exc:  # noqa: BLE001 - the model's own error, not ours
                 raise CaptureError(f"{path}: the fp32 forward on calibration batch {batch} failed: "
                                    f"{describe(exc)}") from exc
@@ -138,6 +142,7 @@ def measure_model(model, module, path: str, target, inputs_name: str, values: Va
                 _low_pass(low_model, args, kwargs, target, result, batch)
                 result.low_runs += 1
             result.batches = batch + 1
+    result.fp8 = linears.records()
     return result
 
 
