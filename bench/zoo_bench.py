@@ -3,6 +3,7 @@
     python bench/zoo_bench.py                     # every zoo model, three targets
     python bench/zoo_bench.py --models gpt2 bert --targets float16:pure
     python bench/zoo_bench.py --verdicts bench/zoo/verdicts.md   # + false-positive share
+    python bench/zoo_bench.py --data example      # + measured ranges from each model's example inputs
 
 A distinct site is (rule, source line): the library line the finding points at. With
 ``--verdicts`` each distinct warning+ site is looked up in the hand-judged table of that
@@ -19,6 +20,12 @@ Scans each model of ``bench/zoo/hf_zoo.py`` (built from transformers configs) in
 per target set and prints a Markdown table: model, target, frontend, ops, findings at warning
 or above by rule (distinct sites in parentheses when they differ), wall and peak RSS. Run it
 on two checkouts to compare (``PYTHONPATH=OTHER python bench/zoo_bench.py``).
+
+``--data example`` runs the value-range pass on each model's own example inputs (as
+``precisionaudit scan --data example``), so the measured rules (PA301-PA306) report too. The
+zoo's weights stay random (``torch.manual_seed(0)`` init, no hub): the measured ranges are
+those of the initialisation, so measured findings speak of a model's constants, masks and
+structure more than of trained weights. The JSON keeps the same structure with or without it.
 """
 from __future__ import annotations
 
@@ -49,6 +56,9 @@ def main(argv=None):
     parser.add_argument("--verdicts", help="hand-judged sites (Markdown table) for the FP share")
     parser.add_argument("--json", help="write every finding (per model and target) to this file, to diff "
                                        "two checkouts' runs")
+    parser.add_argument("--data", metavar="SOURCE",
+                        help="calibration data for the range pass, as scan's --data ('example': "
+                             "each model's example inputs)")
     args = parser.parse_args(argv)
     from precisionaudit.rules.engine import load_rules
 
@@ -65,7 +75,7 @@ def main(argv=None):
         dtype, mode = target_text.split(":")
         for name in models:
             start = time.perf_counter()
-            result, findings = scan_model(name, target_text, rules)
+            result, findings = scan_model(name, target_text, rules, data=args.data)
             wall = time.perf_counter() - start
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             loud = loud_findings(findings)
@@ -110,14 +120,16 @@ def zoo():
     return hf_zoo
 
 
-def scan_model(name: str, target_text: str, rules):
-    """(scan result, findings) of zoo model ``name`` under ``target_text`` ("float16:pure")."""
+def scan_model(name: str, target_text: str, rules, data: str | None = None):
+    """(scan result, findings) of zoo model ``name`` under ``target_text`` ("float16:pure");
+    with ``data`` ("example", as scan's ``--data``) the range pass measures the model too."""
     from precisionaudit.core.numerics import Target
+    from precisionaudit.core.values import ValueOptions
     from precisionaudit.scanner import scan
 
     dtype, mode = target_text.split(":")
     results, findings = scan([ZOO], Target(dtype, mode, "cuda"), rules,
-                             entry=f"get_{name}", inputs=f"inputs_{name}")
+                             entry=f"get_{name}", inputs=f"inputs_{name}", values=ValueOptions(data=data))
     return results[0], findings
 
 

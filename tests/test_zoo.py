@@ -155,3 +155,20 @@ def test_a_row_whose_code_is_gone_from_the_library_is_listed(verdicts):
     elsewhere = row._replace(function="GPT2Attention.not_a_method")
     not_installed = row._replace(file="no_such_library/modeling.py")
     assert zoo_bench.rows_gone([row, rewritten, elsewhere, not_installed]) == [rewritten, elsewhere]
+
+
+def test_data_example_measures_a_zoo_model_and_its_measured_site_is_judged_true(rules, verdicts):
+    """``zoo_bench --data example`` turns the range pass on with the model's example inputs:
+    XLNet under fp16 autocast takes ``attn_score - 1e30 * torch.einsum("ijbn->bnij", attn_mask)``
+    (its mask is fp32), autocast runs the einsum in fp16 and 1e30 times it is inf there: a
+    measured PA301 site, judged true. The static scan cannot report a measured rule."""
+    static = zoo_bench.loud_findings(zoo_bench.scan_model("xlnet", "float16:autocast", rules)[1])
+    result, findings = zoo_bench.scan_model("xlnet", "float16:autocast", rules, data="example")
+    assert result.status == "ok", result.error
+    measured = [f for f in zoo_bench.loud_findings(findings) if f.rule == "PA301"]
+    assert measured and not [f for f in static if f.rule == "PA301"]
+    for finding in measured:
+        site = zoo_bench.identify(finding)
+        assert site.function == "XLNetRelativeAttention.rel_attn_core" and "1e30 *" in site.text, site
+        assert zoo_bench.judge(verdicts, site).outcome == "true", finding.message
+        assert finding.evidence["measured"] >= 1e30 and finding.evidence["stored"] == "float16"
