@@ -1,0 +1,162 @@
+"""Issue 25's extended incident set: documented fp16/bf16 failures of real model code.
+
+    python bench/incident_bench.py [NAME ...]      # every incident, or the ones named
+
+Each incident in ``bench/incidents/`` is a reproduction (``<name>.py``, its header names the
+thread, what failed and the upstream fix) with its fixed twin (``<name>_fixed.py``), run
+under the target the incident happened in. Per incident, each step a ``precisionaudit``
+process as a user runs it:
+
+1. caught: ``scan --data example`` reports a warning-or-above finding at the root-cause op;
+2. fixed twin clean: no warning-or-above finding there (any other finding is listed);
+3. check fails: ``check`` of the hazard without a plan does not pass;
+4. plan fixes: ``plan --data example`` then ``check --plan`` passes; and ``plan --data example
+   --prune`` (the search that grows a failing plan from the check's first divergence): does
+   the plan it writes pass, in how many model runs and how much wall time.
+
+Prints one markdown table; quoted in bench/README.md ("The extended incident set").
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INCIDENTS = os.path.join(ROOT, "bench", "incidents")
+RANK = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class Incident:
+    name: str
+    dtype: str
+    mode: str
+    module: str  # the root cause: the module ...
+    ops: tuple  # ... and the ops, any of which may carry the finding
+    plan_can_fix: bool  # False: only a code change fixes it (the header says why)
+
+    def path(self, fixed=False) -> str:
+        return os.path.join(INCIDENTS, f"{self.name}{'_fixed' if fixed else ''}.py")
+
+    @property
+    def flags(self) -> list:
+        return ["--dtype", self.dtype, "--mode", self.mode]
+
+
+INCIDENT_SET = [
+    Incident("deberta_scale", "float16", "autocast", "layer.attention", ("bmm",), True),
+    Incident("favor_feature_map", "float16", "autocast", "attn", ("matmul", "div"), True),
+    Incident("focal_loss", "float16", "pure", "", ("sigmoid", "sub", "rsub", "log"), True),
+    Incident("kvpress_fake_keys", "float16", "pure", "attn", ("mul", "div", "where"), True),
+    Incident("normalize_eps", "float16", "pure", "block.norm", ("normalize", "clamp_min", "div"), True),
+    Incident("moe_scaling", "float16", "pure", "layer.mlp", ("mul", "add"), True),
+]
+
+
+def cli(*args) -> tuple[int, str, float]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "precisionaudit", *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT)
+    return done.returncode, done.stdout + done.stderr, time.perf_counter() - started
+
+
+def warning_findings(path, flags) -> list:
+    code, out, _ = cli("scan", path, *flags, "--data", "example", "--format", "json", "--exit-zero")
+    if code != 0:
+        raise SystemExit(f"scan {path} failed ({code}): {out[-400:]}")
+    report = json.loads(out[out.index("{"):])
+    return [f for f in report["findings"] if RANK[f["severity"]] <= RANK["warning"]]
+
+
+def at_root(finding, incident) -> bool:
+    return finding.get("module") == incident.module and finding.get("op") in incident.ops
+
+
+def label(findings) -> str:
+    return ", ".join(f"{f['rule']} {f['severity']} {f.get('module') or '<root>'}[{f.get('op')}]"
+                     for f in findings) or "-"
+
+
+def check(path, flags, plan=None) -> dict:
+    code, out, _ = cli("check", path, *flags, "--format", "json", *(["--plan", plan] if plan else []))
+    if code == 2:
+        return {"passed": False, "status": "exit 2: " + out.strip().splitlines()[-1][:80]}
+    report = json.loads(out[out.index("{"):])
+    variant = report["variants"][-1]
+    return {"passed": report["passed"], "status": variant["status"],
+            "divergence": variant.get("first_divergence")}
+
+
+def header_runs(plan_path) -> str:
+    text = open(plan_path).read() if os.path.exists(plan_path) else ""
+    runs = re.search(r"(\d+) model runs?", text)
+    return runs.group(1) if runs else "?"
+
+
+def entries(plan_path) -> str:
+    from precisionaudit.plan.file import load_plan
+
+    plan = load_plan(plan_path)
+    parts = [f"{o.module or '<root>'}[{','.join(o.ops) if o.ops else '*'}]" for o in plan.overrides]
+    return "; ".join(parts + [f"keep {m}" for m in plan.keep_fp32_modules]) or "(empty)"
+
+
+def run(incident: Incident) -> dict:
+    out = tempfile.mkdtemp(prefix=f"incident_bench_{incident.name}_")
+    hazard, fixed = incident.path(), incident.path(fixed=True)
+    found = warning_findings(hazard, incident.flags)
+    twin = warning_findings(fixed, incident.flags)
+    baseline = check(hazard, incident.flags)
+    static = os.path.join(out, "static.yaml")
+    code, text, static_s = cli("plan", hazard, *incident.flags, "--data", "example", "-o", static)
+    planned = check(hazard, incident.flags, static) if code == 0 else {"passed": False, "status": text[-80:]}
+    pruned = os.path.join(out, "pruned.yaml")
+    code, text, prune_s = cli("plan", hazard, *incident.flags, "--data", "example", "--prune", "-o", pruned)
+    repruned = check(hazard, incident.flags, pruned) if code == 0 else {"passed": False, "status": text[-80:]}
+    return {
+        "incident": incident.name, "target": f"{incident.dtype} {incident.mode}",
+        "root": f"{incident.module or '<root>'}[{'/'.join(incident.ops)}]",
+        "caught": any(at_root(f, incident) for f in found), "found": label(found),
+        "twin_clean": not any(at_root(f, incident) for f in twin), "twin": label(twin),
+        "check_fails": not baseline["passed"], "baseline": baseline["status"],
+        "static": entries(static) if os.path.exists(static) else "(none)", "static_s": static_s,
+        "static_passes": planned["passed"], "static_status": planned["status"],
+        "pruned": entries(pruned) if os.path.exists(pruned) else "(none)",
+        "prune_runs": header_runs(pruned), "prune_s": prune_s,
+        "pruned_passes": repruned["passed"], "pruned_status": repruned["status"],
+    }
+
+
+def yes(flag, detail="") -> str:
+    return ("yes" if flag else "NO") + (f" ({detail})" if detail else "")
+
+
+def main(names):
+    chosen = [i for i in INCIDENT_SET if not names or i.name in names]
+    print("| incident | target | root cause | caught | warning+ findings | fixed twin clean | twin's warning+ "
+          "findings | check fails | static plan | static plan passes | plan (s) | prune: plan written | "
+          "runs | prune (s) | pruned passes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---:|---|---:|---:|---|")
+    rows = []
+    for incident in chosen:
+        r = run(incident)
+        rows.append(r)
+        print(f"| {r['incident']} | {r['target']} | {r['root']} | {yes(r['caught'])} | {r['found']} | "
+              f"{yes(r['twin_clean'])} | {r['twin']} | {yes(r['check_fails'], r['baseline'])} | {r['static']} | "
+              f"{yes(r['static_passes'], r['static_status'])} | {r['static_s']:.1f} | {r['pruned']} | "
+              f"{r['prune_runs']} | {r['prune_s']:.1f} | {yes(r['pruned_passes'], r['pruned_status'])} |",
+              flush=True)
+    n = len(rows)
+    print(f"\ncaught {sum(r['caught'] for r in rows)}/{n}; fixed twins clean {sum(r['twin_clean'] for r in rows)}/{n}; "
+          f"check fails {sum(r['check_fails'] for r in rows)}/{n}; static plan passes "
+          f"{sum(r['static_passes'] for r in rows)}/{n}; pruned plan passes {sum(r['pruned_passes'] for r in rows)}/{n}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
