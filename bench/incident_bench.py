@@ -8,11 +8,15 @@ under the target the incident happened in. Per incident, each step a ``precision
 process as a user runs it:
 
 1. caught: ``scan --data example`` reports a warning-or-above finding at the root-cause op;
-2. fixed twin clean: no warning-or-above finding there (any other finding is listed);
+2. fixed twin clean: no warning-or-above finding there (any other finding is listed), and
+   the twin's own ``check`` status (the reproduction's sanity: the upstream fix passes);
 3. check fails: ``check`` of the hazard without a plan does not pass;
-4. plan fixes: ``plan --data example`` then ``check --plan`` passes; and ``plan --data example
-   --prune`` (the search that grows a failing plan from the check's first divergence): does
-   the plan it writes pass, in how many model runs and how much wall time.
+4. plan fixes: ``plan --data example`` then ``check --plan`` passes; and ``plan --prune``'s
+   search (which grows a failing plan from the check's first divergence, then prunes), run
+   in this process from that static plan and from an empty one (bench/search_bench.py's two
+   starts; ``plan --prune`` itself refuses ``--data`` for a model file, and its example
+   inputs are the triggering ones here): does the plan it writes pass, in how many model
+   runs and how much wall time.
 
 Prints one markdown table; quoted in bench/README.md ("The extended incident set").
 """
@@ -95,18 +99,34 @@ def check(path, flags, plan=None) -> dict:
             "divergence": variant.get("first_divergence")}
 
 
-def header_runs(plan_path) -> str:
-    text = open(plan_path).read() if os.path.exists(plan_path) else ""
-    runs = re.search(r"(\d+) model runs?", text)
-    return runs.group(1) if runs else "?"
 
+def entries(plan) -> str:
+    from precisionaudit.plan.file import OverridePlan, load_plan
 
-def entries(plan_path) -> str:
-    from precisionaudit.plan.file import load_plan
-
-    plan = load_plan(plan_path)
+    plan = plan if isinstance(plan, OverridePlan) else load_plan(plan)
     parts = [f"{o.module or '<root>'}[{','.join(o.ops) if o.ops else '*'}]" for o in plan.overrides]
     return "; ".join(parts + [f"keep {m}" for m in plan.keep_fp32_modules]) or "(empty)"
+
+
+def starts(static_path, incident):
+    """The two starts of plan --prune's search: the static plan (from --data) and an empty one."""
+    from precisionaudit.plan.file import OverridePlan, load_plan
+
+    static = load_plan(static_path)
+    return [("static plan", static), ("empty", OverridePlan(target=static.target))]
+
+
+def search(incident, plan) -> dict:
+    """plan --prune's search and pruning from ``plan``, on the example inputs (seed 0), as
+    bench/search_bench.py runs it: one warm process, the fp32 reference run included."""
+    from precisionaudit.core.target import Target
+    from precisionaudit.prune.pytorch import pruned_plan
+
+    started = time.perf_counter()
+    pruned = pruned_plan(plan, incident.path(), Target(incident.dtype, incident.mode, "cuda"), 0,
+                         "get_model", "get_example_inputs")
+    return {"written": entries(pruned.plan), "runs": pruned.runs, "wall_s": time.perf_counter() - started,
+            "passed": pruned.passed, "added": "; ".join(pruned.added) or "-", "stuck": pruned.stuck}
 
 
 def run(incident: Incident) -> dict:
@@ -115,23 +135,21 @@ def run(incident: Incident) -> dict:
     found = warning_findings(hazard, incident.flags)
     twin = warning_findings(fixed, incident.flags)
     baseline = check(hazard, incident.flags)
+    twin_check = check(fixed, incident.flags)
     static = os.path.join(out, "static.yaml")
     code, text, static_s = cli("plan", hazard, *incident.flags, "--data", "example", "-o", static)
     planned = check(hazard, incident.flags, static) if code == 0 else {"passed": False, "status": text[-80:]}
-    pruned = os.path.join(out, "pruned.yaml")
-    code, text, prune_s = cli("plan", hazard, *incident.flags, "--data", "example", "--prune", "-o", pruned)
-    repruned = check(hazard, incident.flags, pruned) if code == 0 else {"passed": False, "status": text[-80:]}
+    searches = {start: search(incident, plan) for start, plan in starts(static, incident)}
     return {
         "incident": incident.name, "target": f"{incident.dtype} {incident.mode}",
         "root": f"{incident.module or '<root>'}[{'/'.join(incident.ops)}]",
         "caught": any(at_root(f, incident) for f in found), "found": label(found),
         "twin_clean": not any(at_root(f, incident) for f in twin), "twin": label(twin),
         "check_fails": not baseline["passed"], "baseline": baseline["status"],
+        "twin_check": twin_check["status"],
         "static": entries(static) if os.path.exists(static) else "(none)", "static_s": static_s,
         "static_passes": planned["passed"], "static_status": planned["status"],
-        "pruned": entries(pruned) if os.path.exists(pruned) else "(none)",
-        "prune_runs": header_runs(pruned), "prune_s": prune_s,
-        "pruned_passes": repruned["passed"], "pruned_status": repruned["status"],
+        "searches": searches,
     }
 
 
@@ -142,23 +160,26 @@ def yes(flag, detail="") -> str:
 def main(names):
     chosen = [i for i in INCIDENT_SET if not names or i.name in names]
     print("| incident | target | root cause | caught | warning+ findings | fixed twin clean | twin's warning+ "
-          "findings | check fails | static plan | static plan passes | plan (s) | prune: plan written | "
-          "runs | prune (s) | pruned passes |")
-    print("|---|---|---|---|---|---|---|---|---|---|---:|---|---:|---:|---|")
+          "findings | check fails | static plan (--data) | static plan passes | plan (s) | prune from | "
+          "plan written | added by the search | runs | prune (s) | pruned passes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---:|---|---|---|---:|---:|---|")
     rows = []
     for incident in chosen:
         r = run(incident)
         rows.append(r)
         print(json.dumps(r), file=sys.stderr, flush=True)
-        print(f"| {r['incident']} | {r['target']} | {r['root']} | {yes(r['caught'])} | {r['found']} | "
-              f"{yes(r['twin_clean'])} | {r['twin']} | {yes(r['check_fails'], r['baseline'])} | {r['static']} | "
-              f"{yes(r['static_passes'], r['static_status'])} | {r['static_s']:.1f} | {r['pruned']} | "
-              f"{r['prune_runs']} | {r['prune_s']:.1f} | {yes(r['pruned_passes'], r['pruned_status'])} |",
-              flush=True)
+        for start, p in r["searches"].items():
+            print(f"| {r['incident']} | {r['target']} | {r['root']} | {yes(r['caught'])} | {r['found']} | "
+                  f"{yes(r['twin_clean'])} | {r['twin']}; its check: {r['twin_check']} | {yes(r['check_fails'], r['baseline'])} | {r['static']} | "
+                  f"{yes(r['static_passes'], r['static_status'])} | {r['static_s']:.1f} | {start} | {p['written']} | "
+                  f"{p['added']} | {p['runs']} | {p['wall_s']:.1f} | {yes(p['passed'], p['stuck'] or '')} |",
+                  flush=True)
     n = len(rows)
     print(f"\ncaught {sum(r['caught'] for r in rows)}/{n}; fixed twins clean {sum(r['twin_clean'] for r in rows)}/{n}; "
           f"check fails {sum(r['check_fails'] for r in rows)}/{n}; static plan passes "
-          f"{sum(r['static_passes'] for r in rows)}/{n}; pruned plan passes {sum(r['pruned_passes'] for r in rows)}/{n}")
+          f"{sum(r['static_passes'] for r in rows)}/{n}; pruned from the static plan passes "
+          f"{sum(r['searches']['static plan']['passed'] for r in rows)}/{n}; from empty "
+          f"{sum(r['searches']['empty']['passed'] for r in rows)}/{n}")
 
 
 if __name__ == "__main__":

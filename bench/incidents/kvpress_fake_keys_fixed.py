@@ -12,7 +12,8 @@ HEAD = D // HEADS
 
 
 def fake_key(queries):
-    """kvpress' search_hyperplane, its last line: a key far on the negative side of every query."""
+    """kvpress' search_hyperplane, its last line: a key far on the negative side of every query
+    (the search iterates until Y separates the queries; their mean does here)."""
     y = queries.float().mean(dim=-2)  # the fix: search in fp32 ...
     k = -1e5 * y / y.norm(dim=-1, keepdim=True) ** 2
     finfo = torch.finfo(queries.dtype)  # ... and rescale into the cache dtype's finite range
@@ -23,7 +24,10 @@ def fake_key(queries):
 class PressedAttention(nn.Module):
     def __init__(self):
         super().__init__()
-        self.q_proj = nn.Linear(D, D, bias=False)
+        self.q_proj = nn.Linear(D, D)
+        with torch.no_grad():  # queries close to one direction, whose mean Y separates them all:
+            self.q_proj.weight.mul_(0.08)  # |Y| is small, so -1e5 * Y / |Y|^2 is large
+            self.q_proj.bias.fill_(0.03)
         self.k_proj = nn.Linear(D, D, bias=False)
         self.v_proj = nn.Linear(D, D, bias=False)
         self.o_proj = nn.Linear(D, D, bias=False)

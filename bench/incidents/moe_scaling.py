@@ -72,8 +72,8 @@ class DecoderLayer(nn.Module):
         self.mlp = MoE()
 
     def forward(self, hidden_states, residual):
-        hidden_states = self.post_attention_layernorm(hidden_states + residual)
-        residual = hidden_states
+        residual = hidden_states + residual  # vLLM's fused add + RMSNorm
+        hidden_states = self.post_attention_layernorm(residual)
         return self.mlp(hidden_states) + residual
 
 

@@ -64,10 +64,11 @@ class DecoderLayer(nn.Module):
         self.mlp = MoE()
 
     def forward(self, hidden_states, residual):
-        hidden_states = self.post_attention_layernorm(hidden_states + residual)
-        if hidden_states.dtype == torch.float16:  # the fix: scale the stream down instead
-            hidden_states = hidden_states * (1.0 / ROUTED_SCALING_FACTOR)
-        residual = hidden_states
+        if hidden_states.dtype == torch.float16:  # the fix: the stream is scaled down instead;
+            hidden_states = hidden_states * (1.0 / ROUTED_SCALING_FACTOR)  # the norm cancels it
+            residual = residual * (1.0 / ROUTED_SCALING_FACTOR)
+        residual = hidden_states + residual  # vLLM's fused add + RMSNorm
+        hidden_states = self.post_attention_layernorm(residual)
         return self.mlp(hidden_states) + residual
 
 
