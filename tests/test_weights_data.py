@@ -8,6 +8,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
+import yaml
 from click.testing import CliRunner
 from conftest import ROOT, sample
 from safetensors.torch import save_file
@@ -200,12 +201,26 @@ def test_batches_needs_data():
 
 
 def test_pytorch_prune_refuses_data_it_would_not_run_on(tmp_path):
-    """A model file's plan is pruned on its example inputs: with --data that would drop
+    """A model file's plan is pruned on its example inputs: with a data file that would drop
     entries only the data needs, so it is refused before anything runs."""
+    batches = tmp_path / "batches.pt"
+    torch.save([import_model_file(T5).get_example_inputs()], batches)
     plan = tmp_path / "plan.yaml"
-    _one_line_exit_2(["plan", T5, "--data", "example", "--prune", "-o", str(plan)],
-                     "plan --prune --data is for ONNX models")
+    _one_line_exit_2(["plan", T5, "--data", str(batches), "--prune", "-o", str(plan)],
+                     "plan --prune --data FILE is for ONNX models")
     assert not plan.exists()
+
+
+def test_pytorch_prune_takes_the_example_inputs_as_data(tmp_path):
+    """--data example measures on the inputs the pruning runs use: the measured plan is pruned
+    and verified (the overflowing mul's region stays, found by PA301 from the data)."""
+    plan = tmp_path / "plan.yaml"
+    result = CliRunner().invoke(main, ["plan", sample("check_exp_overflow.py"), "--mode", "pure", "--data", "example", "--prune",
+                                       "-o", str(plan)])
+    assert result.exit_code == 0, result.output
+    written = yaml.safe_load(plan.read_text())
+    assert [(o["module"], o["ops"]) for o in written["overrides"]] == [("gate", ["exp"])]
+    assert "this plan's check run passed" in plan.read_text()
 
 
 def test_read_state_dict_refuses_a_non_state_dict(tmp_path):

@@ -50,9 +50,10 @@ class PyTorchFrontend(ModelFrontend):
     def validate_plan(self, prune, input_shapes, values) -> None:
         if input_shapes:
             raise UsageError("--input-shape is for ONNX models")
-        if prune and values.data is not None:
-            raise UsageError("plan --prune --data is for ONNX models; a model file's plan is pruned "
-                             "on its example inputs (check --data proves the whole plan on the data)")
+        if prune and values.data not in (None, "example"):
+            raise UsageError("plan --prune --data FILE is for ONNX models; a model file's plan is pruned "
+                             "on its example inputs (--data example; check --data proves the whole plan "
+                             "on the data)")
 
     def plan(self, request: PlanRequest) -> PlanOutcome:
         """Autocast / pure-mode regions by module; with ``prune`` only those the example
