@@ -184,3 +184,32 @@ def test_the_plan_header_names_the_fp8_check_that_proves_it(cli, tmp_path):
     text = plan.read_text()
     assert "--dtype float8 --mode autocast --recipe rowwise --plan" in text
     assert "keep_out_of_fp8" in text and "check --dtype float8 --plan emulates that" in text
+
+
+# --------------------------------------------------------------------------- settings
+def _settings_dir(tmp_path, body):
+    (tmp_path / "precisionaudit.toml").write_text(body)
+    model = tmp_path / "model.py"
+    model.write_text(open(sample(OUTLIER)).read())
+    return str(model)
+
+
+def test_a_settings_file_names_the_fp8_target_and_its_recipe(cli, tmp_path):
+    model = _settings_dir(tmp_path, 'dtype = "float8"\nrecipe = "mxfp8"\n')
+    report = json.loads(cli("check", model, "--format", "json").stdout)
+    assert report["target"] == {"dtype": "float8", "recipe": "mxfp8", "mode": "autocast", "device": "cuda"}
+    # the command line wins: --dtype bfloat16 drops the file's recipe, --recipe replaces it
+    report = json.loads(cli("check", model, "--format", "json", "--dtype", "bfloat16").stdout)
+    assert report["target"]["dtype"] == "bfloat16" and "recipe" not in report["target"]
+    report = json.loads(cli("check", model, "--format", "json", "--recipe", "rowwise").stdout)
+    assert report["target"]["recipe"] == "rowwise"
+
+
+@pytest.mark.parametrize("body,message", [
+    ('dtype = "bfloat16"\nrecipe = "rowwise"\n', 'recipe: an FP8 recipe needs dtype = "float8"'),
+    ('dtype = "float8"\nrecipe = "blockwise"\n', "recipe"),
+])
+def test_a_settings_file_with_a_bad_recipe_is_one_line_and_exit_2(cli, tmp_path, body, message):
+    model = _settings_dir(tmp_path, body)
+    result = cli("check", model)
+    assert result.exit_code == 2 and message in result.stderr and "Traceback" not in result.stderr
