@@ -168,6 +168,7 @@ def test_a_keep_out_entry_that_names_no_linear_is_a_warning(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--dtype", "float8", "--train"], "check --train --dtype float8 is not supported"),
+    (["--dtype", "float8", "--grad"], "check --grad --dtype float8 is not supported"),
     (["--recipe", "rowwise"], "--recipe needs --dtype float8"),
     (["--dtype", "float8", "--mode", "pure"], "no --mode pure"),
 ])
