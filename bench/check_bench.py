@@ -132,7 +132,7 @@ def gpt2_row(repeat: int, fp8: bool = False) -> int:
     ``check --dtype float8``, and both checks of Pythia-160m against its own floor."""
     status = _model_rows(repeat, "GPT-2 small (124 M, batch 2x256)", GPT2, "get_model", "get_example_inputs", fp8)
     if fp8:
-        status |= _model_rows(repeat, "Pythia-160m (real width, 2 layers, batch 2x128; fp8_zoo.py)", FP8_ZOO,
+        status |= _model_rows(repeat, "Pythia-160m (real width, 2 layers, batch 2x16; fp8_zoo.py)", FP8_ZOO,
                               "get_pythia_160m", "inputs_pythia_160m", fp8)
     return status
 
