@@ -3,6 +3,7 @@
     python bench/check_bench.py            # the check_* demonstrations and the hazard samples below
     python bench/check_bench.py --grad     # with one backward per variant
     python bench/check_bench.py --gpt2 3   # only the GPT-2-small row, 3 repeats
+    python bench/check_bench.py --gpt2 3 --fp8   # also check --dtype float8, and Pythia-160m (2 layers)
 
 For each sample: scan + plan (wall time), then ``check`` with that plan. Prints the model
 executions the check used (forward/backward: a fixed 3 each, never a search), its wall time,
@@ -18,6 +19,9 @@ The GPT-2-small row (issue 13; ``bench/models/gpt2_small.py``, 124 M parameters,
 floor measured in the same run: a process that starts the interpreter, builds the same model
 and inputs and runs three plain fp32 forwards. Peak RSS of the check against a process that
 runs one fp32 forward. Medians over ``--gpt2 N`` repeats. Target: both ratios <= 2.
+``--fp8`` also times ``check --dtype float8`` (tensorwise) in the same repeats (issue 26: the
+same budget), and the same pair on ``bench/zoo/fp8_zoo.py``'s Pythia-160m (real width, 2 layers:
+nn.Linear, so its GEMMs do run in FP8, where GPT-2's Conv1D ones do not).
 """
 from __future__ import annotations
 
@@ -50,9 +54,11 @@ def main() -> int:
     parser.add_argument("--grad", action="store_true", help="check gradients too")
     parser.add_argument("--gpt2", type=int, default=0, metavar="N",
                         help="only the GPT-2-small row, N repeats (0: the demonstrations, then 1 repeat)")
+    parser.add_argument("--fp8", action="store_true", help="with --gpt2: also check --dtype float8, and "
+                        "Pythia-160m (nn.Linear GEMMs) the same way")
     args = parser.parse_args()
     if args.gpt2:
-        return gpt2_row(args.gpt2)
+        return gpt2_row(args.gpt2, args.fp8)
     warnings.simplefilter("ignore")
     import torch
 
@@ -96,15 +102,17 @@ def main() -> int:
 
 
 GPT2 = os.path.join(HERE, "models", "gpt2_small.py")
+FP8_ZOO = os.path.join(HERE, "zoo", "fp8_zoo.py")
 FORWARDS = """
 import sys, importlib.util, torch
 torch.set_num_threads({threads})
 spec = importlib.util.spec_from_file_location("m", {path!r}); m = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(m)
-torch.manual_seed(0); model = m.get_model().eval(); torch.manual_seed(0); inputs = m.get_example_inputs()
+torch.manual_seed(0); model = m.{entry}().eval(); torch.manual_seed(0); inputs = m.{inputs}()
+args, kwargs = (inputs, {{}}) if isinstance(inputs, tuple) else ((), inputs) if isinstance(inputs, dict) else ((inputs,), {{}})
 with torch.no_grad():
     for _ in range({n}):
-        model(*inputs)
+        model(*args, **kwargs)
 """
 
 
@@ -119,31 +127,51 @@ def _child(argv) -> tuple[float, float, float]:
     return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
-def gpt2_row(repeat: int) -> int:
-    """The check of GPT-2 small against its floor; 1 if a ratio is above 2."""
+def gpt2_row(repeat: int, fp8: bool = False) -> int:
+    """The check of GPT-2 small against its floor; 1 if a ratio is above 2. ``fp8``: also
+    ``check --dtype float8``, and both checks of Pythia-160m against its own floor."""
+    status = _model_rows(repeat, "GPT-2 small (124 M, batch 2x256)", GPT2, "get_model", "get_example_inputs", fp8)
+    if fp8:
+        status |= _model_rows(repeat, "Pythia-160m (real width, 2 layers, batch 2x16; fp8_zoo.py)", FP8_ZOO,
+                              "get_pythia_160m", "inputs_pythia_160m", fp8)
+    return status
+
+
+def _model_rows(repeat, title, path, entry, inputs, fp8) -> int:
     threads = min(2, os.cpu_count() or 1)
     env_threads = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     os.environ.update(env_threads)
-    check = [sys.executable, "-m", "precisionaudit", "check", GPT2, "--format", "json"]
-    rows = {"check": [], "floor": [], "one": []}
+    check = [sys.executable, "-m", "precisionaudit", "check", path, "--format", "json", "--entry", entry,
+             "--inputs", inputs]
+    checks = {"check": ("`precisionaudit check` (fp16 autocast, cpu-emulated)", check)}
+    if fp8:
+        checks["check_fp8"] = ("`check --dtype float8` (tensorwise, cpu-emulated)", [*check, "--dtype", "float8"])
+    rows = {**{k: [] for k in checks}, "floor": [], "one": []}
     for _ in range(repeat):
-        rows["floor"].append(_child([sys.executable, "-c", FORWARDS.format(threads=threads, path=GPT2, n=3)]))
-        rows["one"].append(_child([sys.executable, "-c", FORWARDS.format(threads=threads, path=GPT2, n=1)]))
-        rows["check"].append(_child(check))
+        for n, key in ((3, "floor"), (1, "one")):
+            code = FORWARDS.format(threads=threads, path=path, entry=entry, inputs=inputs, n=n)
+            rows[key].append(_child([sys.executable, "-c", code]))
+        for key, (_, argv) in checks.items():
+            rows[key].append(_child(argv))
     wall = {k: statistics.median(w for w, _, _ in v) for k, v in rows.items()}
     rss = {k: statistics.median(r for _, r, _ in v) for k, v in rows.items()}
     cpu = {k: statistics.median(c for _, _, c in v) for k, v in rows.items()}
-    time_ratio, rss_ratio = wall["check"] / wall["floor"], rss["check"] / rss["one"]
-    print(f"\nGPT-2 small (124 M, batch 2x256), medians of {repeat}, {threads} threads "
+    print(f"\n{title}, medians of {repeat}, {threads} threads "
           "(CPU s: user + system, a cross-check when the machine is shared):\n")
     print("| | wall s | CPU s | peak RSS MiB |\n|---|---:|---:|---:|")
-    for key, label in (("check", "`precisionaudit check` (fp16 autocast, cpu-emulated)"),
-                       ("floor", "floor: start-up + build + 3 fp32 forwards"),
-                       ("one", "start-up + build + 1 fp32 forward")):
+    for key, (label, _) in checks.items():
         print(f"| {label} | {wall[key]:.1f} | {cpu[key]:.1f} | {rss[key]:.0f} |")
-    print(f"| **check / floor (target <= 2)** | **{time_ratio:.2f}** | {cpu['check'] / cpu['floor']:.2f} | |")
-    print(f"| **check RSS / one forward's (target <= 2)** | | | **{rss_ratio:.2f}** |")
-    return 1 if time_ratio > 2 or rss_ratio > 2 else 0
+    print(f"| floor: start-up + build + 3 fp32 forwards | {wall['floor']:.1f} | {cpu['floor']:.1f} | "
+          f"{rss['floor']:.0f} |")
+    print(f"| start-up + build + 1 fp32 forward | {wall['one']:.1f} | {cpu['one']:.1f} | {rss['one']:.0f} |")
+    status = 0
+    for key, (label, _) in checks.items():
+        time_ratio, rss_ratio = wall[key] / wall["floor"], rss[key] / rss["one"]
+        name = label.split(" (")[0]
+        print(f"| **{name} / floor (target <= 2)** | **{time_ratio:.2f}** | {cpu[key] / cpu['floor']:.2f} | |")
+        print(f"| **{name} RSS / one forward's (target <= 2)** | | | **{rss_ratio:.2f}** |")
+        status |= time_ratio > 2 or rss_ratio > 2
+    return int(status)
 
 
 def _pct(x) -> str:

@@ -372,8 +372,11 @@ Examples:
   precisionaudit check model.onnx --input-shape input_ids=2x128   a dynamic dim fixed""")
 @click.argument("path")
 @click.option("--plan", "plan_path", metavar="FILE", help="Override plan to check (amp_plan.yaml).")
-@click.option("--dtype", type=click.Choice(DTYPES), default="float16", show_default=True,
-              help="Low-precision dtype of the policy.")
+@click.option("--dtype", type=click.Choice(TARGET_DTYPES), default="float16", show_default=True,
+              help="Low-precision dtype of the policy (float8: bf16 autocast with every eligible "
+              "nn.Linear GEMM in FP8, emulated: E4M3 operands under the recipe's scales, fp32 products).")
+@click.option("--recipe", type=click.Choice(FP8_RECIPES), help="With --dtype float8: the FP8 scaling "
+              "recipe  [default: tensorwise]")
 @click.option("--mode", type=click.Choice(MODES), default="autocast", show_default=True,
               help="autocast (mixed precision) or pure (model.half() / .to(bfloat16)).")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu", "cpu-emulated"]), default="auto",
@@ -404,7 +407,7 @@ Examples:
 @TIMEOUT_OPTION
 @value_options
 @guarded
-def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, train, steps, lr, fmt, html_file,
+def check(path, plan_path, dtype, recipe, mode, device, atol, rtol, cosine, seed, grad, train, steps, lr, fmt, html_file,
           entry, inputs_name, input_shapes, config_file, isolated, timeout, weights, data, batches, headroom):
     """A/B check: fp32 reference vs the policy (baseline) vs the policy with the plan.
 
@@ -415,7 +418,7 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
     from .rules.engine import rule_ids
     from .settings.resolve import SettingsResolver
 
-    flags = _flags(dtype=dtype, mode=mode, device=device)
+    flags = _flags(dtype=dtype, mode=mode, device=device, recipe=recipe)
     if flags["device"] in ("auto", "cpu-emulated"):  # where it runs; the settings take the policy's device
         flags["device"] = "cuda"
     settings = SettingsResolver(rule_ids(), config_file, isolated, flags).for_path(path)
@@ -431,7 +434,8 @@ def check(path, plan_path, dtype, mode, device, atol, rtol, cosine, seed, grad, 
         html_file = _html_output(html_file, [path, plan_path])
     report = frontend_for(path).check(CheckRequest(path, plan_path, settings.target.dtype, settings.target.mode,
                                                    device, tolerance, seed, grad, entry, inputs_name,
-                                                   input_shapes, timeout, values, train, steps, lr))
+                                                   input_shapes, timeout, values, train, steps, lr,
+                                                   settings.target.recipe))
     _show_check(report, fmt, html_file)
     sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)
 

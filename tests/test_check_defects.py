@@ -226,7 +226,7 @@ def test_check_reads_the_settings_file_and_honours_config_and_isolated(cli, tmp_
     _, report = check_json(cli, path, "--dtype", "float16")  # the command line wins
     assert (report["target"]["dtype"], report["target"]["mode"]) == ("float16", "pure")
     bad = tmp_path / "bad.toml"
-    bad.write_text('dtype = "float8"\n')
+    bad.write_text('dtype = "float4"\n')
     result = cli("check", path, "--config", bad)
     assert result.exit_code == 2 and result.stderr.startswith("precisionaudit: error: ")
 

@@ -1,7 +1,6 @@
 """The FP8 target (--dtype float8): bf16 autocast plus FP8 Linears, the eligibility pass
 (analysis/fp8.py) and its rules PA601-PA603."""
 import json
-import re
 
 import pytest
 import torch
@@ -136,9 +135,13 @@ def test_bad_target_flags_are_one_line_and_exit_2(args, message):
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
 
 
-def test_check_does_not_take_float8_yet():
-    result = CliRunner().invoke(main, ["check", sample("pa602_fp8_head_clean.py"), "--dtype", "float8"])
-    assert result.exit_code == 2 and re.search(r"float8", result.output)
+def test_check_takes_float8_and_runs_the_fp8_variant():
+    """check --dtype float8 emulates FP8 (tests/test_check_fp8.py holds the numerics)."""
+    result = CliRunner().invoke(main, ["check", sample("pa602_fp8_head_clean.py"), "--dtype", "float8",
+                                       "--format", "json"])
+    report = json.loads(result.stdout)
+    assert report["target"]["dtype"] == "float8" and report["variants"][-1]["fp8"]["recipe"] == "tensorwise"
+    assert [v["name"] for v in report["variants"]] == ["reference", "bfloat16", "baseline"]
 
 
 def test_explain_shows_each_linear_in_fp8_or_bf16_and_why():

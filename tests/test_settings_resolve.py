@@ -63,7 +63,7 @@ def test_show_settings_names_the_file_and_values_without_scanning(two_projects, 
 
 
 def test_a_broken_settings_file_anywhere_stops_before_any_model_loads(two_projects, cli):
-    (two_projects / "plain" / "precisionaudit.toml").write_text('dtype = "float8"\n')
+    (two_projects / "plain" / "precisionaudit.toml").write_text('dtype = "float4"\n')
     result = cli("scan", "bf16/hazard.py", "plain/hazard.py")
     assert result.exit_code == 2 and result.stdout == ""
     assert "plain/precisionaudit.toml" in result.stderr and "dtype" in result.stderr

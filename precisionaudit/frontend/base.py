@@ -66,6 +66,8 @@ class CheckRequest:
     train: bool = False
     steps: int = 20
     lr: float = 1e-4
+    #: --dtype float8: the FP8 recipe (``dtype`` is then bfloat16, the autocast around it)
+    recipe: str | None = None
 
 
 class Frontend(Protocol):

@@ -100,6 +100,9 @@ class KerasFrontend(PyTorchFrontend):
         from ..core.target import Target
 
         r = request
+        if r.recipe:
+            raise UsageError(f"{r.path}: check --dtype float8 emulates FP8 nn.Linear GEMMs of a PyTorch model "
+                             "file; not a Keras model")
         if r.input_shapes or r.grad or r.train or r.values.weights or r.values.measure:
             raise UsageError("check of a Keras model takes neither --input-shape, --grad, --train, --weights "
                              "nor --data yet")

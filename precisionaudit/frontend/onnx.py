@@ -79,6 +79,9 @@ class OnnxFrontend(ModelFrontend):
         from ..runtime.onnx.inputs import parse_shapes
 
         r = request
+        if r.recipe:
+            raise UsageError(f"{r.path}: check --dtype float8 emulates FP8 nn.Linear GEMMs of a PyTorch model "
+                             "file; an ONNX model is checked in float16")
         if r.train:
             raise UsageError(f"{r.path}: check --train trains PyTorch model files; an ONNX model cannot be trained")
         if r.grad:

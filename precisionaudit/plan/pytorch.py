@@ -156,7 +156,8 @@ def header(path: str, plan: OverridePlan, target, notes=(), plan_path: str = "am
     """The comment lines at the top of a plan file: what it is and how to apply it
     (``value_flags``: the --weights/--data the plan was made with, for its check command)."""
     t = target
-    flags = "" if t.mode == "autocast" and t.dtype == "float16" else f" --dtype {t.dtype} --mode {t.mode}"
+    flags = "" if t.mode == "autocast" and t.dtype == "float16" else f" --dtype {t.named_dtype} --mode {t.mode}"
+    flags += f" --recipe {t.recipe}" if t.recipe else ""
     flags += value_flags
     judged = f"float8 {t.recipe} recipe: bf16 autocast around FP8 Linears" if t.recipe else t.dtype
     lines = [f"precisionaudit override plan for {path} ({judged}, {t.mode}, {t.device})",
@@ -179,7 +180,7 @@ def fp8_paste_lines(modules) -> list[str]:
     """Header lines that keep ``modules`` out of FP8, ready to paste: a torchao
     module_filter_fn (exact FQNs) and Transformer Engine's list of layers to leave nn.Linear."""
     names = ", ".join(repr(m) for m in modules)
-    return ["keep_out_of_fp8 lists the Linears to leave in bf16 (FP8 is not checked by this plan's check);",
+    return ["keep_out_of_fp8 lists the Linears to leave in bf16 (check --dtype float8 --plan emulates that);",
             "torchao (convert_to_float8_training):",
             f"    KEEP_BF16 = {{{names}}}",
             "    convert_to_float8_training(model, module_filter_fn=lambda mod, fqn: fqn not in KEEP_BF16)",

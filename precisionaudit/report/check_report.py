@@ -36,7 +36,8 @@ def render_text(report: dict) -> str:
     t = report["target"]
     tol = report["tolerance"]
     runs = report["executions"]
-    lines = [f"{report['path']} [{report['entry']}] ({t['dtype']}, {t['mode']}, {t['device']}) "
+    dtype = f"float8 {t['recipe']}" if t.get("recipe") else t["dtype"]
+    lines = [f"{report['path']} [{report['entry']}] ({dtype}, {t['mode']}, {t['device']}) "
              f"on {report['device']}",
              f"tolerance: atol {tol['atol']:g}, rtol {tol['rtol']:g} (of max |reference|), "
              f"cosine {tol['cosine']:g}; {runs['forward']} forward and {runs['backward']} backward "
@@ -71,6 +72,8 @@ def _variant_lines(v, width: int) -> list[str]:
     extra = f"GEMM FLOPs low: {_pct(v.get('gemm_flops_low_precision'))}"
     if v.get("nodes_low_precision") is not None:  # ONNX: share of the graph's nodes converted
         extra += f"; nodes low: {_pct(v['nodes_low_precision'])}"
+    if "fp8" in v:
+        extra += "; " + _fp8_text(v)
     if "plan" in v:
         plan = v["plan"]
         extra += f"; plan {plan['path']}: {plan['overrides']} override{'s' * (plan['overrides'] != 1)}"
@@ -97,6 +100,18 @@ def _variant_lines(v, width: int) -> list[str]:
     if v.get("plan", {}).get("unused"):
         out.append(f"  {'':10} plan entries whose ops never ran: {', '.join(v['plan']['unused'])}")
     return out
+
+
+def _fp8_text(v) -> str:
+    """'FP8 (tensorwise): 3 Linears, 75.0% of GEMM FLOPs; kept out: head; 1 fallback'."""
+    fp8 = v["fp8"]
+    text = (f"FP8 ({fp8['recipe']}): {fp8['linears']} Linear{'s' * (fp8['linears'] != 1)}, "
+            f"{_pct(v.get('gemm_flops_fp8'))} of GEMM FLOPs")
+    if fp8["kept_out"]:
+        text += f"; kept out: {', '.join(fp8['kept_out'])}"
+    if fp8["fallback"]:
+        text += f"; {len(fp8['fallback'])} not eligible"
+    return text
 
 
 def _growth(variants) -> list[str]:

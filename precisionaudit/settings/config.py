@@ -17,7 +17,7 @@ from ..core.documents import reading, require_regular_file
 from ..core.errors import UsageError
 from ..core.findings import SEVERITIES, code_covers
 from ..core.schema import schema_error
-from ..core.target import DEVICES, DTYPES, MODES
+from ..core.target import DEVICES, FP8_RECIPES, MODES, TARGET_DTYPES
 
 PYPROJECT, OWN_FILE = "pyproject.toml", "precisionaudit.toml"
 SUPPRESS_MATCHERS = ("path", "module", "node", "op")
@@ -33,6 +33,7 @@ class Config:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     fail_on: str | None = None
     dtype: str | None = None
+    recipe: str | None = None  # the FP8 recipe of dtype = "float8"
     mode: str | None = None
     device: str | None = None
     baseline: str | None = None
@@ -150,7 +151,8 @@ SCHEMA = {
                                        "anyOf": f"needs at least one of {', '.join(SUPPRESS_MATCHERS)}"},
                          "properties": {"rule": _CODES, "reason": _STRING,
                                         **{m: _STRING for m in SUPPRESS_MATCHERS}}}},
-        "fail-on": _enum(SEVERITIES), "dtype": _enum(DTYPES), "mode": _enum(MODES), "device": _enum(DEVICES),
+        "fail-on": _enum(SEVERITIES), "dtype": _enum(TARGET_DTYPES),
+        "recipe": _enum(FP8_RECIPES), "mode": _enum(MODES), "device": _enum(DEVICES),
         "baseline": _STRING,
         "rule-packs": {"type": "array", "x-message": "expected a list of directories, got {got}",
                        "items": _STRING},
@@ -205,10 +207,12 @@ def _parse(path: str, data: dict, prefix: str, known_ids: set) -> Config:
         elif key == "suppress":
             config.suppress = [dict(entry, rule=check.codes(f"suppress[{i}].rule", entry["rule"]))
                                for i, entry in enumerate(value)]
-        elif key in ("fail-on", "dtype", "mode", "device"):
+        elif key in ("fail-on", "dtype", "recipe", "mode", "device"):
             setattr(config, key.replace("-", "_"), value)
         elif key == "baseline":
             config.baseline = os.path.join(config.root, value)
+    if config.recipe and config.dtype != "float8":
+        check.fail("recipe", 'an FP8 recipe needs dtype = "float8" in the same file')
     return config
 
 

@@ -83,11 +83,17 @@ class SettingsResolver:
             found.setdefault(id(settings), (settings, []))[1].append(path)
         return list(found.values())
 
+    def _recipe(self, config: Config, dtype: str) -> str | None:
+        """--recipe, else the file's recipe when the file's FP8 target is the one judged."""
+        if "recipe" in self.flags:
+            return self.flags["recipe"]
+        return config.recipe if dtype == "float8" and self.flags.get("dtype") in (None, "float8") else None
+
     def _settings(self, config: Config) -> FileSettings:
         if config.path not in self._by_config:
             values = {k: self.flags.get(k) or getattr(config, k) or DEFAULTS[k] for k in DEFAULTS}
             self._by_config[config.path] = FileSettings(
-                config=config, target=_target(values, self.flags.get("recipe")),
+                config=config, target=_target(values, self._recipe(config, values["dtype"])),
                 fail_on=values["fail_on"],
                 rule_ids=selected_ids(self.known + config.pack_ids, config, self.select,
                                       self.extend_select, self.ignore),

@@ -17,6 +17,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from ...core.numerics import LOW_PRECISION_NAMES
+from ...runtime.pytorch.fp8 import in_fp8_gemm
+
+#: what FP8 GEMMs (computed in fp32 by runtime/pytorch/fp8.py) are counted as
+FP8_NAME = "float8_e4m3fn"
 
 RNN_OPS = {"mkldnn_rnn_layer", "_cudnn_rnn"}
 
@@ -53,7 +57,8 @@ class GemmFlops(TorchDispatchMode):
             first = next((a for a in pytree.tree_leaves(args)
                           if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
             if first is not None:
-                self.by_dtype[str(first.dtype).replace("torch.", "")] += int(flops)
+                name = FP8_NAME if in_fp8_gemm() else str(first.dtype).replace("torch.", "")
+                self.by_dtype[name] += int(flops)
         return out
 
     @property
@@ -61,8 +66,12 @@ class GemmFlops(TorchDispatchMode):
         return sum(self.by_dtype.values())
 
     def low_share(self) -> float | None:
-        """Share of GEMM FLOPs in fp16/bf16 (None when the forward ran no GEMM)."""
+        """Share of GEMM FLOPs in fp16/bf16 or FP8 (None when the forward ran no GEMM)."""
         if not self.total:
             return None
-        low = sum(v for k, v in self.by_dtype.items() if k in LOW_PRECISION_NAMES)
+        low = sum(v for k, v in self.by_dtype.items() if k in LOW_PRECISION_NAMES or k == FP8_NAME)
         return low / self.total
+
+    def fp8_share(self) -> float | None:
+        """Share of GEMM FLOPs run as FP8 GEMMs (None when the forward ran no GEMM)."""
+        return self.by_dtype[FP8_NAME] / self.total if self.total else None

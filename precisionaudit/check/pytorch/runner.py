@@ -36,6 +36,7 @@ from ..metrics import (
     variant_status,
 )
 from ..tolerance import tolerance_for
+from . import fp8
 from .divergence import Probe
 from .flops import GemmFlops
 from .grads import (
@@ -84,7 +85,10 @@ def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs,
         if mismatch:
             session.warnings.append(mismatch)
     while True:
-        variants = [session.reference_entry(), session.variant("baseline")]
+        variants = [session.reference_entry()]
+        if session.target.recipe:  # FP8: bf16 autocast alone first, the FP8 target then
+            variants.append(session.variant("bfloat16", fp8_linears=False))
+        variants.append(session.variant("baseline"))
         if plan_obj is not None:
             variants.append(session.variant("planned", plan_obj))
         report = session.report(variants, time.perf_counter() - started)
@@ -110,7 +114,7 @@ class Session:
         self.path, self.entry, self.seed, self.grad = path, entry, seed, grad
         self.progress = progress or (lambda message: None)
         self.runtime = runtime = execution.resolve(device)
-        self.target = target = Target(target.dtype, target.mode, runtime.policy_device)
+        self.target = target = Target(target.dtype, target.mode, runtime.policy_device, target.recipe)
         self.tol = tolerance or tolerance_for(target.dtype)
         self.warnings: list[str] = []
         self.progress("loading the model")
@@ -123,6 +127,8 @@ class Session:
         # the model (rotary cos/sin caches as plain attributes) that model.half() never
         # converts and that autocast would build in the low dtype
         self._models = {plan_key(None): _variant_model(model, target, None)}
+        if target.recipe:  # the bf16 autocast variant an FP8 check also runs
+            self._models["bf16"] = _variant_model(model, target, None)
         for plan in plans or ():
             self._models[plan_key(plan)] = _variant_model(model, target, plan)
         self._pristine = None
@@ -167,26 +173,39 @@ class Session:
         return {"name": "reference", "dtype": "float32", "status": "ok", "error": None,
                 "wall_s": report_number(self.ref.wall_s)}
 
-    def variant(self, name: str, plan=None) -> dict:
-        """The report entry of one low-precision run, with ``plan`` applied if given."""
+    def variant(self, name: str, plan=None, fp8_linears: bool = True) -> dict:
+        """The report entry of one low-precision run, with ``plan`` applied if given. Under
+        an FP8 target the eligible Linears (less the plan's keep_out_of_fp8) run in FP8,
+        unless ``fp8_linears`` is False (the bf16 autocast variant)."""
         target, runtime = self.target, self.runtime
-        key = plan_key(plan)
+        key = plan_key(plan) if plan is not None or fp8_linears else "bf16"
         model = self._models.get(key) if self._keep_models else self._models.pop(key, None)
         if model is None:
             model = _variant_model(self.model if self._pristine is None else self._pristine, target, plan)
+        choice = None
+        policy = execution.policy(runtime, target)
+        if target.recipe and fp8_linears:
+            choice = fp8.choose(model, target.recipe, plan.keep_out_of_fp8 if plan is not None else ())
+            policy = _both(policy, fp8.fp8_linears(model, choice))
         handle = apply_plan(model, plan, warn=False, compilable=False) if plan is not None else None
-        self.progress(f"{name} ({target.dtype}, {target.mode}), batch {self.batch}, "
-                      f"run {self.counts['forward'] + 1}")
+        named = f"float8 {target.recipe}" if choice is not None else target.dtype
+        self.progress(f"{name} ({named}, {target.mode}), batch {self.batch}, run {self.counts['forward'] + 1}")
         try:
             run = _execute(name, model, *_variant_inputs(self.args, self.kwargs, target, runtime.torch_device),
                            self.seed, self.tol, self.counts, reference=self.ref.probe,
-                           policy=execution.policy(runtime, target), numerics=execution.numerics(runtime),
+                           policy=policy, numerics=execution.numerics(runtime),
                            grad=self.grad, loss_fn=self.loss_fn, scale=self.scale)
         finally:
             if handle is not None:
                 handle.remove()
         self.runs.append(run)
         entry = _variant_entry(run, self.ref_outputs, self.ref, self.tol, target)
+        if choice is not None:
+            entry.update(dtype="float8", recipe=target.recipe, fp8=choice.as_dict(),
+                         gemm_flops_fp8=None if run.error else report_number(run.flops.fp8_share()))
+            for path in choice.unmatched:
+                self.warnings.append(f"{plan.source}: keep_out_of_fp8 entry {path!r} names no nn.Linear "
+                                     "of the model")
         if plan is not None:
             entry["plan"] = {"path": plan.source, "overrides": len(plan.overrides),
                              "gemm_flops_low_precision": entry["gemm_flops_low_precision"],
@@ -199,6 +218,8 @@ class Session:
     def report(self, variants: list, wall_s: float) -> dict:
         runtime, target = self.runtime, self.target
         notes = list(runtime.notes) + _measurement_notes(self.ref, self.runs)
+        if target.recipe:
+            notes.append(fp8.emulation_note(target.recipe))
         if runtime.emulated_ops:
             notes.append("computed in float32 and rounded to the low dtype (no CPU kernel for it; "
                          "CUDA has one): " + ", ".join(sorted(runtime.emulated_ops)))
@@ -210,6 +231,12 @@ class Session:
         if self.gradients is not None:
             report["gradients"] = self.gradients
         return report
+
+
+@contextlib.contextmanager
+def _both(outer, inner):
+    with outer, inner:
+        yield
 
 
 def _measurement_notes(ref, variants) -> list[str]:
