@@ -111,3 +111,15 @@ def test_the_masked_logits_interval_is_the_fp16_programs():
 ])
 def test_matched_calls_pairs_only_the_same_call_in_both_runs(reference, target, expected):
     assert matched_calls(reference, target) == expected
+
+
+def test_the_plan_keeps_the_add_and_the_softmax_and_check_proves_it(cli, tmp_path):
+    from precisionaudit.plan.file import load_plan
+
+    path, plan = sample("pa301_padded_row_hazard.py"), tmp_path / "plan.yaml"
+    assert cli("plan", path, "--data", "example", "-o", plan).exit_code == 0
+    assert [(o.module, o.ops) for o in load_plan(str(plan)).overrides] == [("attn", ["add", "softmax"])]
+    before = json.loads(cli("check", path, "--data", "example", "--format", "json").stdout)
+    assert before["variants"][1]["status"] == "nonfinite"
+    after = json.loads(cli("check", path, "--data", "example", "--plan", plan, "--format", "json").stdout)
+    assert after["passed"] is True and after["variants"][2]["status"] == "ok", after
