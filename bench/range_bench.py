@@ -22,6 +22,11 @@ block, more than half of a 24 GiB machine), profiled by ``precisionaudit scan --
 (capture/pytorch/offload.py). Prints the checkpoint's size against the machine's memory,
 the scan's wall time and peak RSS; exit status 1 if the scan fails or its peak RSS is not
 below the checkpoint's size.
+
+``--small`` (issue 25: the run under the target on every batch): bench/models/gpt2_small.py
+(124 M parameters, Hugging Face's GPT-2 with random weights, 1 x 64 tokens), in this
+process: 2 plain fp32 forwards against the range pass over the same 2 batches (autocast
+fp16), interleaved ``--repeat`` times; prints the medians and their ratio (target <= 2x).
 """
 from __future__ import annotations
 
@@ -143,6 +148,47 @@ def offload_run(directory: str) -> dict:
             "status": report["models"][0]["status"], "findings": len(report["findings"])}
 
 
+SMALL_MODEL = os.path.join(HERE, "models", "gpt2_small.py")
+
+
+def small_bench(repeat: int, batches: int = 2) -> int:
+    import torch
+
+    from precisionaudit.capture.pytorch.calibration import measure_model
+    from precisionaudit.capture.pytorch.model_file import import_model_file
+    from precisionaudit.core.numerics import Target
+    from precisionaudit.core.values import ValueOptions
+
+    module = import_model_file(SMALL_MODEL)
+    torch.manual_seed(0)
+    model = module.get_model().eval()
+    (ids, *rest) = module.get_example_inputs()
+    ids = ids[:1, :64]  # small enough for a shared 2-core machine
+    generator = torch.Generator().manual_seed(1)
+    data = [(torch.randint(0, int(ids.max()) + 1, ids.shape, generator=generator), *rest) for _ in range(batches)]
+    module.calibration_batches = lambda: iter(data)
+    times = {"plain": [], "range": []}
+    for _ in range(repeat):  # interleaved: the machine's load hits both alike
+        started = time.perf_counter()
+        with torch.no_grad():
+            for batch in data:
+                model(*batch)
+        times["plain"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        measured = measure_model(model, module, SMALL_MODEL, Target("float16", "autocast", "cuda"),
+                                 "get_example_inputs", ValueOptions(data="calibration_batches"))
+        times["range"].append(time.perf_counter() - started)
+    plain, ranged = statistics.median(times["plain"]), statistics.median(times["range"])
+    print(f"| GPT-2 small, {batches} batches x {tuple(ids.shape)} tokens (median of {repeat}) | run (s) |")
+    print("|---|---:|")
+    print(f"| {batches} plain fp32 forwards | {plain:.2f} |")
+    print(f"| range pass over the {batches} batches | {ranged:.2f} |")
+    print(f"\nrange pass / plain forwards: {ranged / plain:.2f}x (target <= {TIME_RATIO_TARGET:.0f}x); "
+          f"{len(measured.calls)} ops measured, runs under the target on {measured.low_runs} of "
+          f"{measured.batches} batches")
+    return 0 if ranged / plain <= TIME_RATIO_TARGET else 1
+
+
 def offload_bench(directory: str | None) -> int:
     import psutil
 
@@ -176,6 +222,8 @@ def main():
     parser.add_argument("--keep", metavar="DIR", help="where to write (and reuse) the weights")
     parser.add_argument("--offload", action="store_true",
                         help="instead: profile a checkpoint larger than half the machine's memory")
+    parser.add_argument("--small", action="store_true",
+                        help="instead: the ratio on GPT-2 small, in this process")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -183,6 +231,8 @@ def main():
         return 0
     if args.offload:
         return offload_bench(args.keep)
+    if args.small:
+        return small_bench(args.repeat)
     directory = args.keep or tempfile.mkdtemp(prefix="range_bench-")
     weights = os.path.join(directory, "gpt_1b.safetensors")
     if not os.path.exists(weights):

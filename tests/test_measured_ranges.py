@@ -140,22 +140,22 @@ def test_t5_plan_leaves_wi_in_fp16(cli, weights, tmp_path):
     assert planned["status"] == "ok" and 0.3 < planned["plan"]["gemm_flops_low_precision"] < 0.7
 
 
-def test_the_low_precision_run_is_only_for_suspect_batches(monkeypatch):
-    """Batches whose fp32 values all fit the low dtype get no second (emulated) forward."""
+def test_every_batch_gets_the_run_under_the_target():
+    """The values of the program that runs are measured on every batch, not only where the
+    fp32 values come near the dtype's max (code that branches on the dtype makes values the
+    fp32 run never sees); the first inf/NaN is found on the batches that have one."""
     from precisionaudit.capture.pytorch import calibration
     from precisionaudit.core.numerics import Target
     from precisionaudit.core.values import ValueOptions
 
-    ran = []
-    low_pass = calibration._low_pass
-    monkeypatch.setattr(calibration, "_low_pass", lambda *a: ran.append(a[-1]) or low_pass(*a))
     path, target = sample("pa301_attention_hazard.py"), Target("float16", "autocast", "cuda")
     clean = calibration.measure_file(path, target, "get_model", "get_example_inputs",
                                      ValueOptions(data="example"))
-    assert ran == [] and clean.batches == 1 and clean.first_nonfinite == {}
+    assert clean.low_runs == clean.batches == 1 and clean.first_nonfinite == {}
+    assert set(clean.target_calls) == set(clean.calls) and clean.unmatched == 0
     hot = calibration.measure_file(path, target, "get_model", "get_example_inputs",
                                    ValueOptions(data="calibration_batches"))
-    assert ran == [0, 1, 2, 3] and set(hot.first_nonfinite) == {0, 1, 2, 3}
+    assert hot.low_runs == hot.batches == 4 and set(hot.first_nonfinite) == {0, 1, 2, 3}
 
 
 def test_the_scan_hint_plans_on_the_same_weights_and_data(weights):

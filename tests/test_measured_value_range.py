@@ -32,9 +32,11 @@ def test_a_gemm_output_is_unknown_without_data_and_measured_with_it():
     linear = _node(_graph(ValueOptions(data="example")), "linear")
     lo, hi = linear["range"].value_range
     assert linear["range"].source == "measured"
-    measured = linear["calibration"].stats
+    # the values of the program that runs: the fp16 run's, not the fp32 reference's
+    measured = linear["calibration"].target
     assert (lo, hi) == (measured["lo"], measured["hi"])
     assert lo < 0 < hi and max(-lo, hi) == measured["max_abs"]
+    assert (lo, hi) != (linear["calibration"].stats["lo"], linear["calibration"].stats["hi"])
 
 
 def test_the_static_pass_propagates_from_the_measured_range():

@@ -116,22 +116,39 @@ class IntegerFacts:
 
 @dataclass(frozen=True)
 class CalibrationFacts:
-    """What the fp32 reference produced at the op over the calibration batches (--data;
-    analysis/measured.py)."""
+    """What the op produced over the calibration batches (--data; analysis/measured.py), in
+    the two runs of the range pass. ``target``: the run under the target policy (low-precision
+    tensors, CUDA's kernel numerics emulated), which follows the target's control flow: the
+    values the program that runs computes. ``stats``: the fp32 reference, the values that
+    would exist without rounding (how far past the dtype's max an overflow goes). Code that
+    branches on the dtype runs a different program in each; a call only the target's program
+    makes has no reference statistics."""
 
-    stats: dict  # core.values.value_stats merged over batches: max_abs, lo, hi, batch, flushed, ...
+    stats: dict | None  # the fp32 reference's core.values.value_stats merged over batches; None: no such call in fp32
     key: str  # the call key (PyTorch) or node name (ONNX) the statistics were recorded under
-    nonfinite_first: bool  # the emulated low-precision run saw its first inf/NaN here
+    nonfinite_first: bool  # the run under the target saw its first inf/NaN here
+    target: dict | None = None  # the same statistics in the run under the target; None: no such run (ONNX, or it raised)
 
     @property
     def summary(self) -> dict:
-        """The statistics as the flat ``measured`` key held them."""
-        return {**self.stats, "key": self.key, "nonfinite_first": self.nonfinite_first}
+        """The statistics as the flat ``measured`` key held them (the reference's), with the
+        target run's under ``target``."""
+        return {**(self.stats or {}), "key": self.key, "nonfinite_first": self.nonfinite_first,
+                "target": self.target}
 
     def interval(self):
-        """(lo, hi) the fp32 reference reached (fills such as -inf masks included), or None."""
-        lo, hi = self.stats.get("lo"), self.stats.get("hi")
-        return None if lo is None or hi is None else (lo, hi)
+        """(lo, hi) the program that runs reached (fills such as -inf masks included), or None:
+        the target run's; the reference's where the target run went inf (an overflow: the
+        reference holds the value the rounding lost) or did not measure the op."""
+        target, reference = _interval(self.target), _interval(self.stats)
+        if target is None or (reference is not None and not all(map(math.isfinite, target))):
+            return reference
+        return target
+
+
+def _interval(stats):
+    lo, hi = (stats or {}).get("lo"), (stats or {}).get("hi")
+    return None if lo is None or hi is None else (lo, hi)
 
 
 @dataclass(frozen=True)

@@ -45,10 +45,30 @@ def call_key(module: str, op: str, counts: dict) -> str:
     return f"{module}|{op}|{k}"
 
 
+def matched_calls(reference: list[str], target: list[str]) -> dict[str, str]:
+    """{target key: reference key} for the calls the two runs both made, from their keys in
+    call order. Code that branches on the dtype makes calls in one run only (a clamp under
+    fp16, a cast that is a no-op in fp32); such a call is matched to nothing, and the calls
+    after it are matched by position in the sequence, not by their ``k``, so that no run's
+    value lands on another call. The runs' sequences of ``module|op`` are aligned (difflib's
+    longest matching blocks); identical sequences, the usual case, cost one comparison."""
+    if reference == target:
+        return dict(zip(target, reference))
+    from difflib import SequenceMatcher
+
+    def calls(keys):
+        return [key.rpartition("|")[0] for key in keys]
+
+    matcher = SequenceMatcher(None, calls(reference), calls(target), autojunk=False)
+    return {target[j + i]: reference[r + i] for r, j, size in matcher.get_matching_blocks()
+            for i in range(size)}
+
+
 def value_stats(values: np.ndarray, dtype: str) -> dict:
     """max |x|, a high percentile, min non-zero |x| and the shares of values below ``dtype``'s
-    smallest normal (precision lost) and below half its smallest subnormal (they round to 0).
-    Both frontends' range passes summarise each result with it (numpy: no torch needed)."""
+    smallest normal (precision lost) and below half its smallest subnormal (they round to 0),
+    and the shares of inf/NaN (``nonfinite``) and of NaN alone (``nan``). Both frontends'
+    range passes summarise each result with it (numpy: no torch needed)."""
     import numpy as np  # here, not above: the CLI imports this module and `rules` needs no numpy
 
     from .numerics import LARGEST_FINITE, SMALLEST_NORMAL, SMALLEST_SUBNORMAL
@@ -58,14 +78,19 @@ def value_stats(values: np.ndarray, dtype: str) -> dict:
     n = a.size
     # the signed extremes, fills included (a -inf mask is a value the next op sees): the
     # measured interval that stands in for an unknown static value range
-    known = signed[~np.isnan(signed)]
+    nan = np.isnan(signed)
+    known = signed[~nan]
+    bad = {"nonfinite": float((~np.isfinite(signed)).sum()) / max(signed.size, 1),
+           "nan": float(nan.sum()) / max(signed.size, 1)}
     interval = {"lo": float(known.min()), "hi": float(known.max())} if known.size else {"lo": None, "hi": None}
     # inf/NaN and +-finfo(float32).max are fills (masks written as finfo(dtype).min or -inf
-    # follow the dtype: fp16's min under fp16), not values that grew: left out of the range
-    a = a[a < np.float32(LARGEST_FINITE["float32"])]
+    # follow the dtype: fp16's min under fp16), not values that grew: left out of the range;
+    # so is +-finfo(dtype).max of the judged dtype (the fill the program that runs under it
+    # writes: it fits, and the op that makes it inf is judged where that happens)
+    a = a[(a < np.float32(LARGEST_FINITE["float32"])) & (a != np.float32(LARGEST_FINITE[dtype]))]
     if not a.size:
         return {"max_abs": 0.0, "p999": 0.0, "min_nonzero": None, "below_normal": 0.0,
-                "flushed": 0.0, "numel": n, **interval}
+                "flushed": 0.0, "numel": n, **interval, **bad}
     nonzero = a[a > 0]
     sample = a[:: max(1, a.size // SAMPLE)]
     k = max(1, math.ceil(PERCENTILE * sample.size))
@@ -74,14 +99,18 @@ def value_stats(values: np.ndarray, dtype: str) -> dict:
             "min_nonzero": float(nonzero.min()) if nonzero.size else None,
             "below_normal": float((nonzero < SMALLEST_NORMAL[dtype]).sum()) / n,
             "flushed": float((nonzero < SMALLEST_SUBNORMAL[dtype] / 2).sum()) / n,
-            "numel": n, **interval}
+            "numel": n, **interval, **bad}
 
 
 def merge(old: dict | None, new: dict, batch: int) -> dict:
-    """Running statistics over batches: the extremes kept with the batch that reached them."""
+    """Running statistics over batches: the extremes kept with the batch that reached them,
+    and the first batch with an inf/NaN (``nonfinite_batch``, None for none)."""
     if old is None:
-        return {**new, "batch": batch, "min_batch": batch}
+        return {**new, "batch": batch, "min_batch": batch,
+                "nonfinite_batch": batch if new.get("nonfinite") else None}
     out = dict(old)
+    if out.get("nonfinite_batch") is None and new.get("nonfinite"):
+        out["nonfinite_batch"] = batch
     if new["max_abs"] > old["max_abs"]:
         out["max_abs"], out["batch"] = new["max_abs"], batch
     out["p999"] = max(old["p999"], new["p999"])
@@ -93,7 +122,7 @@ def merge(old: dict | None, new: dict, batch: int) -> dict:
     if new["min_nonzero"] is not None and new["min_nonzero"] == out["min_nonzero"] != old["min_nonzero"]:
         out["min_batch"] = batch
     total = old["numel"] + new["numel"]
-    for share in ("below_normal", "flushed"):
-        out[share] = (old[share] * old["numel"] + new[share] * new["numel"]) / max(total, 1)
+    for share in ("below_normal", "flushed", "nonfinite", "nan"):
+        out[share] = (old.get(share, 0.0) * old["numel"] + new.get(share, 0.0) * new["numel"]) / max(total, 1)
     out["numel"] = total
     return out

@@ -43,9 +43,11 @@ class PyTorchFrontend(ModelFrontend):
         from ..capture.pytorch.calibration import measure_file
 
         measurement = measure_file(path, target, entry, inputs, values)
-        return dict(measured_calls=measurement.calls, weight_ranges=measurement.weights,
-                    first_nonfinite=measurement.first_nonfinite, fp8_ranges=measurement.fp8,
-                    calibration={"source": values.data, "batches": measurement.batches})
+        return dict(measured_calls=measurement.calls, measured_target_calls=measurement.target_calls,
+                    weight_ranges=measurement.weights, first_nonfinite=measurement.first_nonfinite,
+                    fp8_ranges=measurement.fp8,
+                    calibration={"source": values.data, "batches": measurement.batches,
+                                 "target_runs": measurement.low_runs})
 
     def validate_plan(self, prune, input_shapes, values) -> None:
         if input_shapes:

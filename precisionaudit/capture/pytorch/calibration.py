@@ -1,23 +1,29 @@
 """The range pass: real forwards over calibration batches, value statistics per op.
 
-For each batch, one fp32 forward (the reference values) and one forward under the target
-policy (emulated CUDA autocast on CPU, or the pure low-precision model) run with the
-capture's ``Recorder`` watching. Each user-level call that becomes an IR node is keyed by
+For each batch, two forwards run with the capture's ``Recorder`` watching: the run under the
+target policy (emulated CUDA autocast on CPU, or the pure low-precision model; CUDA's kernel
+numerics emulated), which follows the target's control flow as the capture does, and an fp32
+reference. Code that branches on the dtype (``-1e4 if x.dtype == torch.float16 else -1e30``,
+T5's fp16 clamp, ``finfo(self.dtype).min`` masks) runs another program in each: the target
+run's statistics are the values the program that runs computes; the reference's are the
+values that would have existed without rounding (how far past the dtype's max an overflow
+goes, which values round to 0). Each user-level call that becomes an IR node is keyed by
 ``module|op|k`` (its k-th call of that op in that module: the key the IR's nodes get in
 ``analysis/measured.py``) and summarised when it finishes, so no activation outlives its
-call: memory is constant in the number of batches. Statistics merge across batches.
+call: memory is constant in the number of batches. The reference's calls are matched to the
+target run's (``core.values.matched_calls``): a call only one run makes gets that run's
+statistics alone. Statistics merge across batches.
 """
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field
 
 import torch
 
 from ...core.errors import CaptureError, UsageError
-from ...core.numerics import LARGEST_FINITE, SMALLEST_SUBNORMAL, dtype_name
-from ...core.values import ValueOptions, call_key, merge, value_stats
+from ...core.numerics import dtype_name
+from ...core.values import ValueOptions, call_key, matched_calls, merge, value_stats
 from ...runtime.pytorch.cuda_autocast import autocast_policy
 from ..data import pytorch_batches
 from .capture import is_significant
@@ -30,11 +36,13 @@ from .weights import load_model
 
 @dataclass
 class Measurement:
-    calls: dict = field(default_factory=dict)  # key → merged statistics
+    calls: dict = field(default_factory=dict)  # key → the fp32 reference's merged statistics of that call
+    target_calls: dict = field(default_factory=dict)  # key → merged statistics in the run under the target
     weights: dict = field(default_factory=dict)  # parameter name → statistics
     batches: int = 0
-    first_nonfinite: dict = field(default_factory=dict)  # batch → key of the first inf/NaN
-    low_runs: int = 0  # batches that got the low-precision run
+    first_nonfinite: dict = field(default_factory=dict)  # batch → key of the target run's first inf/NaN
+    low_runs: int = 0  # batches whose run under the target completed (one that raises: the reference alone)
+    unmatched: int = 0  # reference calls the target run did not make (branches on the dtype), all batches
     fp8: dict = field(default_factory=dict)  # nn.Linear name → E4M3 counts (FP8 targets; fp8_ranges)
 
 
@@ -43,25 +51,17 @@ def tensor_stats(t: torch.Tensor, dtype: torch.dtype) -> dict:
     return value_stats(t.detach().reshape(-1).float().cpu().numpy(), dtype_name(dtype))
 
 
-#: aten ops for which an input of 0 is a pole → the position of that input
-POLE_ARGS = {"div": 1, "reciprocal": 0, "rsqrt": 0, "log": 0, "log2": 0, "log10": 0}
-
-
 class _StatsRecorder(Recorder):
     """A Recorder that summarises each call's result as soon as the call is over."""
 
-    def __init__(self, model, on_call, flush_below: float | None = None):
+    def __init__(self, model, on_call):
         super().__init__(model, {**dict(model.named_buffers()), **dict(model.named_parameters())})
         self.on_call = on_call
         self.counts: dict = {}
         self._open = None  # (call, its latest output tensor)
-        self.flush_below = flush_below  # watch the poles' inputs for values this small
-        self.pole_flushes = False  # a divisor / log / rsqrt input would round to 0
 
     def record(self, func, args, kwargs, out):
         super().record(func, args, kwargs, out)
-        if self.flush_below is not None and not self.pole_flushes:
-            self._watch_pole(func, args)
         call = self.calls[self.ops[-1].call]
         if self._open is not None and self._open[0] is not call:
             self.finish()
@@ -69,14 +69,6 @@ class _StatsRecorder(Recorder):
         tensors = [o for o in torch.utils._pytree.tree_leaves(out)
                    if isinstance(o, torch.Tensor) and o.device.type != "meta"]
         self._open = (call, tensors[0] if tensors else (self._open or (None, None))[1])
-
-    def _watch_pole(self, func, args):
-        position = POLE_ARGS.get(getattr(getattr(func, "overloadpacket", None), "__name__", None))
-        if position is None or len(args) <= position or not isinstance(args[position], torch.Tensor):
-            return
-        with torch._C.DisableTorchFunction(), torch._C._DisableTorchDispatch():
-            a = args[position].detach().abs()
-            self.pole_flushes = bool(((a > 0) & (a < self.flush_below)).any())
 
     def finish(self):
         if self._open is None:
@@ -134,59 +126,65 @@ def measure_model(model, module, path: str, target, inputs_name: str, values: Va
         for batch, (args, kwargs) in enumerate(batches):
             try:
                 with linears.counting():
-                    suspect = _reference_pass(model, args, kwargs, target, values.headroom, result, batch)
+                    reference = _reference_pass(model, args, kwargs, target.torch_dtype)
             except Exception as exc:  # noqa: BLE001 - the model's own error, not ours
                 raise CaptureError(f"{path}: the fp32 forward on calibration batch {batch} failed: "
                                    f"{describe(exc)}") from exc
-            if suspect:  # a batch whose values all fit cannot turn inf/NaN first in the low run
-                _low_pass(low_model, args, kwargs, target, result, batch)
-                result.low_runs += 1
+            merge_batch(result, reference, _target_pass(low_model, args, kwargs, target), batch)
             result.batches = batch + 1
     result.fp8 = linears.records()
     return result
 
 
+def merge_batch(result: Measurement, reference: list, low: list | None, batch: int) -> None:
+    """One batch's [(key, statistics)] of both runs into ``result``: the target run's under
+    its own keys (the IR's), the reference's under the key of the same call in the target run,
+    and not at all where the target run made no such call. Without a target run (it raised)
+    the reference's keys stand."""
+    if low is None:
+        for key, stats in reference:
+            result.calls[key] = merge(result.calls.get(key), stats, batch)
+        return
+    result.low_runs += 1
+    for key, stats in low:
+        result.target_calls[key] = merge(result.target_calls.get(key), stats, batch)
+        if batch not in result.first_nonfinite and stats["nonfinite"]:
+            result.first_nonfinite[batch] = key
+    by_key = dict(reference)
+    pairs = matched_calls([key for key, _ in reference], [key for key, _ in low])
+    for key, ref_key in pairs.items():
+        result.calls[key] = merge(result.calls.get(key), by_key[ref_key], batch)
+    result.unmatched += len(reference) - len(pairs)
+
+
 @calls_the_model
-def _reference_pass(model, args, kwargs, target, headroom, result, batch) -> bool:
-    """The fp32 forward's statistics, merged into ``result``; whether the batch is suspect:
-    a value within ``headroom`` of the low dtype's max (or non-finite), or a value that
-    would round to 0 reaching a divisor, log, rsqrt or reciprocal. Only suspect batches
-    get the (costly) low-precision run that finds the first inf/NaN."""
-    dtype, name = target.torch_dtype, target.dtype
-    suspect = []
-
-    def on_call(key, tensor):
-        stats = tensor_stats(tensor, dtype)
-        result.calls[key] = merge(result.calls.get(key), stats, batch)
-        if not math.isfinite(stats["max_abs"]) or stats["max_abs"] * headroom >= LARGEST_FINITE[name]:
-            suspect.append(key)
-
+def _reference_pass(model, args, kwargs, dtype) -> list:
+    """The fp32 forward's [(key, statistics)] in call order, judged against the low ``dtype``."""
     from ...runtime.pytorch.execution import strict_fp32
 
-    recorder = _StatsRecorder(model, on_call, flush_below=SMALLEST_SUBNORMAL[name] / 2)
-    with torch.no_grad(), strict_fp32(), recorder:
+    calls = []
+    with torch.no_grad(), strict_fp32(), _StatsRecorder(model, lambda key, t: calls.append((key, tensor_stats(t, dtype)))):
         model(*_fp32(args), **_fp32(kwargs))
-    return bool(suspect) or recorder.pole_flushes
+    return calls
 
 
 @calls_the_model
-def _low_pass(model, args, kwargs, target, result, batch):
-    """The policy's own run: where does the first inf/NaN appear?"""
+def _target_pass(model, args, kwargs, target) -> list | None:
+    """The policy's own run (CUDA's kernels emulated on CPU): [(key, statistics)] in call
+    order, or None when the low-precision forward raises (the fp32 ranges stand alone)."""
     from ...runtime.pytorch.execution import Runtime, numerics
 
-    def on_call(key, tensor):
-        if batch not in result.first_nonfinite and not torch.isfinite(tensor).all():
-            result.first_nonfinite[batch] = key
-
+    calls = []
     runtime = Runtime("cpu-emulated", "cuda", torch.device("cpu"))
     if target.mode == "pure":
         args, kwargs = _cast((args, kwargs), target.torch_dtype)
+    recorder = _StatsRecorder(model, lambda key, t: calls.append((key, tensor_stats(t, target.torch_dtype))))
     try:
-        with torch.no_grad(), numerics(runtime), autocast_policy(target, runtime.name), \
-                _StatsRecorder(model, on_call):
+        with torch.no_grad(), numerics(runtime), autocast_policy(target, runtime.name), recorder:
             model(*args, **kwargs)
     except Exception:  # noqa: BLE001 - a low-precision forward that raises: the fp32 ranges stand
-        pass
+        return None
+    return calls
 
 
 def _low_model(model, target):

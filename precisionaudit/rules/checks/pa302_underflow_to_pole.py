@@ -1,5 +1,10 @@
 """PA302 underflow-to-pole: measured values (--data) that flush to 0 in the low dtype before
 a division or a log. Without --data nodes carry no measurement and it finds nothing.
+
+Which values round to 0 is read from the fp32 reference (the run under the target only
+holds the zeros); whether the pole meets them, from the run under the target: where that
+run's pole result stays finite on the same batches (the program that runs adds an eps under
+fp16, or never stores the value low), the prediction is not what runs, and it is silent.
 """
 from __future__ import annotations
 
@@ -39,9 +44,9 @@ def underflow_to_pole(graph, name, node, target):
         if position == -1 or (position is not None and graph.edges[name, consumer].get("arg", 0) != position):
             continue
         dtype = _stored_low(graph, name, consumer)
-        if dtype is None:
-            continue
         fed = c.get("calibration")
+        if dtype is None or (fed and fed.target is not None and not fed.target.get("nonfinite")):
+            continue
         return Hit(name, {"measured": number(m["min_nonzero"]), "measured_text": f"{m['min_nonzero']:.3g}",
                         "flushed": round(m["flushed"], 6), "flushed_text": f"{m['flushed']:.2%}",
                         "batch": m["min_batch"], "stored": dtype,
