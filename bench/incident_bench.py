@@ -36,10 +36,6 @@ INCIDENTS = os.path.join(ROOT, "bench", "incidents")
 MISSED: set = set()  # incidents no rule catches yet (the README says what a rule would need)
 #: fixed twins that branch on the dtype: the range pass measures the fp32 branch, which the
 #: fp16 program never takes (issue 25, defect 1), and reports a false PA301 at the root
-TWIN_FALSE_ALARMS = {
-    "kvpress_fake_keys": "rescales by torch.finfo(queries.dtype).max: measured with float32's max",
-    "moe_scaling": "scales the stream down only when the dtype is float16: measured on the fp32 branch",
-}
 RANK = {"error": 0, "warning": 1, "info": 2}
 
 
