@@ -14,9 +14,9 @@ process as a user runs it:
 4. plan fixes: ``plan --data example`` then ``check --plan`` passes; and ``plan --prune``'s
    search (which grows a failing plan from the check's first divergence, then prunes), run
    in this process from that static plan and from an empty one (bench/search_bench.py's two
-   starts; ``plan --prune`` itself refuses ``--data`` for a model file, and its example
-   inputs are the triggering ones here): does the plan it writes pass, in how many model
-   runs and how much wall time.
+   starts; the same as ``plan --prune --data example``, whose runs use the example inputs,
+   the triggering ones here): does the plan it writes pass, in how many model runs and how
+   much wall time.
 
 Prints one markdown table; quoted in bench/README.md ("The extended incident set").
 """
@@ -34,8 +34,6 @@ from dataclasses import dataclass
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCIDENTS = os.path.join(ROOT, "bench", "incidents")
 MISSED: set = set()  # incidents no rule catches yet (the README says what a rule would need)
-#: fixed twins that branch on the dtype: the range pass measures the fp32 branch, which the
-#: fp16 program never takes (issue 25, defect 1), and reports a false PA301 at the root
 RANK = {"error": 0, "warning": 1, "info": 2}
 
 
