@@ -10,9 +10,10 @@ from __future__ import annotations
 from .facts import Fp8RangeFacts
 
 #: the scaling each recipe's forward GEMM uses: Transformer Engine's delayed scaling takes
-#: the largest amax of earlier steps, never below the current one (tensorwise's)
+#: the largest amax of earlier steps, never below the current one (tensorwise's); torchao's
+#: rowwise_with_gw_hp differs from rowwise in the backward only
 SCHEME_OF = {"tensorwise": "tensorwise", "delayed": "tensorwise", "rowwise": "rowwise",
-             "rowwise_with_gw_hp": "rowwise_with_gw_hp", "mxfp8": "mxfp8"}
+             "rowwise_with_gw_hp": "rowwise", "mxfp8": "mxfp8"}
 
 
 def facts_of(record: dict, recipe: str) -> Fp8RangeFacts:
