@@ -93,6 +93,7 @@ def test_a_near_miss_is_a_warning_within_the_headroom():
     code, findings = _pa301_of([path, "--data", "near_miss_batches"])
     assert code == 0 and [f["severity"] for f in findings] == ["warning"]
     assert 32752 < findings[0]["evidence"]["measured"] < 65504
+    assert findings[0]["message"].endswith("within the 2x headroom of overflowing there")  # not "becomes inf"
     assert _pa301_of([path, "--data", "near_miss_batches", "--headroom", "1"]) == (0, [])
 
 

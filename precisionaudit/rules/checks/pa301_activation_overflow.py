@@ -86,6 +86,8 @@ def activation_overflow(graph, name, node, target):
         text, batch, nan_at = rounded
         value, where, run = None, "result", dtype
         consequence = f"{graph.nodes[nan_at]['op']} (line {graph.nodes[nan_at].get('line')}) turns it into NaN"
+    if value is not None and value <= limit:  # the "near" case: it still fits
+        consequence = f"within the {_headroom(graph):g}x headroom of overflowing there"
     chain = overflow_chain(graph, name, dtype) if nan_at is None else _path(graph, name, nan_at)
     nodes = [name, *chain]
     fix_module = common_module(graph, nodes)
