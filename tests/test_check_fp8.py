@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+import yaml
 from conftest import sample
 
 from precisionaudit.check.pytorch import fp8 as check_fp8
@@ -157,6 +158,21 @@ def test_check_float8_on_the_command_line_fails_then_passes_with_the_plan(cli, t
     assert result.exit_code == 0
     assert "FP8 (tensorwise): 8 Linears" in result.stdout and f"kept out: {FC2}" in result.stdout
     assert "(float8 tensorwise, autocast, cuda)" in result.stdout
+
+
+def test_the_generated_plan_keeps_the_outlier_linear_out_and_passes(cli, tmp_path):
+    """The issue's demonstration end to end: ``plan --dtype float8 --data example`` measures
+    the outlier channel (PA605) and keeps its Linear out of FP8 (with the head, PA602); the
+    check that fails without a plan passes with the plan it wrote."""
+    plan = tmp_path / "generated.yaml"
+    result = cli("plan", sample(OUTLIER), "--dtype", "float8", "--data", "example", "-o", str(plan))
+    assert result.exit_code == 0, result.stderr
+    written = yaml.safe_load(plan.read_text())
+    assert FC2 in written["keep_out_of_fp8"] and written["target"]["recipe"] == "tensorwise"
+    result = cli("check", sample(OUTLIER), "--dtype", "float8", "--plan", str(plan), "--format", "json")
+    report = json.loads(result.stdout)
+    assert result.exit_code == 0 and report["passed"]
+    assert [v["status"] for v in report["variants"][2:]] == ["exceeds_tolerance", "ok"]
 
 
 def test_a_keep_out_entry_that_names_no_linear_is_a_warning(tmp_path):
