@@ -31,6 +31,16 @@ GEMM_OPS = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "eins
                       "conv3d", "scaled_dot_product_attention"})
 
 
+def multiple_of(recipe: str) -> int:
+    """The multiple K and N must have for ``recipe``'s FP8 GEMM."""
+    return MULTIPLE.get(recipe, DEFAULT_MULTIPLE)
+
+
+def dims_fallback(k: int, n: int, multiple: int) -> str:
+    """Why a K x N GEMM cannot run in FP8 ("" when it can): the scan's and the check's words."""
+    return f"K={k}, N={n}: FP8 GEMMs need both divisible by {multiple}" if k % multiple or n % multiple else ""
+
+
 def _weight(node) -> tuple[str, tuple] | None:
     return next(((name, tuple(shape)) for name, shape in node["params"] if shape and len(shape) == 2), None)
 
@@ -54,7 +64,7 @@ def _continues(graph, name) -> bool:
 
 
 def facts_of(graph, node, recipe: str, follows: dict, name: str) -> Fp8Facts:
-    multiple = MULTIPLE.get(recipe, DEFAULT_MULTIPLE)
+    multiple = multiple_of(recipe)
     weight = _weight(node)
     if node["op"] == "linear":
         n, k = weight[1] if weight else (None, None)  # F.linear's weight is (out, in)
@@ -71,10 +81,8 @@ def facts_of(graph, node, recipe: str, follows: dict, name: str) -> Fp8Facts:
         fallback = "F.linear outside an nn.Linear module: torchao and Transformer Engine convert modules"
     elif k is None or n is None:
         fallback = "weight shape unknown"
-    elif k % multiple or n % multiple:
-        fallback = f"K={k}, N={n}: FP8 GEMMs need both divisible by {multiple}"
     else:
-        fallback = ""
+        fallback = dims_fallback(k, n, multiple)
     return Fp8Facts(recipe=recipe, convertible=convertible, runs_fp8=not fallback, fallback=fallback, k=k, n=n,
                     m=m, multiple=multiple, output_head=not follows.get(name, True), tied_to=tied)
 

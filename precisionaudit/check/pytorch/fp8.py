@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...analysis.fp8 import DEFAULT_MULTIPLE, MULTIPLE
+from ...analysis.fp8 import dims_fallback, multiple_of
 from ...runtime.pytorch import fp8
 
 
@@ -50,17 +50,17 @@ class Fp8Choice:
 
 def choose(model: torch.nn.Module, recipe: str, keep_out=()) -> Fp8Choice:
     """The Linears of ``model`` that run in FP8 under ``recipe`` with ``keep_out`` left bf16."""
-    multiple = MULTIPLE.get(recipe, DEFAULT_MULTIPLE)
+    multiple = multiple_of(recipe)
     keep = set(keep_out)
     choice = Fp8Choice(recipe)
     for path, module in model.named_modules():
         if not isinstance(module, torch.nn.Linear):
             continue
-        k, n = module.in_features, module.out_features
+        fallback = dims_fallback(module.in_features, module.out_features, multiple)
         if path in keep:
             choice.kept.append(path)
-        elif k % multiple or n % multiple:
-            choice.fallback[path] = f"K={k}, N={n}: FP8 GEMMs need both divisible by {multiple}"
+        elif fallback:
+            choice.fallback[path] = fallback
         else:
             choice.modules.append(path)
     choice.unmatched = [p for p in keep_out if p not in choice.kept]

@@ -2,9 +2,11 @@
 and the recipes a layer's measured values would keep."""
 from __future__ import annotations
 
-#: the scalings a finding compares (``delayed`` scales as ``tensorwise`` does, at best;
-#: ``rowwise_with_gw_hp``'s forward is ``rowwise``'s)
-COMPARED = ("tensorwise", "rowwise", "mxfp8")
+from ...analysis.fp8_ranges import SCHEME_OF
+
+#: the scalings a finding compares: the recipes' forward scalings (``delayed`` scales as
+#: ``tensorwise`` does, at best; ``rowwise_with_gw_hp``'s forward is ``rowwise``'s)
+COMPARED = tuple(dict.fromkeys(SCHEME_OF.values()))
 
 
 def percent(share: float | None) -> str:
