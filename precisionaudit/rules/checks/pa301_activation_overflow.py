@@ -68,10 +68,11 @@ def activation_overflow(graph, name, node, target):
     limit = LARGEST_FINITE[dtype]
     big_inputs = [p for p in producers(graph, name) if _hot(graph, graph.nodes[p], dtype)]
     consequence, nan_at = BECOMES_INF, None
-    if _hot(graph, node, dtype):
+    measured = reached(graph, node, dtype)
+    if measured is not None:
         if any(low_dtype(graph.nodes[p]) == dtype for p in big_inputs):
             return None  # inherited: the producer's finding and plan chain cover this op
-        value, batch, run = reached(graph, node, dtype)
+        value, batch, run = measured
         where, text = "result", f"{value:.4g}"
     elif node.get("compute_dtype") == dtype and any(low_dtype(graph.nodes[p]) != dtype
                                                      for p in big_inputs):
