@@ -207,3 +207,16 @@ def test_a_finding_at_an_op_without_fix_ops_plans_that_op_not_its_whole_module()
                       model="m.py:get_model", node=name, op="linear", module="head", message="w",
                       fix={"action": "keep_fp32", "module": "head"})
     assert entries(make_plan([finding], Target(), graph)[0]) == [("head", ["linear"], ["PA303"])]
+
+
+def test_a_finding_without_an_op_does_not_widen_a_region_whose_other_findings_name_ops():
+    graph = new_graph()
+    name = add_op(graph, OpNode(name="softmax", op="softmax", target="aten._softmax", module="attn"))
+    named = Finding(rule="PA101", name="softmax", severity="error", path="m.py", line=3, model="m.py:get_model",
+                    node=name, op="softmax", module="attn", message="s",
+                    fix={"action": "keep_fp32", "ops": ["softmax"], "module": "attn"})
+    unplaced = Finding(rule="PA303", name="weight-out-of-range", severity="error", path="m.py", line=None,
+                       model="m.py:get_model", node=None, op=None, module="attn", message="w",
+                       fix={"action": "keep_fp32", "module": "attn"})
+    assert entries(make_plan([unplaced, named], Target(), graph)[0]) == [("attn", ["softmax"], ["PA101", "PA303"])]
+    assert entries(make_plan([unplaced], Target(), graph)[0]) == [("attn", None, ["PA303"])]

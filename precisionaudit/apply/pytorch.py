@@ -50,8 +50,9 @@ from ..runtime.pytorch.dtypes import LOW_PRECISION as LOW
 from ..runtime.pytorch.ops import CAST_FNS, GEMM_OPS, QUERIES, canonical_fn_name, canonical_name
 
 _AUTOCAST_DEVICES = ("cuda", "cpu", "xpu", "mps", "hpu")
-#: ops whose result autocast itself leaves in fp32 (exp, softmax, sum, layer_norm, ...): a
-#: region's cast-back must not lower such a result below the dtype it has without the plan
+#: ops whose result CUDA autocast (and the check's emulation of it) returns in fp32 (exp,
+#: softmax, sum, layer_norm, ...): a region's cast-back must not lower such a result below
+#: the dtype it has without the plan
 AUTOCAST_FP32 = frozenset(canonical_name(op.partition(".")[0]) for op, kind in POLICY.items()
                           if kind.startswith("fp32"))
 

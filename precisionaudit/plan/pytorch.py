@@ -68,6 +68,7 @@ def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERIT
     entries = []
     for module, region in regions.items():
         region["ops"] = _merged_calls(region["ops"], graph, module)
+        region["whole"] = region["whole"] and not region["ops"]  # ops named there: never the whole module
     for pattern, members in _globbed(regions, known, order):
         first = regions[members[0]]
         ops = None if first["whole"] else _in_order(first["ops"], graph)
