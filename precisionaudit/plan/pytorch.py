@@ -115,24 +115,24 @@ CANCELLING = frozenset({"sub", "rsub", "add"})
 
 
 def pole_producers(graph, node) -> list[str]:
-    """The ops of the saturating functions, and the cancellations of their results, that
-    compute a pole op's argument in the same module (``[sub, sigmoid]`` for
-    ``log(1 - sigmoid(x))``); [] for any other op."""
+    """The ops of a saturating function that computes a pole op's argument in the same
+    module, directly or through a cancellation (``[sub, sigmoid]`` for
+    ``log(1 - sigmoid(x))``); [] for any other op or argument."""
     attrs = graph.nodes[node]
     if attrs["op"] not in POLE_OPS:
         return []
-    found, frontier = [], list(producers(graph, node))
-    while frontier:
-        producer = graph.nodes[frontier.pop(0)]
-        if producer.get("module", "") != attrs.get("module", ""):
-            continue
-        if producer["op"] in CANCELLING:
-            frontier += [p for p in producers(graph, producer["name"]) if graph.nodes[p]["op"] in SATURATING]
-        elif producer["op"] not in SATURATING:
-            continue
-        if producer["op"] not in found:
+
+    def same_module(producers_of):
+        return [graph.nodes[p] for p in producers(graph, producers_of)
+                if graph.nodes[p].get("module", "") == attrs.get("module", "")]
+    found = []
+    for producer in same_module(node):
+        if producer["op"] in SATURATING:
             found.append(producer["op"])
-    return found
+        elif producer["op"] in CANCELLING:
+            saturating = [p["op"] for p in same_module(producer["name"]) if p["op"] in SATURATING]
+            found += [producer["op"], *saturating] if saturating else []
+    return list(dict.fromkeys(found))
 
 
 def _call_of(graph, node, module: str) -> str:
