@@ -395,7 +395,7 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--html", "html_file", metavar="FILE", help="Also write the report as one self-contained "
               "HTML page (variants, error growth and gradient plots; --train: the loss curves, the loss "
-              "scale and its skipped steps, updates lost per module).")
+              "scale and its skipped steps, each per-module measure a finding is about).")
 @click.option("--entry", default="get_model", show_default=True,
               help="Function of the model file that returns the nn.Module.")
 @click.option("--inputs", "inputs_name", default="get_example_inputs", show_default=True,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from . import strict_json
+from .words import verdict
 
 TEXT_GROWTH_ROWS = 24
 
@@ -59,8 +60,7 @@ def render_text(report: dict) -> str:
         lines.extend(_gradient_lines(report))
     last = report["variants"][-1]
     lines.append("")
-    lines.append("passed" if report["passed"] else
-                 f"FAILED: the {last['name']} variant is {last['status'].replace('_', ' ')}")
+    lines.append("passed" if report["passed"] else verdict(False, last["name"], last["status"]))
     return "\n".join(lines) + "\n"
 
 
