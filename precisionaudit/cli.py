@@ -279,8 +279,8 @@ Examples:
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
 @click.option("--prune", is_flag=True, help="Keep only the plan entries the check's runs need (PyTorch: "
               "on the example inputs, one forward per entry, and a plan that fails grows from each run's "
-              "first divergence; ONNX: a float16 run on generated inputs, 2-5 onnxruntime runs); the "
-              "plan written is verified.")
+              "first divergence; ONNX: float16 runs on generated inputs, 2-5 onnxruntime runs, more when "
+              "a failing plan grows from its first divergence); the plan written is verified.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
               help="With --prune: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="With --prune: the seed of the runs.")

@@ -220,6 +220,22 @@ def test_a_divergence_caused_upstream_grows_the_smallest_window_before_it(cli, t
     assert cli("check", path, "--plan", _written(cli, path, tmp_path)).exit_code == 0
 
 
+def test_prune_on_data_grows_each_batch_and_keeps_the_union(cli, tmp_path):
+    """With --data the search runs per calibration batch (issue 36's held-out ran
+    ``plan --prune --data``): the grown window of each batch is in the plan written."""
+    import numpy as np
+
+    path = cancellation(tmp_path)
+    npz = tmp_path / "batches.npz"
+    rng = np.random.default_rng(3)
+    np.savez(npz, **{f"{b}.x": rng.standard_normal(64).astype(np.float32) for b in range(2)})
+    result = cli("plan", path, "--prune", "--data", npz)
+    assert result.exit_code == 0, result.stderr
+    assert kept(yaml.safe_load(result.stdout)) == ["shift", "pass_on", "unshift"]
+    assert "(2 batches," in result.stdout and "and 3 nodes grown from first divergences" in result.stdout
+    assert "batch 0: unshift (exceeds tolerance)" in result.stdout
+
+
 def test_growth_stops_after_its_limit_and_says_so(cli, tmp_path):
     """One more unflagged overflow than MAX_GROWTH regions, on parallel branches: each run
     fixes one; the search stops, says where, and writes the plan as a failing one."""
