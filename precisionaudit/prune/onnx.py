@@ -124,7 +124,8 @@ class Growth:
         while entry["status"] != "ok":
             where = entry.get("first_divergence")
             if where is None:
-                self.stuck = "the outputs leave the tolerance but no node does first"
+                self.stuck = (f"the converted model failed ({entry['error']})" if entry.get("error") else
+                              "the outputs leave the tolerance but no node does first")
                 return False
             if len(self.added) == MAX_GROWTH:
                 self.stuck = f"still failing after {MAX_GROWTH} added regions (next: {where['node']})"
