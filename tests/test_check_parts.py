@@ -238,9 +238,9 @@ def test_the_readme_documents_the_default_tolerances():
     from precisionaudit.check.tolerance import DEFAULTS
 
     with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as fh:
-        rows = re.findall(r"^\| (float16|bfloat16) \| ([\d.e-]+) \| ([\d.e-]+) \| ([\d.]+) \|$", fh.read(), re.M)
-    assert {d: tuple(map(float, v)) for d, *v in rows} == {
-        d: (t.atol, t.rtol, t.cosine) for d, t in DEFAULTS.items()}
+        rows = re.findall(r"^\| (float16|bfloat16|float8) \|" + r" ([\d.e-]+) \|" * 5 + "$", fh.read(), re.M)
+    assert {d: tuple(None if x == "-" else float(x) for x in v) for d, *v in rows} == {
+        d: (t.atol, t.rtol, t.cosine, t.snr_db, t.gemm_snr_db) for d, t in DEFAULTS.items()}
 
 
 def test_a_variant_model_is_keyed_by_the_plans_content_not_its_identity():
