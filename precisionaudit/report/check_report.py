@@ -108,6 +108,8 @@ def _variant_lines(v, width: int) -> list[str]:
         at = f" ({fd['line']})" if fd.get("line") else ""
         what = {"error": "raised", "nonfinite": f"{fd.get('nonfinite')} non-finite values",
                 "exceeds_tolerance": f"relative error {_e(fd.get('rel_error'))}"}[fd["kind"]]
+        if fd.get("snr_db") is not None:  # an FP8 GEMM below its own SNR bar
+            what = f"its FP8 GEMM's SNR {fd['snr_db']:.1f} dB"
         out.append(f"  {'':10} first divergence: {where}{at}: {what}")
     if v.get("plan", {}).get("unused"):
         out.append(f"  {'':10} plan entries whose ops never ran: {', '.join(v['plan']['unused'])}")

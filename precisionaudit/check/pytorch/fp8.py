@@ -24,8 +24,8 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from ...analysis.fp8 import dims_fallback, multiple_of
-from ..metrics import report_number
 from ...runtime.pytorch import fp8
+from ..metrics import report_number
 
 
 def emulation_note(recipe: str) -> str:
