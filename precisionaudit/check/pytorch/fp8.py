@@ -135,7 +135,8 @@ def _measure(sums: list, input: torch.Tensor, module: torch.nn.Linear, out: torc
     it). No mode of the run sees this arithmetic: it is no op of the model."""
     device = input.device.type
     operand = input.to(torch.get_autocast_dtype(device)) if torch.is_autocast_enabled(device) else input
-    with torch.no_grad(), torch._C.DisableTorchFunction(), _disable_current_modes(), fp8._autocast_off(device):
+    with torch.no_grad(), torch._C.DisableTorchFunction(), _disable_current_modes(), \
+            torch.autocast(device, enabled=False):
         exact = operand.float() @ module.weight.float().t()
         got = out.float() if module.bias is None else out.float() - module.bias.to(out.dtype).float()
         sums[0] += float(exact.double().square().sum())
