@@ -279,8 +279,8 @@ Examples:
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
 @click.option("--prune", is_flag=True, help="Keep only the plan entries the check's runs need (PyTorch: "
               "on the example inputs, one forward per entry, and a plan that fails grows from each run's "
-              "first divergence; ONNX: a float16 run on generated inputs, 2-5 onnxruntime runs); the "
-              "plan written is verified.")
+              "first divergence; ONNX: float16 runs on generated inputs, 2-5 onnxruntime runs, more when "
+              "a failing plan grows from its first divergence); the plan written is verified.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
               help="With --prune: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="With --prune: the seed of the runs.")
@@ -385,6 +385,11 @@ Examples:
 @click.option("--atol", type=float, help="Absolute tolerance (default per dtype).")
 @click.option("--rtol", type=float, help="Tolerance relative to max |reference| (default per dtype).")
 @click.option("--cosine", type=float, help="Minimum cosine similarity (default per dtype).")
+@click.option("--snr", type=float, metavar="DB", help="Minimum signal-to-noise ratio of each output (and "
+              "intermediate result) against the reference, in dB (default: float8 20, none for "
+              "float16/bfloat16).")
+@click.option("--gemm-snr", type=float, metavar="DB", help="With --dtype float8: minimum SNR of each FP8 "
+              "GEMM against the same GEMM in float32 on its operands, in dB  [default: 25]")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed for weights and inputs.")
 @click.option("--grad", is_flag=True, help="Also compare gradients and recommend a loss scale.")
 @click.option("--train", is_flag=True, help="Train instead: --steps optimizer steps of fp32, the target and "
@@ -395,7 +400,7 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--html", "html_file", metavar="FILE", help="Also write the report as one self-contained "
               "HTML page (variants, error growth and gradient plots; --train: the loss curves, the loss "
-              "scale and its skipped steps, updates lost per module).")
+              "scale and its skipped steps, each per-module measure a finding is about).")
 @click.option("--entry", default="get_model", show_default=True,
               help="Function of the model file that returns the nn.Module.")
 @click.option("--inputs", "inputs_name", default="get_example_inputs", show_default=True,
@@ -407,8 +412,9 @@ Examples:
 @TIMEOUT_OPTION
 @value_options
 @guarded
-def check(path, plan_path, dtype, recipe, mode, device, atol, rtol, cosine, seed, grad, train, steps, lr, fmt, html_file,
-          entry, inputs_name, input_shapes, config_file, isolated, timeout, weights, data, batches, headroom):
+def check(path, plan_path, dtype, recipe, mode, device, atol, rtol, cosine, snr, gemm_snr, seed, grad, train, steps, lr,
+          fmt, html_file, entry, inputs_name, input_shapes, config_file, isolated, timeout, weights, data, batches,
+          headroom):
     """A/B check: fp32 reference vs the policy (baseline) vs the policy with the plan.
 
     ONNX models: fp32 vs converted to float16 vs converted with the plan, in onnxruntime (CPU).
@@ -429,7 +435,7 @@ def check(path, plan_path, dtype, recipe, mode, device, atol, rtol, cosine, seed
     if not os.path.isfile(path):
         raise UsageError(f"{path}: {'not a regular file' if os.path.exists(path) else 'no such file'}")
     values = _values(weights, data, batches, headroom)
-    tolerance = tolerance_for(settings.target.dtype, atol, rtol, cosine)
+    tolerance = tolerance_for(settings.target.named_dtype, atol, rtol, cosine, snr, gemm_snr)
     if html_file is not None:  # a missing plotly is said before the check
         html_file = _html_output(html_file, [path, plan_path])
     report = frontend_for(path).check(CheckRequest(path, plan_path, settings.target.dtype, settings.target.mode,

@@ -84,7 +84,7 @@ def test_text_report_names_the_first_diverging_node(cli, tmp_path):
     result = cli("check", exp_softmax_by_hand(tmp_path))
     assert result.exit_code == 1
     assert "first divergence: gate · exp [/gate/Exp]" in result.stdout
-    assert "FAILED: the baseline variant is nonfinite" in result.stdout
+    assert "FAILED: the baseline variant went non-finite (inf/NaN)" in result.stdout
 
 
 # --------------------------------------------------------------------------- float16 numerics

@@ -115,7 +115,7 @@ class Session:
         self.progress = progress or (lambda message: None)
         self.runtime = runtime = execution.resolve(device)
         self.target = target = Target(target.dtype, target.mode, runtime.policy_device, target.recipe)
-        self.tol = tolerance or tolerance_for(target.dtype)
+        self.tol = tolerance or tolerance_for(target.named_dtype)
         self.warnings: list[str] = []
         self.progress("loading the model")
         model, self._batches = _load(path, entry, inputs, seed, runtime, values)
@@ -203,6 +203,10 @@ class Session:
         if choice is not None:
             entry.update(dtype="float8", recipe=target.recipe, fp8=choice.as_dict(),
                          gemm_flops_fp8=None if run.error else report_number(run.flops.fp8_share()))
+            gemm = choice.below(self.tol.gemm_snr_db)
+            if gemm is not None and entry["status"] == "ok":  # an FP8 GEMM below its own bar
+                entry["status"] = "exceeds_tolerance"
+                entry["first_divergence"] = run.probe.first_divergence() or gemm
             for path in choice.unmatched:
                 self.warnings.append(f"{plan.source}: keep_out_of_fp8 entry {path!r} names no nn.Linear "
                                      "of the model")
