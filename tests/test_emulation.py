@@ -1,6 +1,10 @@
 """The CPU emulation of CUDA's low-precision kernels (check --device cpu-emulated)."""
 import json
+import os
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -203,3 +207,160 @@ def test_mixed_operands_compute_what_fp32_computes_rounded_once_and_only_for_the
         conv(x)
     with pytest.raises(RuntimeError, match="same dtype"):
         y @ basis
+
+
+# --- where CUDA keeps a running value in the low dtype (low_accumulation.py)
+
+def low_add(a, b, dtype):
+    """CUDA's ``a + b`` on two fp16/bf16 values (c10::Half operator+): fp32 sum, rounded."""
+    return (a.float() + b.float()).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_a_scan_along_an_outer_dimension_rounds_every_step(dtype):
+    """tensor_kernel_scan_outer_dim: one thread per column, acc = acc + x, acc a scalar_t."""
+    torch.manual_seed(0)
+    x = (torch.rand(2, 700, 3) + 0.2).to(dtype)
+    with EmulatedKernels():
+        got = x.cumsum(1)
+    want = torch.empty_like(x)
+    for i in range(2):
+        for j in range(3):
+            acc = x[i, 0, j]
+            want[i, 0, j] = acc
+            for k in range(1, 700):
+                acc = want[i, k, j] = low_add(acc, x[i, k, j], dtype)
+    assert torch.equal(got, want)
+    assert not torch.equal(got, x.float().cumsum(1).to(dtype)), "fp32 accumulation would not show it"
+
+
+def cuda_innermost_scan(x: np.ndarray) -> np.ndarray:
+    """tensor_kernel_scan_innermost_dim_impl (ScanUtils.cuh) for fp16, thread by thread."""
+    num_rows, row_size = x.shape
+    log_x = log_num_threads_x(num_rows, row_size)
+    nx = 1 << log_x
+    out = np.empty_like(x)
+
+    def add(a, b):
+        return np.float16(np.float32(a) + np.float32(b))
+
+    for row in range(num_rows):
+        block_total = np.float16(0)
+        for block_col in range(0, row_size, 2 * nx):
+            buf = [x[row, c] if c < row_size else np.float16(0) for c in range(block_col, block_col + 2 * nx)]
+            buf[0] = add(buf[0], block_total)
+            for m in range(log_x + 1):
+                s = 1 << m
+                for tx in range(nx):
+                    a = ((tx >> m) << (m + 1)) | s
+                    ti, si = a + tx % s, a - 1
+                    buf[ti] = add(buf[ti], buf[si])
+            end = min(block_col + 2 * nx, row_size)
+            out[row, block_col:end] = buf[:end - block_col]
+            block_total = buf[2 * nx - 1]
+    return out
+
+
+def log_num_threads_x(num_rows, row_size):
+    """get_log_num_threads_x_inner_scan<uint32_t>, in uint32 arithmetic as compiled."""
+    log_x = log_y = 0
+    while (1 << log_x) < row_size:
+        log_x += 1
+    while (1 << log_y) < num_rows:
+        log_y += 1
+    with np.errstate(over="ignore"):
+        wrapped = (np.uint32(9) + (np.uint32(log_x) - np.uint32(log_y))) // np.uint32(2)
+    return int(min(max(4, wrapped), 9))
+
+
+@pytest.mark.parametrize("rows,row_size", [(64, 300), (3, 1000), (2048, 3)])
+def test_a_scan_along_the_innermost_dimension_is_cudas_tiled_tree(rows, row_size):
+    from precisionaudit.runtime.pytorch.low_accumulation import log_threads_x
+
+    torch.manual_seed(0)
+    x = (torch.rand(rows, row_size) + 0.5).half()
+    with EmulatedKernels():
+        got = x.cumsum(-1)
+    assert log_threads_x(rows, row_size) == log_num_threads_x(rows, row_size)
+    assert torch.equal(got, torch.from_numpy(cuda_innermost_scan(x.numpy())))
+
+
+def test_a_one_dimensional_fp16_cumsum_errs_as_cudas_device_scan_does():
+    """pytorch/pytorch#180150 (torch 2.9): an fp16 cumsum of 500,000 randn values on a GPU is
+    off by 5.59 from the float64 one, 11x CPU's fp32-accumulating 0.505 (11-15x on the GPUs
+    reported). A sequential fp16 scan is off by far more, an fp32 one by far less."""
+    torch.manual_seed(0)
+    x = torch.randn(500_000, dtype=torch.float16)
+    exact = x.double().cumsum(0)
+    with EmulatedKernels():
+        got = x.cumsum(0)
+    cpu_error = (x.cumsum(0).double() - exact).abs().max().item()
+    error = (got.double() - exact).abs().max().item()
+    assert 2 < error < 15 and 8 < error / cpu_error < 25, (error, cpu_error)
+
+
+def test_bf16_cumprod_and_logcumsumexp_scan_in_the_low_dtype_too():
+    torch.manual_seed(0)
+    x = (torch.rand(400, 2) * 0.02 + 0.995).bfloat16()
+    y = torch.randn(400, 2).bfloat16()
+    with EmulatedKernels():
+        prod, lse = x.cumprod(0), y.logcumsumexp(0)
+    want_prod, want_lse = x.clone(), y.clone()
+    for k in range(1, 400):
+        want_prod[k] = (want_prod[k - 1].float() * x[k].float()).bfloat16()
+        want_lse[k] = torch.logaddexp(want_lse[k - 1].float(), y[k].float()).bfloat16()
+    assert torch.equal(prod, want_prod) and torch.equal(lse, want_lse)
+
+
+def test_pa103_cumsum_hazard_fails_its_check_as_on_the_h200(cli):
+    """bench/README.md, 'Results: one NVIDIA H200': CUDA max_abs 8.88, the emulation (fp32
+    accumulation) 0.254 and passed."""
+    from conftest import sample
+
+    result = cli("check", sample("pa103_cumsum_hazard.py"), "--mode", "pure", "--format", "json")
+    baseline = json.loads(result.output)["variants"][1]
+    assert result.exit_code == 1 and baseline["status"] == "exceeds_tolerance"
+    assert abs(baseline["outputs"][0]["max_abs"] - 8.88) < 0.45
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_index_add_and_scatter_add_round_every_add_as_cudas_atomics(dtype):
+    torch.manual_seed(0)
+    dest = torch.zeros(5, 8, dtype=dtype)
+    index = torch.randint(0, 5, (300,))
+    src = (torch.rand(300, 8) + 0.5).to(dtype)
+    with EmulatedKernels():
+        added = dest.index_add(0, index, src)
+        scattered = dest.scatter_add(0, index.unsqueeze(1).expand(300, 8), src)
+    want = dest.clone()
+    for i, row in enumerate(index.tolist()):
+        want[row] = low_add(want[row], src[i], dtype)
+    assert torch.equal(added, want) and torch.equal(scattered, want)
+    assert not torch.equal(want, dest.float().index_add(0, index, src.float()).to(dtype))
+
+
+# --- the same equalities under each of CPU's kernel paths
+
+ORDER = ["DEFAULT", "AVX2", "AVX512"]
+
+
+def other_kernel_paths() -> list[str]:
+    """The ``ATEN_CPU_CAPABILITY`` values this CPU supports besides the one torch picked."""
+    natural = torch.backends.cpu.get_cpu_capability()
+    below = ORDER[:ORDER.index(natural)] if natural in ORDER else ["DEFAULT"]
+    return [path.lower() for path in below]
+
+
+@pytest.mark.parametrize("path", other_kernel_paths())
+def test_the_equalities_hold_under_every_kernel_path_torch_offers(path):
+    """torch picks its vectorised kernels (and its fp32 math functions) by instruction set at
+    start-up; a process started with ``ATEN_CPU_CAPABILITY`` set runs another path, so this
+    machine also covers the machines that have only that one."""
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=path)
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert probe.stdout.strip() == path.upper(), probe.stderr
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__,
+                           "-k", "not kernel_path"], env=env, capture_output=True, text=True, timeout=1200,
+                          cwd=os.path.dirname(__file__))
+    assert done.returncode == 0, done.stdout[-4000:]
