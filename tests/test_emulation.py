@@ -110,6 +110,16 @@ def test_ops_compute_in_fp32_and_round_once(op, dtype):
 
 
 @pytest.mark.parametrize("dtype", LOW)
+def test_ranges_are_computed_in_fp32_and_rounded_once(dtype):
+    """CUDA's arange and linspace compute each value in acc_type (fp32) and round it; CPU's
+    fp16/bf16 ones differ on a quarter of these values."""
+    with EmulatedKernels():
+        got = torch.arange(0, 8000, 0.37, dtype=dtype), torch.linspace(-3, 7000, 10001, dtype=dtype)
+    assert torch.equal(got[0], torch.arange(0, 8000, 0.37).to(dtype))
+    assert torch.equal(got[1], torch.linspace(-3, 7000, 10001).to(dtype))
+
+
+@pytest.mark.parametrize("dtype", LOW)
 def test_ops_writing_into_low_tensors_round_the_fp32_result_once(dtype):
     torch.manual_seed(0)
     a, b = (torch.randn(4096) * 3).to(dtype), (torch.randn(4096) * 3).to(dtype)

@@ -80,7 +80,8 @@ abs abs_ neg neg_ sign signbit isnan isinf isfinite isposinf isneginf
 _local_scalar_dense equal is_nonzero is_same_size any all count_nonzero unique_consecutive
 unique_dim _unique _unique2 bernoulli bernoulli_ uniform_ normal_ random_ exponential_ geometric_
 rand_like randn_like randint_like set_ resize_ resize_as_ _foreach_copy_
-zeros ones empty empty_strided full scalar_tensor select_backward slice_backward diagonal_backward
+zeros ones empty empty_strided empty_permuted full scalar_tensor eye rand randn randint randperm
+promote_types result_type can_cast select_backward slice_backward diagonal_backward
 unsafe_split unsafe_split_with_sizes unsafe_chunk
 """.split())
 #: exact unless an argument asks them to add (``index_put_(..., accumulate=True)``)
@@ -179,15 +180,15 @@ def _low_with_float32(args, kwargs):
 
 
 def _reads_low(leaves) -> bool:
-    """Whether the call reads an fp16/bf16 tensor (or names such a dtype) and no float64 or
-    complex one (those CPU computes natively, as CUDA does)."""
+    """Whether the call reads an fp16/bf16 tensor or names such a dtype (``arange(...,
+    dtype=torch.float16)``, ``_softmax_backward_data``'s ``input_dtype``), and no float64 or
+    complex tensor (those CPU computes natively, as CUDA does)."""
     low = False
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor):
-            if leaf.dtype in LOW:
-                low = True
-            elif leaf.dtype == torch.float64 or leaf.is_complex():
+            if leaf.dtype == torch.float64 or leaf.is_complex():
                 return False
+            low |= leaf.dtype in LOW
         elif isinstance(leaf, torch.dtype) and leaf in LOW:
             low = True
     return low
