@@ -108,13 +108,13 @@ class EmulatedKernels(TorchDispatchMode):
         kwargs = kwargs or {}
         if func is torch.ops.aten.scalar_tensor.default and self.refuse_scalars:
             refuse_unrepresentable_scalar(args[0], kwargs.get("dtype"))
-        leaves = pytree.tree_leaves((args, kwargs))
-        if not _reads_low(leaves) or _is_exact(func, args, kwargs):
+        leaves = [*_leaves(args, kwargs)]
+        op = _op(func)
+        if not _reads_low(leaves) or op.exact(args, kwargs):
             return func(*args, **kwargs)
-        name = func.overloadpacket.__name__
-        if name in NO_CPU_KERNEL:
-            self.emulated.add(name)
-        return _in_fp32(func, args, kwargs, leaves)
+        if op.name in NO_CPU_KERNEL:
+            self.emulated.add(op.name)
+        return _in_fp32(op, args, kwargs, leaves)
 
 
 @contextlib.contextmanager
@@ -194,28 +194,59 @@ def _reads_low(leaves) -> bool:
     return low
 
 
-def _is_exact(func, args, kwargs) -> bool:
-    name = func.overloadpacket.__name__
-    if name in EXACT or func.is_view:
-        return True
-    if name not in _EXACT_UNLESS:
-        return False
-    flag = _argument(func, args, kwargs, _EXACT_UNLESS[name])
-    return not flag and "reduce" not in func._overloadname
+class _Op:
+    """What the emulation needs to know of an aten op, read from its schema once."""
+
+    def __init__(self, func):
+        self.func, self.name = func, func.overloadpacket.__name__
+        arguments = func._schema.arguments
+        self.positions = {a.name: (i, a.kwarg_only) for i, a in enumerate(arguments)}
+        self.written = [a.name for a in arguments if a.alias_info is not None and a.alias_info.is_write]
+        self.always_exact = self.name in EXACT or func.is_view
+        self.unless = None if "reduce" in func._overloadname else _EXACT_UNLESS.get(self.name)
+
+    def argument(self, args, kwargs, name):
+        if name not in self.positions:
+            return None
+        i, kwarg_only = self.positions[name]
+        return args[i] if i < len(args) and not kwarg_only else kwargs.get(name)
+
+    def exact(self, args, kwargs) -> bool:
+        return self.always_exact or (self.unless is not None and not self.argument(args, kwargs, self.unless))
 
 
-def _argument(func, args, kwargs, name):
-    for i, arg in enumerate(func._schema.arguments):
-        if arg.name == name:
-            return args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(name)
-    return None
+_OPS: dict = {}
 
 
-def _in_fp32(func, args, kwargs, leaves):
-    """``func`` computed as CUDA computes it from its low-precision inputs (module doc): the
+def _op(func) -> _Op:
+    if func not in _OPS:
+        _OPS[func] = _Op(func)
+    return _OPS[func]
+
+
+def _leaves(args, kwargs):
+    """The call's arguments with lists (a TensorList, ``index``'s indices) flattened: aten
+    arguments nest one level at most."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, (list, tuple)):
+            yield from value
+        else:
+            yield value
+
+
+def _map(fn, value):
+    """``fn`` applied to the tensors and dtypes of an argument or a result (lists flattened)."""
+    if isinstance(value, (list, tuple)):
+        mapped = [_map(fn, v) for v in value]
+        return tuple(mapped) if isinstance(value, tuple) else mapped
+    return fn(value) if isinstance(value, (torch.Tensor, torch.dtype)) else value
+
+
+def _in_fp32(op, args, kwargs, leaves):
+    """The op computed as CUDA computes it from its low-precision inputs (module doc): the
     result each output has in the low dtype, rounded once; a low tensor the op writes into
     receives that result."""
-    name = func.overloadpacket.__name__
+    func, name = op.func, op.name
     low = _one_low_dtype(leaves)
     native = _native_dtypes(func, args, kwargs, leaves)
     if low is None and (native is None or name in FP32_COMPUTE):
@@ -223,22 +254,21 @@ def _in_fp32(func, args, kwargs, leaves):
     if native is None:  # no meta kernel
         return _rounded_to(low, func, args, kwargs)
     if name in SCAN_STEPS and native[0] in LOW:
-        result = cuda_scan(args[0].to(native[0]), _argument(func, args, kwargs, "dim"), SCAN_STEPS[name])
-        return _into_destination(func, args, kwargs, result)
+        result = cuda_scan(args[0].to(native[0]), op.argument(args, kwargs, "dim"), SCAN_STEPS[name])
+        return _into_destination(op, args, kwargs, result)
     if name in ATOMIC_ADDS and native[0] in LOW:
-        self, dim, index, src = (_argument(func, args, kwargs, n) for n in ("self", "dim", "index", "src"))
-        source = src if src is not None else _argument(func, args, kwargs, "source")
-        alpha = _argument(func, args, kwargs, "alpha")
+        self, dim, index = (op.argument(args, kwargs, n) for n in ("self", "dim", "index"))
+        source = op.argument(args, kwargs, "src" if "src" in op.positions else "source")
+        alpha = op.argument(args, kwargs, "alpha")
         result = atomic_add(name, self, dim, index, source, 1 if alpha is None else alpha)
-        return _into_destination(func, args, kwargs, result)
-    wide_args, wide_kwargs = pytree.tree_map_only((torch.Tensor, torch.dtype), _widen, (args, kwargs))
+        return _into_destination(op, args, kwargs, result)
+    wide_args, wide_kwargs = _map(_widen, args), {k: _map(_widen, v) for k, v in kwargs.items()}
     if name in _HALF_TO_FLOAT and len(wide_args) > 2 and wide_args[2]:
         wide_args = (*wide_args[:2], False, *wide_args[3:])  # CPU has no half_to_float; fp32 already
     out = func(*wide_args, **wide_kwargs)
-    written = _write_back(func, (args, kwargs), (wide_args, wide_kwargs))
+    written = _write_back(op, (args, kwargs), (wide_args, wide_kwargs))
     dtypes = iter(native)
-    return pytree.tree_map_only(
-        torch.Tensor, lambda t: _round(t, next(dtypes)) if id(t) not in written else written[id(t)], out)
+    return _map(lambda t: _round(t, next(dtypes)) if id(t) not in written else written[id(t)], out)
 
 
 def _widen(x):
@@ -252,18 +282,14 @@ def _round(t, dtype):
     return t.to(dtype) if t.dtype == torch.float32 and dtype in LOW else t
 
 
-def _write_back(func, original, wide) -> dict:
+def _write_back(op, original, wide) -> dict:
     """Copy, rounded once, what the op wrote into the fp32 copies of low tensors (``add_``,
     ``out=``, a list of ``_foreach_mul_``) into those tensors: {id(copy): tensor}."""
     written = {}
-    if not func._schema.is_mutable:
-        return written
-    for arg in func._schema.arguments:
-        if arg.alias_info is None or not arg.alias_info.is_write:
-            continue
-        before = pytree.tree_leaves(_argument(func, *original, arg.name))
-        after = pytree.tree_leaves(_argument(func, *wide, arg.name))
-        for tensor, copy in zip(before, after):
+    for name in op.written:
+        before, after = op.argument(*original, name), op.argument(*wide, name)
+        pairs = zip(before, after) if isinstance(before, (list, tuple)) else [(before, after)]
+        for tensor, copy in pairs:
             if isinstance(tensor, torch.Tensor) and copy is not tensor:
                 if tensor.shape != copy.shape:
                     tensor.resize_(copy.shape)
@@ -272,15 +298,14 @@ def _write_back(func, original, wide) -> dict:
     return written
 
 
-def _into_destination(func, args, kwargs, result):
+def _into_destination(op, args, kwargs, result):
     """``result`` as the op returns it: written into ``self`` (``cumsum_``) or ``out``."""
-    for arg in func._schema.arguments:
-        if arg.alias_info is not None and arg.alias_info.is_write:
-            target = _argument(func, args, kwargs, arg.name)
-            if target.shape != result.shape:
-                target.resize_(result.shape)
-            return target.copy_(result)
-    return result
+    if not op.written:
+        return result
+    target = op.argument(args, kwargs, op.written[0])
+    if target.shape != result.shape:
+        target.resize_(result.shape)
+    return target.copy_(result)
 
 
 #: (op, what its arguments' dtypes are) -> the dtypes of its tensor outputs on CUDA, or None

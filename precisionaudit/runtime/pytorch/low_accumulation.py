@@ -64,17 +64,18 @@ def cuda_scan(x: torch.Tensor, dim: int, step) -> torch.Tensor:
     elif dim == x.dim() - 1:
         out = _innermost_scan(v.reshape(-1, shape[-1]), op)
     else:
-        out = _outer_scan(v.reshape(math.prod(shape[:dim]), shape[dim], -1), op)
+        out = _outer_scan(v.reshape(math.prod(shape[:dim]), shape[dim], -1), step, low)
     return out.reshape(shape).to(low)
 
 
-def _outer_scan(v, op):
-    """[outer, n, inner]: each column scanned one step after the other."""
-    by_step = v.transpose(0, 1).contiguous()
-    out = torch.empty_like(by_step)
-    acc = out[0] = by_step[0]
-    for i in range(1, by_step.shape[0]):
-        acc = out[i] = op(acc, by_step[i])
+def _outer_scan(v, step, low):
+    """[outer, n, inner]: each column scanned one step after the other (in place: this
+    loop is as long as the scanned dimension)."""
+    out = v.transpose(0, 1).contiguous()
+    rounded = torch.empty(out.shape[1:], dtype=low)
+    for i in range(1, out.shape[0]):
+        rounded.copy_(step(out[i - 1], out[i]))
+        out[i].copy_(rounded)
     return out.transpose(0, 1)
 
 
