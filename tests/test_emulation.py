@@ -167,35 +167,16 @@ def test_cross_entropy_backward_under_fp16_autocast():
 
 
 def test_check_grad_runs_the_cross_entropy_model(tmp_path, cli):
+    """The model of bench/gpu_truth.py's table 2."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+    from gpu_truth import CROSS_ENTROPY_MODEL
+
     path = tmp_path / "cross_entropy_grad.py"
     path.write_text(CROSS_ENTROPY_MODEL)
     result = cli("check", path, "--grad", "--dtype", "float16", "--mode", "autocast", "--format", "json")
-    baseline = json.loads(result.output)["variants"][1]
+    baseline = json.loads(result.stdout)["variants"][1]
     assert result.exit_code == 0 and baseline["status"] == "ok", baseline.get("error")
     assert baseline["outputs"][0]["max_abs"] < 1e-3 and baseline["gradients"]["nonfinite"] == 0
-
-
-CROSS_ENTROPY_MODEL = """import torch
-import torch.nn.functional as F
-from torch import nn
-
-
-class Classifier(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.proj = nn.Linear(64, 10)
-
-    def forward(self, x, y):
-        return F.cross_entropy(self.proj(x), y)
-
-
-def get_model():
-    return Classifier()
-
-
-def get_example_inputs():
-    return (torch.randn(8, 64), torch.randint(0, 10, (8,)))
-"""
 
 
 def test_mixed_operands_compute_what_fp32_computes_rounded_once_and_only_for_the_capture():
@@ -328,7 +309,7 @@ def test_pa103_cumsum_hazard_fails_its_check_as_on_the_h200(cli):
     from conftest import sample
 
     result = cli("check", sample("pa103_cumsum_hazard.py"), "--mode", "pure", "--format", "json")
-    baseline = json.loads(result.output)["variants"][1]
+    baseline = json.loads(result.stdout)["variants"][1]
     assert result.exit_code == 1 and baseline["status"] == "exceeds_tolerance"
     assert abs(baseline["outputs"][0]["max_abs"] - 8.88) < 0.45
 
