@@ -32,11 +32,9 @@ import math
 import torch
 
 
-def round_to(low):
-    """``step(a, b)`` in fp32 rounded to ``low`` (kept as fp32 tensors holding low values)."""
-    def rounded(step):
-        return lambda a, b: step(a, b).to(low).float()
-    return rounded
+def _rounded(step, low):
+    """``step(a, b)`` in fp32, rounded to ``low`` (fp32 tensors holding low values)."""
+    return lambda a, b: step(a, b).to(low).float()
 
 
 def _log_add_exp(a, b):
@@ -56,7 +54,7 @@ def cuda_scan(x: torch.Tensor, dim: int, step) -> torch.Tensor:
     if x.dim() == 0 or x.numel() == 0:
         return x.clone()
     low, dim = x.dtype, dim % x.dim()
-    op = round_to(low)(step)
+    op = _rounded(step, low)
     v = x.float().contiguous()
     shape = x.shape
     if x.numel() == shape[dim]:
