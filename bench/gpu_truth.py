@@ -8,7 +8,7 @@ tests (tests/test_gpu.py):
                own record (its capture, emulated on CPU), compared per module as multisets of
                (aten op, input dtypes, output dtypes); the target is 0 mismatches
 2. numerics  - ``check --device cuda`` against ``check --device cpu-emulated`` on the check
-               demonstrations (sample_models/check_*.py, tests/demos, the fp16 cumsum limit)
+               demonstrations (sample_models/check_*.py, tests/demos, the fp16 cumsum)
 3. training  - standalone training steps under real CUDA AMP / pure fp16 / pure bf16 (issues
                23 and 24): clip before unscale, no GradScaler, Adam eps in fp16, bf16 AdamW
                stalls; each also run on CPU with CUDA's autocast emulated, side by side
@@ -535,14 +535,14 @@ def numerics_demos(tmp: str) -> list[tuple[str, str, str, str]]:
                               ("layernorm_eps.py", "float16", "pure")]:
         demos.append((os.path.join(DEMOS, name), dtype, mode, "tests/test_demos.py"))
     demos.append((os.path.join(SAMPLES, "pa103_cumsum_hazard.py"), "float16", "pure",
-                  "known limit: CUDA's fp16 cumsum accumulates in fp16 (README)"))
+                  "CUDA's fp16 cumsum accumulates in fp16 (emulated: low_accumulation.py)"))
     demos.append((os.path.join(DEMOS, "positions_cumsum.py"), "float16", "pure",
-                  "cumsum positions in fp16 (the limit, on a demo)"))
+                  "cumsum positions in fp16 (the same scan, on a demo)"))
     ce = os.path.join(tmp, "cross_entropy_grad.py")
     with open(ce, "w") as f:
         f.write(CROSS_ENTROPY_MODEL)
     demos.append((ce, "float16", "autocast", "check --grad: the emulation raised in log_softmax's backward "
-                  "on CPU (expected scalar type Float but found Half)", ["--grad"]))
+                  "on CPU before issue 36 (expected scalar type Float but found Half)", ["--grad"]))
     return demos
 
 

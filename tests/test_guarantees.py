@@ -388,7 +388,8 @@ def test_a_time_limit_lost_once_comes_again(tmp_path, body):
     assert "Exception ignored" not in proc.stderr
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["Ctrl-C", "SIGTERM"])
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+                         ids=["Ctrl-C", "SIGTERM", "SIGHUP"])
 def test_a_signal_dropped_in_a_finalizer_comes_again(tmp_path, sig, code):
     import time
 
