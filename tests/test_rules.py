@@ -16,6 +16,7 @@ CASES = [
     ("PA104", "pa104_lstm_hazard.py", "pa104_lstm_clean.py", "autocast"),
     ("PA104", "pa104_recurrence_hazard.py", "pa104_recurrence_clean.py", "autocast"),
     ("PA105", "pa105_exp_hazard.py", "pa105_exp_clean.py", "pure"),
+    ("PA105", "pa105_decay_hazard.py", "pa105_decay_clean.py", "pure"),
     ("PA106", "pa106_logits_hazard.py", "pa106_logits_clean.py", "autocast"),
     ("PA106", "pa106_logits_hazard.py", "pa106_prescaled_clean.py", "autocast"),
     ("PA106", "pa106_prescaled_hazard.py", "pa106_prescaled_clean.py", "autocast"),

@@ -1,7 +1,9 @@
 """The value-range pass (analysis/ranges.py) and the rules that consult it (PA105, PA106)."""
+import math
 import textwrap
 
 import pytest
+import torch
 from conftest import findings_of, sample, scanned_graph
 
 from precisionaudit.core.numerics import Target
@@ -165,3 +167,41 @@ def test_a_hand_written_l2_norm_is_reported_at_its_square_not_its_root(tmp_path)
     assert results[0].status == "ok", results[0].error
     assert sorted((f.rule, f.op) for f in found if f.rule in ("PA102", "PA103", "PA105")) == [
         ("PA102", "sum"), ("PA105", "pow")]
+
+
+INVERSE_SIGMOID = """
+x = torch.sigmoid(self.proj(x)).clamp(min=0, max=1)
+x1 = x.clamp(min=1e-5)
+x2 = (1 - x).clamp(min=1e-5)
+return torch.log(x1 / x2).float()
+"""
+
+
+@pytest.mark.parametrize("dtype,mode", [("float16", "autocast"), ("bfloat16", "autocast"), ("float16", "pure")])
+def test_detr_inverse_sigmoid_is_bounded_under_every_target(tmp_path, dtype, mode):
+    """DETR's ``inverse_sigmoid`` (13 transformers model files): ``1 - x`` over [0, 1] is [0, 1]
+    (aten records it as ``rsub(x, 1)``), so the clamp gives [1e-5, 1] and the division is
+    bounded. It once came out [-1, 0], the clamp inverted it and the division by it raised
+    ZeroDivisionError: an internal error under every target."""
+    graph = scanned_graph(model_file(tmp_path, INVERSE_SIGMOID), dtype=dtype, mode=mode)
+    by_name = {n: a["range"].value_range for n, a in graph.nodes(data=True)}
+    assert graph.nodes["sub"]["target"] == "aten.rsub.Scalar"
+    assert by_name["sub"] == (0.0, 1.0)
+    low = getattr(torch, dtype)  # the sigmoid's output dtype: each interval is stored in it
+    eps = torch.tensor(1e-5, dtype=low).item()
+    assert by_name["clamp_2"] == (eps, 1.0)
+    quotient = torch.tensor([eps / 1.0, 1.0 / eps], dtype=torch.float64).to(low).tolist()
+    assert by_name["div"] == pytest.approx(tuple(quotient))  # 1 / 1e-5 is inf in fp16
+
+
+def test_a_product_of_bounded_factors_keeps_its_sign(tmp_path):
+    """RecurrentGemma's RG-LRU: ``-8 * sigmoid(.) * softplus(param)`` is <= 0 for any weights
+    (softplus >= 0), so exp of it and of twice it lie in [0, 1]: no PA105 in pure fp16."""
+    path = model_file(tmp_path, """
+        log_a = -8.0 * torch.sigmoid(self.proj(x)) * F.softplus(self.decay)
+        return (torch.exp(log_a) + torch.exp(2 * log_a)).float()
+    """, init="self.decay = nn.Parameter(torch.randn(64))")
+    ranges = ranges_by_op(path)
+    assert ranges["softplus"] == (0.0, math.inf)
+    assert ranges["exp"] == (0.0, 1.0)
+    assert "PA105" not in rule_ids(path, mode="pure")
