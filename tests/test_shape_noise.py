@@ -138,3 +138,33 @@ def test_a_padding_mask_keeps_every_fused_kernel_away_and_is_a_warning():
     call and the memory-efficient kernel refuses dim 20: SDPA's math path, a warning."""
     (f,) = rules_of(sample("pa206_headdim_hazard.py"), "PA206")
     assert f.severity == "warning" and "SDPA runs its unfused math path" in f.message
+
+
+MOONSHINE = """
+import torch
+import transformers as tf
+
+
+def get_model():
+    torch.manual_seed(0)
+    config = tf.MoonshineConfig(hidden_size=288, intermediate_size=1152, encoder_num_hidden_layers=1,
+                                decoder_num_hidden_layers=1, encoder_num_attention_heads=8,
+                                decoder_num_attention_heads=8, vocab_size=1024, use_cache=False)
+    return tf.MoonshineForConditionalGeneration(config).eval()
+
+
+def get_example_inputs():
+    return {"input_values": torch.randn(2, 1600), "decoder_input_ids": torch.randint(0, 1024, (2, 8))}
+"""
+
+
+def test_the_causal_mask_transformers_builds_only_while_tracing_is_no_mask(tmp_path):
+    """Moonshine (head dim 36): its decoder's causal mask is built by masking_utils only because
+    the capture's fake tensors look like tracing; a real run passes is_causal=True and no mask
+    (checked on CPU: every SDPA call of this model gets attn_mask=None), so flash attention runs
+    all three attentions padded: three infos, no warning."""
+    pytest.importorskip("transformers")
+    path = tmp_path / "moonshine.py"
+    path.write_text(MOONSHINE)
+    found = rules_of(str(path), "PA206")
+    assert found and {(f.severity, f.evidence["head_dim"]) for f in found} == {("info", 36)}

@@ -78,5 +78,7 @@ def _masked(graph, name, node, head_dim) -> bool:
         return False
     if not (node.get("file") or "").replace("\\", "/").endswith(TRANSFORMERS_SDPA):
         return True
-    masks = [p for p in producers(graph, name) if (graph.nodes[p]["out_shape"] or (None,))[-1] != head_dim]
+    keys = {s[-2] for s in node["in_shapes"] if s and len(s) >= 2 and s[-1] == head_dim}
+    masks = [p for p in producers(graph, name)  # the producer whose output ends in the key length
+             if (graph.nodes[p]["out_shape"] or (None,))[-1] in keys - {head_dim}]
     return any(graph.nodes[a].get("sources") for m in masks for a in nx.ancestors(graph, m) | {m})
