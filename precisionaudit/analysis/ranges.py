@@ -37,6 +37,7 @@ from .measured import measured_interval
 
 INF = math.inf
 UNIT = (0.0, 1.0)
+VARIANCE = (0.0, INF)
 SIGNED_UNIT = (-1.0, 1.0)
 FIXED = {"sigmoid": UNIT, "softmax": UNIT, "hardsigmoid": UNIT, "tanh": SIGNED_UNIT,
          "sin": SIGNED_UNIT, "cos": SIGNED_UNIT, "erf": SIGNED_UNIT, "softsign": SIGNED_UNIT,
@@ -162,7 +163,8 @@ def _other_operands(graph, node, input_range=None, buffers=None):
     parameters are unknown), model inputs (unknown, or ``input_range``) and operands capture
     could not trace (unknown)."""
     tables = {**(graph.graph.get("buffer_ranges") or {}), **(buffers or {})}
-    buffers = [tables.get(p) for p, _ in [*node["params"], *node.get("param_views", ())]]
+    buffers = [tables.get(p, VARIANCE if p.rsplit(".", 1)[-1] == "running_var" else None)
+               for p, _ in [*node["params"], *node.get("param_views", ())]]
     return buffers + [input_range] * len(node.get("sources") or ()) + [None] * node.get("untracked_operands", 0)
 
 
