@@ -3,6 +3,8 @@ and the normalisation in fp32 (autocast off, the input upcast) and hands the res
 the input's dtype: the offset is applied before anything is rounded."""
 import torch
 import torch.nn.functional as F
+from pa116_offset_cast_hazard import get_example_inputs  # noqa: F401
+from pa116_offset_cast_hazard import get_model as _hazard_model
 from torch import nn
 
 
@@ -13,21 +15,7 @@ class LayerNorm1P(nn.LayerNorm):
         return out.to(input.dtype)
 
 
-class Block(nn.Module):
-    def __init__(self, d=64):
-        super().__init__()
-        self.proj = nn.Linear(d, d)
-        self.norm = LayerNorm1P(d)
-        with torch.no_grad():
-            self.norm.weight.fill_(0.003)  # a learned offset from 1, below half of bf16's step
-
-    def forward(self, x):
-        return self.norm(self.proj(x)).float()
-
-
 def get_model():
-    return Block()
-
-
-def get_example_inputs():
-    return (torch.randn(2, 8, 64),)
+    model = _hazard_model()
+    model.norm.__class__ = LayerNorm1P
+    return model
