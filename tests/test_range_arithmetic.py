@@ -80,6 +80,7 @@ EXPRESSIONS = {
     "pow2": "a ** 2", "pow3": "a ** 3", "pow_half": "a ** 0.5", "pow_minus1": "a ** -1",
     "scalar_pow": "2.0 ** a", "scalar_pow_small": "0.5 ** a", "relu": "F.relu(a)",
     "softplus": "F.softplus(a)", "softplus_beta": "F.softplus(a, beta=2.0, threshold=5.0)",
+    "softplus_beta_only": "F.softplus(a, beta=0.5)",
     # the chains of issue 36: DETR's inverse_sigmoid, RecurrentGemma's RG-LRU gate
     "inverse_sigmoid": "torch.log(a.clamp(0, 1).clamp(min=1e-5) / (1 - a.clamp(0, 1)).clamp(min=1e-5))",
     "rg_lru_gate": "torch.exp(2 * (-8.0 * torch.sigmoid(b) * F.softplus(a)))",

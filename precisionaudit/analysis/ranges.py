@@ -71,10 +71,10 @@ GEMMS = {"matmul", "bmm", "mm", "einsum"}
 OUTER = {"outer", "ger"}
 NORMS_WITHOUT_AFFINE = {"layer_norm", "rms_norm"}
 L2_NORMS = {"norm", "linalg_vector_norm"}
-#: ops between a norm and the division by it that keep it a lower bound of the norm's value
 #: the open interval of values an integer dtype holds (a cast truncates toward 0 inside it)
 INTEGER_LIMITS = {"int64": (-2.0**63 - 1, 2.0**63), "int32": (-2.0**31 - 1, 2.0**31),
                   "int16": (-2.0**15 - 1, 2.0**15), "int8": (-129.0, 128.0), "uint8": (-1.0, 256.0)}
+#: ops between a norm and the division by it that keep it a lower bound of the norm's value
 DIVISOR_PATH = {"clamp", "clamp_min", "to", "float", "half", "add", "expand_as", "expand"}
 
 
@@ -146,8 +146,9 @@ def _scalar_pow(base, lo, hi):
 def _softplus(node, r):
     """``log(1 + exp(beta * x)) / beta``, and x itself where beta * x > threshold (torch's
     softplus): increasing in x and never negative, whatever x is (beta > 0)."""
-    numbers = _numbers(node)
-    beta, threshold = [*numbers, 1.0, 20.0][:2] if numbers else (1.0, 20.0)
+    numbers = _numbers(node)  # (beta, threshold) where the call passed them
+    beta = numbers[0] if numbers else 1.0
+    threshold = numbers[1] if len(numbers) > 1 else 20.0
     if beta <= 0:
         return None
     lo, hi = r if r is not None else (-INF, INF)
