@@ -189,13 +189,16 @@ def _interval_of(captured, output, given):
 
 
 def _within(value, lo, hi, dtype) -> bool:
-    """lo <= value <= hi, up to a few roundings of the output dtype (the pass computes its ends
-    in float64 and rounds once; torch's kernels round on their way)."""
+    """lo <= value <= hi, up to rounding: the pass computes each op's ends in float64 and stores
+    them rounded to nearest, while torch's fp32 kernels (exp, softplus) are a few ulps off and
+    a chain carries that on (exp of -14 turns one ulp of its argument into 1e-6 of its value).
+    So a few roundings of a low dtype, 2^-16 of the value in fp32: far below any interval a
+    wrong rule would give (1 - x taken for x - 1 was off by 1)."""
     if lo <= value <= hi:
         return True
     name = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(dtype, "float32")
     end = lo if value < lo else hi
-    slack = 4 * UNIT_ROUNDOFF[name] * abs(end) + SMALLEST_SUBNORMAL[name]
+    slack = max(4 * UNIT_ROUNDOFF[name], 2.0 ** -16) * abs(end) + SMALLEST_SUBNORMAL[name]
     return math.isfinite(end) and abs(value - end) <= slack
 
 
@@ -204,7 +207,8 @@ def _outputs(result):
 
 
 @pytest.mark.parametrize("expression_id", list(EXPRESSIONS))
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(a=intervals(), b=intervals(), c=intervals(), seed=st.integers(0, 2**16))
 def test_each_interval_holds_every_value_torch_computes(captured, expression_id, a, b, c, seed):
     graph, outputs, _, _ = captured
