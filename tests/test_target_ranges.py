@@ -123,3 +123,22 @@ def test_the_plan_keeps_the_add_and_the_softmax_and_check_proves_it(cli, tmp_pat
     assert before["variants"][1]["status"] == "nonfinite"
     after = json.loads(cli("check", path, "--data", "example", "--plan", plan, "--format", "json").stdout)
     assert after["passed"] is True and after["variants"][2]["status"] == "ok", after
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_fixed_opt_attention_is_no_headroom_warning(mode):
+    """OPT after transformers PR #17437: scores + the finfo(fp16).min mask come within 2x of
+    65504 (the issue's 6.547e+04), but the next op, torch.max(attn_weights, finfo.min),
+    brings any sum back into fp16's range, and the mask's own -65504 is a constant the model
+    wrote: no value there can grow past the range."""
+    assert _pa301(sample("pa301_opt_clamped_clean.py"), mode) == (0, [])
+
+
+def test_the_same_sum_without_the_bound_is_still_a_headroom_warning():
+    """The twin without torch.max: a score below -16 makes the masked sum -inf in fp16, and a
+    fully masked row (the first query of the left-padded sequence) NaN after the softmax."""
+    code, findings = _pa301(sample("pa301_opt_clamped_hazard.py"), "pure", "--fail-on", "warning")
+    assert code == 1 and len(findings) == 1, findings
+    f = findings[0]
+    assert (f["severity"], f["op"], f["module"]) == ("warning", "add", "attn")
+    assert 65504 / 2 <= f["evidence"]["measured"] <= 65504 and "within the 2x headroom" in f["message"]

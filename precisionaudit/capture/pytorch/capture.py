@@ -320,8 +320,8 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
                 source = node_of.get(source)
                 if source and source != name and not graph.has_edge(source, name):
                     graph.add_edge(source, name, arg=arg)
-                elif not source:
-                    _untracked(graph.nodes[name], viewed, ref)
+                elif not source and (viewed is not None or ref.value is None):
+                    _untracked(graph.nodes[name], viewed, ref)  # a known 0-d constant is in scalars
             elif isinstance(source, tuple) and source[0] == "input":
                 graph.nodes[name].setdefault("sources", []).append(source[1])
             elif source is None and ref.value is None:
