@@ -244,8 +244,8 @@ def _ranks(found: _Findings, report: dict) -> None:
         others = [r for r in range(report["world_size"]) if r not in failing]
         what = (f"rank {first['rank']} diverged at step {first['step']}: its replay turned non-finite in "
                 f"{first.get('op')} ({first.get('aten')}) of {_module_text(first.get('module'))}, "
-                f"{first['phase']}, while rank{'s' * (len(others) > 1)} {', '.join(map(str, others))} stayed "
-                "finite on their own batches")
+                f"{first['phase']}, while " + (f"ranks {', '.join(map(str, others))} stayed finite on their own batches"
+                                               if len(others) > 1 else f"rank {others[0]} stayed finite on its own batch"))
         found.add("PA708", first.get("module") or "", {"what_text": what, "rank": first["rank"], "step": first["step"],
                                                         "fix_text": "the plan keeps the op in float32; look up that "
                                                                     "rank's batch at that step"}, op=first.get("op"))
@@ -260,7 +260,7 @@ def _ranks(found: _Findings, report: dict) -> None:
                                     "fix_text": "look up that rank's batches since the previous sample"})
             return
         rooms = sorted((v.get("headroom") or 0.0, v["rank"], v.get("headroom_module")) for v in views)
-        if len(rooms) > 1 and rooms[-2][0] > 0 and rooms[-1][0] >= rule.params["ratio"] * rooms[-2][0]:
+        if len(rooms) > 1 and rooms[-1][0] >= rule.params["floor"] and rooms[-1][0] >= rule.params["ratio"] * rooms[-2][0]:
             what = (f"rank {rooms[-1][1]}'s largest activation ({rooms[-1][2]}) used {rooms[-1][0]:.3g} of its "
                     f"dtype's range at step {exchange['step']}, {rooms[-1][0] / rooms[-2][0]:.0f} times the "
                     "other ranks'")

@@ -194,7 +194,7 @@ class Watch:
             self._replaying = True
             try:
                 result = replay(self.runnable, self.names, self._batch, self._rng, self._autocast,
-                                self._output_grads)
+                                self._output_grads, collective=self.world_size > 1)
             except Exception as exc:  # noqa: BLE001 - the user's run goes on whatever the replay met
                 result = {"first": None, "error": f"{type(exc).__name__}: {exc}"}
             finally:
@@ -310,8 +310,9 @@ class Watch:
         once; agreed across ranks (FSDP shards differ)."""
         by_device: dict = {}
         for p in self.params:
-            if p.grad is not None:
-                by_device.setdefault((p.grad.device, p.grad.dtype), []).append(_local(p.grad))
+            grad = _local(p.grad) if p.grad is not None else None
+            if grad is not None and grad.numel():  # an FSDP shard may be empty
+                by_device.setdefault((grad.device, grad.dtype), []).append(grad)
         flags = [torch.stack(torch._foreach_norm(grads, float("inf"))).isfinite().all()
                  for grads in by_device.values()]
         bad = bool(flags) and not bool(torch.stack([f.cpu() for f in flags]).all())

@@ -80,10 +80,12 @@ def _grads_and_buffers_kept(model: torch.nn.Module):
                 b.copy_(saved)
 
 
-def replay(model, names: dict, batch, rng, autocast, output_grads) -> dict:
+def replay(model, names: dict, batch, rng, autocast, output_grads, collective: bool = False) -> dict:
     """{first, masked, region, seconds}: the first non-finite op of the step run again (None
     when the replay stays finite), the first one the forward masked (a log(0) behind a
-    where, a -inf mask: not a failure while the outputs stay finite)."""
+    where, a -inf mask: not a failure while the outputs stay finite). ``collective``: every
+    rank replays together (FSDP's all-gathers and reduce-scatters), so the backward runs on
+    every rank whatever its forward found, to keep the ranks' collectives in step."""
     started = time.perf_counter()
     args, kwargs = batch
     produced: dict = {}
@@ -95,22 +97,24 @@ def replay(model, names: dict, batch, rng, autocast, output_grads) -> dict:
         with modules, calls, ops:
             out = model(*args, **kwargs)
             leaves = [t if isinstance(t, torch.Tensor) else None for t in pytree.tree_leaves(out)]
-            if not all_finite(floating([t for t in leaves if t is not None])):
-                first = ops.first
-            else:
-                masked, ops.first = ops.first, None
-                pairs = [(t, g) for t, g in zip(leaves, output_grads or ()) if t is not None and g is not None
-                         and t.requires_grad]
-                if pairs and not all_finite(floating([g for _, g in pairs])):
-                    first = {"phase": "loss", "module": None, "op": None, "aten": None, "node": None,
-                             "dtype": str(pairs[0][1].dtype).replace("torch.", ""), "input_dtypes": [],
-                             "fp32_finite": None, "index": ops.count, "_inputs": [], "_stack": []}
-                elif pairs:
-                    ops.phase = "backward"
-                    params = [p for p in model.parameters() if p.requires_grad]
-                    torch.autograd.grad([t for t, _ in pairs], params, [g for _, g in pairs], allow_unused=True)
-                    first = ops.first
-        region = _region(first, model) if first else None
+            forward_failed = not all_finite(floating([t for t in leaves if t is not None]))
+            forward_first, ops.first = ops.first, None
+            pairs = [(t, g) for t, g in zip(leaves, output_grads or ()) if t is not None and g is not None
+                     and t.requires_grad]
+            grads_failed = bool(pairs) and not all_finite(floating([g for _, g in pairs]))
+            if pairs and (collective or not (forward_failed or grads_failed)):
+                ops.phase = "backward"
+                params = [p for p in model.parameters() if p.requires_grad]
+                torch.autograd.grad([t for t, _ in pairs], params, [g for _, g in pairs], allow_unused=True)
+        if forward_failed:
+            first = forward_first
+        elif grads_failed:
+            first = {"phase": "loss", "module": None, "op": None, "aten": None, "node": None,
+                     "dtype": str(pairs[0][1].dtype).replace("torch.", ""), "input_dtypes": [],
+                     "fp32_finite": None, "index": ops.count, "_inputs": [], "_stack": []}
+        else:
+            first, masked = ops.first, forward_first
+        region = _region(first, rerun=not collective) if first else None
     for record in (first, masked):
         if record:
             record.pop("_inputs", None)
@@ -126,12 +130,13 @@ def _public(record):
 
 
 # --------------------------------------------------------------------------- the region
-def _region(first: dict, model) -> dict:
+def _region(first: dict, rerun: bool = True) -> dict:
     """The smallest region that keeps the failing value out of the low dtype: the calls from
     the op where the low dtype first lost the value (flushed it to 0, or made it inf) to the
     failing call, in the innermost module that holds them all; for a failing op that float32
     keeps finite, that op alone, in the innermost module whose float32 output is back in the
-    low dtype's range."""
+    low dtype's range (``rerun``: the modules are rerun in float32 to find it; not when the
+    ranks replay together, whose sharded modules would gather on one rank only)."""
     path = _path_to_loss(first["_inputs"]) if first.get("fp32_finite") is not True else []
     ops = [r.fn for r in path if r.fn and r.fn not in MOVES]
     if first["op"] and first["op"] not in ops:
@@ -139,8 +144,8 @@ def _region(first: dict, model) -> dict:
     modules = [r.module for r in path] + ([first["module"]] if first["module"] is not None else [])
     module = _common(modules) if modules else ""
     back = None
-    if first["phase"] == "forward":
-        module, back = _back_in_range(first, module, model)
+    if first["phase"] == "forward" and rerun:
+        module, back = _back_in_range(first, module)
     origin = path[0] if path else None
     return {"module": module, "ops": list(dict.fromkeys(ops)), "back_in_range": back,
             "origin": {"op": origin.fn, "module": origin.module, "lost": origin.lost} if origin else None}
@@ -176,7 +181,7 @@ def _common(names: list) -> str:
     return ".".join(common)
 
 
-def _back_in_range(first: dict, module: str, model) -> tuple[str, bool | None]:
+def _back_in_range(first: dict, module: str) -> tuple[str, bool | None]:
     """(module, back in range): from ``module`` outwards along the failing op's stack, the
     innermost module whose float32 rerun (same inputs, float32 parameters) gives outputs
     that are finite and fit the failing op's dtype; ``module`` itself with False when none
