@@ -101,6 +101,11 @@ class Produced:
     flushed: bool = False  # 0 in the low dtype where float32 from the same inputs is not
     overflowed: bool = False  # inf/NaN in the low dtype where float32 is finite
     inputs: list = field(default_factory=list)  # the Produced records of its inputs
+    index: int = 0  # its op's place in the replay
+    #: for a non-finite value: (func, args, kwargs, inputs, outputs, module stack) to describe
+    #: its op, and the non-finite inputs no op of the replay made (a parameter, the batch)
+    failed: tuple | None = None
+    bad_leaves: list = field(default_factory=list)
 
     @property
     def lost(self) -> str | None:
@@ -170,11 +175,13 @@ class Calls(TorchFunctionMode):
 
 
 class Ops(TorchDispatchMode):
-    """Every aten op of the replay: the first non-finite one, and the forward's records."""
+    """Every aten op of the replay: the first non-finite one (from finite inputs), and the
+    forward's records, from which ``origin_of`` traces a non-finite output to its source."""
 
-    def __init__(self, calls: Calls, modules: ModuleStack, produced: dict):
+    def __init__(self, calls: Calls, modules: ModuleStack, produced: dict, leaves: dict):
         super().__init__()
         self.calls, self.modules, self.produced = calls, modules, produced
+        self.leaves = leaves  # _key -> the name of a parameter (or "the batch")
         self.phase = "forward"
         self.first = None  # the first op with a non-finite output from finite inputs
         self.count = 0
@@ -187,8 +194,8 @@ class Ops(TorchDispatchMode):
         nonfinite = not _uninitialized(func) and not all_finite(outs)
         if self.phase == "forward":
             self._record(func, args, kwargs, ins, outs, nonfinite)
-        if nonfinite and self.first is None and all_finite(ins):
-            self.first = self._describe(func, args, kwargs, ins, outs)
+        elif nonfinite and self.first is None and ins and all_finite(ins):
+            self.first = self.describe((func, args, kwargs, ins, outs, []))
         return out
 
     def _record(self, func, args, kwargs, ins, outs, nonfinite):
@@ -197,7 +204,7 @@ class Ops(TorchDispatchMode):
         if not outs:
             return
         inputs = [r for r in (self.produced.get(_key(t)) for t in ins) if r is not None]
-        record = Produced(self.calls.current, self.modules.current, inputs=inputs)
+        record = Produced(self.calls.current, self.modules.current, inputs=inputs, index=self.count)
         low = [t for t in outs if t.dtype in LOW]
         if low and (nonfinite or any(bool((t == 0).any()) for t in low)):
             again = floating(in_float32(func, args, kwargs))
@@ -207,27 +214,57 @@ class Ops(TorchDispatchMode):
                         continue
                     record.flushed |= bool(((t == 0) & (ref != 0) & torch.isfinite(ref)).any())
                     record.overflowed |= bool((~torch.isfinite(t) & torch.isfinite(ref)).any())
+        if nonfinite:
+            record.failed = (func, args, kwargs, ins, outs, list(self.modules.stack))
+            record.bad_leaves = [self.leaves.get(_key(t), "the batch") for t in ins
+                                 if self.produced.get(_key(t)) is None and not all_finite([t])]
+            if self.first is None and all_finite(ins):
+                self.first = record
         for t in outs:
             key = _key(t)
             if key is not None:
                 self.produced[key] = record
 
-    def _describe(self, func, args, kwargs, ins, outs) -> dict:
+    def origin_of(self, outputs) -> dict | None:
+        """The source of the non-finite values among ``outputs``: following the non-finite
+        values back through the records, the earliest op that made one from finite inputs,
+        or that read one no op made (a parameter, the batch). A -inf mask that a softmax or a
+        where absorbed is on no such path."""
+        frontier = [self.produced.get(_key(t)) for t in outputs if not all_finite([t])]
+        frontier, seen, sources = [r for r in frontier if r is not None and r.failed], set(), []
+        while frontier:
+            record = frontier.pop()
+            if id(record) in seen:
+                continue
+            seen.add(id(record))
+            upstream = [r for r in record.inputs if r.failed]
+            if record.bad_leaves or not upstream:
+                sources.append(record)
+            frontier += upstream
+        if not sources:
+            return None
+        source = min(sources, key=lambda r: r.index)
+        described = self.describe(source.failed, source)
+        if source.bad_leaves:
+            described.update(phase="input", input=source.bad_leaves[0])
+        return described
+
+    def describe(self, failed: tuple, record: Produced | None = None) -> dict:
+        func, args, kwargs, ins, outs, stack = failed
         node = torch._C._current_autograd_node() if self.phase == "backward" else None
         tag = node.metadata.get("precisionaudit", {}) if node is not None else {}
         again = in_float32(func, args, kwargs)
         fp32_finite = None if again is None else all_finite(floating(again))
-        if self.phase == "forward":
-            fn, module, node_name = self.calls.current, self.modules.current, None
-            inputs = [r for r in (self.produced.get(_key(t)) for t in ins) if r is not None]
-            stack = list(self.modules.stack)
+        if record is not None:
+            fn, module, node_name, inputs = record.fn, record.module, None, record.inputs
         else:
             fn, module, node_name = tag.get("fn"), tag.get("module", ""), node.name() if node else None
-            inputs, stack = tag.get("inputs", []), []
-        return {"phase": self.phase, "module": module, "op": fn or _op_name(func), "aten": str(func),
-                "node": node_name, "dtype": dtype_name(outs[0].dtype),
-                "input_dtypes": [dtype_name(t.dtype) for t in ins], "fp32_finite": fp32_finite,
-                "index": self.count, "_inputs": inputs, "_stack": stack}
+            inputs = tag.get("inputs", [])
+        return {"phase": self.phase if record is None else "forward", "module": module,
+                "op": fn or _op_name(func), "aten": str(func), "node": node_name,
+                "dtype": dtype_name(outs[0].dtype), "input_dtypes": [dtype_name(t.dtype) for t in ins],
+                "fp32_finite": fp32_finite, "index": record.index if record is not None else self.count,
+                "_inputs": inputs, "_stack": stack}
 
 
 def _uninitialized(func) -> bool:

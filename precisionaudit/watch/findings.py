@@ -69,7 +69,9 @@ def _first_nonfinite(found: _Findings, report: dict) -> None:
         return
     region = first.get("region") or {}
     fp32 = first.get("fp32_finite")
-    if fp32 is True:
+    if first["phase"] == "input":
+        fp32_text = f"its input, {first.get('input')}, was already inf/NaN: no op of the step made it"
+    elif fp32 is True:
         fp32_text = "in float32 from the same inputs it stays finite"
     elif fp32 is False and region.get("origin"):
         origin = region["origin"]
@@ -84,6 +86,8 @@ def _first_nonfinite(found: _Findings, report: dict) -> None:
         plan = {"overrides": [{"module": region["module"], "ops": region["ops"]}]}
         fix_text = (f"keep {', '.join(region['ops'])} in float32 in {region['module'] or '<root>'} "
                     f"(precisionaudit plan {found.path})")
+    elif first["phase"] == "input":
+        fix_text = f"find where {first.get('input')} became inf/NaN (a checkpoint, an earlier update)"
     else:
         fix_text = "look at the loss and its scaling outside the model"
     values = {"step": first["step"], "rank": first["rank"], "op": first.get("op"), "aten": first.get("aten"),

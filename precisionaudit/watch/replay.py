@@ -91,14 +91,17 @@ def replay(model, names: dict, batch, rng, autocast, output_grads, collective: b
     produced: dict = {}
     modules = ModuleStack(names)
     calls = Calls(modules, produced)
-    ops = Ops(calls, modules, produced)
+    ops = Ops(calls, modules, produced, _leaves(model, names))
     first = masked = None
     with _grads_and_buffers_kept(model), _random_state(rng), torch.enable_grad(), _autocast(autocast):
         with modules, calls, ops:
             out = model(*args, **kwargs)
             leaves = [t if isinstance(t, torch.Tensor) else None for t in pytree.tree_leaves(out)]
-            forward_failed = not all_finite(floating([t for t in leaves if t is not None]))
-            forward_first, ops.first = ops.first, None
+            outputs = floating([t for t in leaves if t is not None])
+            forward_failed = not all_finite(outputs)
+            forward_first = ops.origin_of(outputs) if forward_failed else None
+            masked, ops.first = (ops.describe(ops.first.failed, ops.first) if ops.first and not forward_failed
+                                 else None), None
             pairs = [(t, g) for t, g in zip(leaves, output_grads or ()) if t is not None and g is not None
                      and t.requires_grad]
             grads_failed = bool(pairs) and not all_finite(floating([g for _, g in pairs]))
@@ -107,20 +110,36 @@ def replay(model, names: dict, batch, rng, autocast, output_grads, collective: b
                 params = [p for p in model.parameters() if p.requires_grad]
                 torch.autograd.grad([t for t, _ in pairs], params, [g for _, g in pairs], allow_unused=True)
         if forward_failed:
-            first = forward_first
+            first = forward_first or {"phase": "forward", "module": "", "op": None, "aten": None, "node": None,
+                                      "dtype": None, "input_dtypes": [], "fp32_finite": None, "index": ops.count,
+                                      "_inputs": [], "_stack": []}
         elif grads_failed:
             first = {"phase": "loss", "module": None, "op": None, "aten": None, "node": None,
                      "dtype": str(pairs[0][1].dtype).replace("torch.", ""), "input_dtypes": [],
                      "fp32_finite": None, "index": ops.count, "_inputs": [], "_stack": []}
         else:
-            first, masked = ops.first, forward_first
-        region = _region(first, rerun=not collective) if first else None
+            first = ops.first
+        fixable = first is not None and first["phase"] in ("forward", "backward") and first.get("op")
+        region = _region(first, rerun=not collective) if fixable else None
     for record in (first, masked):
         if record:
             record.pop("_inputs", None)
             record.pop("_stack", None)
     return {"first": first, "masked": _public(masked), "region": region,
             "seconds": round(time.perf_counter() - started, 3)}
+
+
+def _leaves(model, names: dict) -> dict:
+    """_key -> the name of each parameter: a non-finite value no op made is named by it."""
+    from .attribution import _key
+
+    found = {}
+    for module, name in names.items():
+        for pname, p in module.named_parameters(recurse=False):
+            key = _key(p.detach())
+            if key is not None:
+                found[key] = f"parameter {name + '.' if name else ''}{pname}"
+    return found
 
 
 def _public(record):
