@@ -1,23 +1,26 @@
 """What precisionaudit.watch costs a training loop: GPT-2 small (transformers, built from its
 config, random weights) trained on CPU, with and without the watch, in one run.
 
-    python bench/watch_bench.py [--dtype bfloat16|float16] [--batch 1] [--seq 64] [--rounds 6]
+    python bench/watch_bench.py [--dtype bfloat16|float16] [--batch 1] [--seq 64] [--rounds 6] [--control]
 
-Two copies of the model, identically initialised, take steps in turn (plain, watched,
-plain, watched, ...), so that the load of the machine hits both alike; medians per kind:
+One model and one optimizer take every step, so that no second copy's memory biases the
+comparison. Each round is a plain step and a watched segment (a watch attached, two steps,
+closed), in alternating order (plain first in even rounds, last in odd ones), so that the
+machine's load and the step's position hit both alike; medians per kind:
 
 - ``plain``: the loop without the watch;
-- ``always-on``: a watched step that is not sampled (skip/loss/scale bookkeeping, the
-  references to the batch, and without a scaler the fused gradient check);
-- ``sampled``: a watched step with the per-module statistics (forward hooks, gradient,
+- ``sampled``: the segment's first step, which the watch samples (forward hooks, gradient,
   update and state measures, one read);
+- ``always-on``: the segment's second step (skip/loss/scale bookkeeping, the references to
+  the batch, and without a scaler the fused gradient check);
 - the amortised cost at the default ``every=100``: always-on + (sampled - always-on) / 100.
 
-Then a replay of the last watched step with attribution (forward and backward: the worst
-case, a failure in the backward) against the plain step, and the memory the watch holds
-between steps (references to the last batch and to the gradients at the model's outputs,
-and its counters) against one batch. float16 runs use torch.amp.GradScaler("cpu"),
-bfloat16 runs no scaler (the fused gradient check runs every step).
+``--control`` runs the segments without a watch: the noise floor of the same comparison.
+Then a replay of a watched step with attribution (forward and backward: the worst case, a
+failure in the backward) against the plain step, and the memory the watch holds between
+steps (references to the last batch and to the gradient at the model's loss, its counters)
+against one batch. float16 runs use torch.amp.GradScaler("cpu"), bfloat16 runs no scaler
+(the fused gradient check runs every step).
 """
 from __future__ import annotations
 
@@ -44,14 +47,12 @@ def gpt2(layers: int, seed: int = 0):
 
 
 class Loop:
-    def __init__(self, dtype, watched: bool, log_dir: str, layers: int):
+    def __init__(self, dtype, layers: int):
         self.model = gpt2(layers)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
         self.dtype = dtype
         self.scaler = torch.amp.GradScaler("cpu") if dtype == torch.float16 else None
-        self.watch = (precisionaudit.watch(self.model, self.optimizer, self.scaler, log_dir=log_dir,
-                                           every=SAMPLE_EVERY) if watched else None)
-        self.steps = 0
+        self.watch = None
 
     def step(self, ids) -> float:
         """One optimizer step; its wall time."""
@@ -68,8 +69,18 @@ class Loop:
             self.optimizer.step()
         if self.watch is not None:
             self.watch.step(loss)
-        self.steps += 1
         return time.perf_counter() - started
+
+    def segment(self, ids, log_dir: str, watched: bool) -> tuple[float, float]:
+        """(sampled step, always-on step) of a watch attached for two steps (``watched``)."""
+        if watched:
+            self.watch = precisionaudit.watch(self.model, self.optimizer, self.scaler,
+                                              log_dir=tempfile.mkdtemp(dir=log_dir))
+        times = self.step(ids), self.step(ids)
+        if watched:
+            self.watch.close()
+            self.watch = None
+        return times
 
 
 def held_bytes(watch) -> tuple[int, int]:
@@ -88,24 +99,37 @@ def main():
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--layers", type=int, default=12, help="GPT-2 small has 12 (fewer: a quick try)")
+    parser.add_argument("--control", action="store_true",
+                        help="segments without a watch: the noise floor of the comparison (A/A)")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     log_dir = tempfile.mkdtemp(prefix="watch-bench-")
-    plain, watched = Loop(dtype, False, log_dir, args.layers), Loop(dtype, True, log_dir, args.layers)
+    loop = Loop(dtype, args.layers)
     ids = torch.randint(0, 50257, (args.batch, args.seq), generator=torch.Generator().manual_seed(0))
-    times = {"plain": [], "always-on": [], "sampled": []}
-    plain.step(ids)  # warm-up of the kernels (the watched copy's step 0 is a sampled one)
-    for _ in range(args.rounds):
-        times["plain"].append(plain.step(ids))
-        sampled = watched.steps % SAMPLE_EVERY == 0
-        times["sampled" if sampled else "always-on"].append(watched.step(ids))
-    medians = {k: statistics.median(v) for k, v in times.items() if v}
+    times = {"plain": [], "sampled": [], "always-on": []}
+    loop.step(ids)  # warm-up of the kernels
+    for r in range(args.rounds):
+        if r % 2 == 0:
+            times["plain"].append(loop.step(ids))
+        sampled, always_on = loop.segment(ids, log_dir, watched=not args.control)
+        times["sampled"].append(sampled)
+        times["always-on"].append(always_on)
+        if r % 2 == 1:
+            times["plain"].append(loop.step(ids))
+    medians = {k: statistics.median(v) for k, v in times.items()}
     base = medians["plain"]
-    amortised = medians["always-on"] + (medians.get("sampled", medians["always-on"]) - medians["always-on"]) / 100
+    amortised = medians["always-on"] + (medians["sampled"] - medians["always-on"]) / 100
+    if args.control:
+        print(f"A/A control (segments without a watch): {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
+        for kind, values in times.items():
+            print(f"{kind:<12} {len(values)} steps, median {medians[kind]:.3f} s, x plain {medians[kind] / base:.3f}")
+        return
 
     from precisionaudit.watch.replay import replay
 
-    w = watched.watch
+    w = precisionaudit.watch(loop.model, loop.optimizer, loop.scaler, log_dir=tempfile.mkdtemp(dir=log_dir))
+    loop.watch = w
+    loop.step(ids)
     started = time.perf_counter()
     result = replay(w.runnable, w.names, w._batch, w._rng, w._autocast, w._output_grads)
     replay_s = time.perf_counter() - started

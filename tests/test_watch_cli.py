@@ -142,3 +142,49 @@ def test_importing_the_watch_pulls_in_no_scanner_capture_or_networkx():
     assert {m.split(".")[1] for m in ours if "." in m} == {"core", "runtime", "watch"}, ours
     assert not {m for m in ours if m.startswith("precisionaudit.runtime.") and not m.startswith(
         ("precisionaudit.runtime.pytorch.ops", "precisionaudit.runtime.pytorch"))}
+
+
+def test_reading_a_log_and_planning_from_it_need_no_torch(log, tmp_path):
+    """`watch DIR` and `plan DIR` read JSON: they run where torch cannot be imported."""
+    pytest.importorskip("onnxconverter_common")  # test_torch_free's module needs the onnx extra
+    from test_torch_free import run_cli
+
+    result = run_cli("watch", log, "--format", "json")
+    assert result.returncode == 1, result.stderr
+    assert json.loads(result.stdout)["first_nonfinite"]["op"] == "exp"
+    result = run_cli("plan", log, "-o", tmp_path / "plan.yaml")
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load((tmp_path / "plan.yaml").read_text())["overrides"][0]["ops"] == ["exp"]
+
+
+def gated_model_file(path):
+    """The run's model as a model file, with the outlier batch as its example input."""
+    import inspect
+
+    import watch_loops
+
+    path.write_text("import torch\nfrom torch import nn\n\n\n" + inspect.getsource(watch_loops.Gate) + "\n\n"
+                    + inspect.getsource(watch_loops.Gated) + f"""
+
+def get_model():
+    torch.manual_seed(0)
+    return Gated()
+
+
+def get_example_inputs():
+    return (torch.randn(8, 16, generator=torch.Generator().manual_seed({1000 + OUTLIER_STEP})) * 30,)
+""")
+    return path
+
+
+def test_check_passes_with_the_plan_the_log_wrote(cli, log, tmp_path):
+    """The model of the run (as a model file, with the outlier batch as its example input)
+    under CPU autocast: float16 alone is not finite, with the watch's plan it is."""
+    model = gated_model_file(tmp_path / "gated.py")
+    assert cli("plan", log, "-o", str(tmp_path / "amp_plan.yaml")).exit_code == 0
+    result = cli("check", str(model), "--plan", str(tmp_path / "amp_plan.yaml"), "--device", "cpu",
+                 "--format", "json")
+    report = json.loads(result.stdout)
+    baseline, planned = report["variants"][1], report["variants"][2]
+    assert baseline["status"] == "nonfinite" and planned["status"] != "nonfinite", report
+    assert result.exit_code == (0 if report["passed"] else 1)
