@@ -313,13 +313,14 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         raise UsageError("plan --dtype float8 writes the modules to keep out of FP8; it takes neither "
                          "--train nor --prune")
     output_path = checked_output(output, [path, settings.config.path], "plan") if output != "-" else None
-    if train and getattr(frontend, "whole_directory", False):
+    log = getattr(frontend, "whole_directory", False)  # a watch log: its findings, read whole
+    if train and log:
         raise UsageError(f"{path}: a watch log's plan has its training entries already (plan takes no --train)")
     if train:
         return _write_plan(*_training_plan(frontend, path, settings.target, steps, lr, seed, entry, inputs_name,
                                            timeout, prune or values.weights or values.measure), output, output_path)
     rules = load_rules(packs=settings.config.rule_packs)
-    if getattr(frontend, "whole_directory", False):  # a watch log: its findings, read whole
+    if log:
         result, findings = frontend.scan(path, settings.target, rules)
     else:
         result, findings = ScanManager(resolver, entry, inputs_name, timeout, values).scan_named(path, settings, rules)

@@ -125,7 +125,7 @@ def replay(model, names: dict, batch, rng, autocast, output_grads, collective: b
         if record:
             record.pop("_inputs", None)
             record.pop("_stack", None)
-    return {"first": first, "masked": _public(masked), "region": region,
+    return {"first": first, "masked": masked, "region": region,
             "seconds": round(time.perf_counter() - started, 3)}
 
 
@@ -140,12 +140,6 @@ def _leaves(model, names: dict) -> dict:
             if key is not None:
                 found[key] = f"parameter {name + '.' if name else ''}{pname}"
     return found
-
-
-def _public(record):
-    if record:
-        record = {k: v for k, v in record.items() if not k.startswith("_")}
-    return record
 
 
 # --------------------------------------------------------------------------- the region
