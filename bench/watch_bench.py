@@ -13,7 +13,10 @@ machine's load and the step's position hit both alike; medians per kind:
   update and state measures, one read);
 - ``always-on``: the segment's second step (skip/loss/scale bookkeeping, the references to
   the batch, and without a scaler the fused gradient check);
-- the amortised cost at the default ``every=100``: always-on + (sampled - always-on) / 100.
+- the amortised cost at the default ``every=100``: always-on + (sampled - always-on) / 100;
+- beside each, the time spent inside the watch's own hooks and ``step`` (``inside``),
+  measured there: on a loaded machine whole-step medians move by more than the watch costs,
+  the time inside it does not.
 
 ``--control`` runs the segments without a watch: the noise floor of the same comparison.
 Then a replay of a watched step with attribution (forward and backward: the worst case, a
@@ -71,16 +74,48 @@ class Loop:
             self.watch.step(loss)
         return time.perf_counter() - started
 
-    def segment(self, ids, log_dir: str, watched: bool) -> tuple[float, float]:
-        """(sampled step, always-on step) of a watch attached for two steps (``watched``)."""
+    def segment(self, ids, log_dir: str, watched: bool, inside: SelfTime) -> tuple[tuple, tuple]:
+        """((sampled step, its time inside the watch), (always-on step, its time inside the
+        watch)) of a watch attached for two steps (``watched``)."""
         if watched:
             self.watch = precisionaudit.watch(self.model, self.optimizer, self.scaler,
                                               log_dir=tempfile.mkdtemp(dir=log_dir))
-        times = self.step(ids), self.step(ids)
+        inside.take()
+        sampled = self.step(ids), inside.take()
+        always_on = self.step(ids), inside.take()
         if watched:
             self.watch.close()
             self.watch = None
-        return times
+        return sampled, always_on
+
+
+class SelfTime:
+    """The wall time spent inside the watch's own hooks (module, tensor and optimizer hooks)
+    and ``step``, measured there, so that the machine's load and a step's position do not
+    blur it as they blur whole steps."""
+
+    HOOKS = ("_before_forward", "_after_forward", "_before_step", "_after_step", "step")
+
+    def __init__(self):
+        from precisionaudit.watch.monitor import Watch, _Keep
+        from precisionaudit.watch.sampling import ForwardMaxima
+
+        self.spent = 0.0
+        for owner, name in [(Watch, n) for n in self.HOOKS] + [(ForwardMaxima, "_seen"), (_Keep, "__call__")]:
+            setattr(owner, name, self._timed(getattr(owner, name)))
+
+    def _timed(self, fn):
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.spent += time.perf_counter() - started
+        return timed
+
+    def take(self) -> float:
+        spent, self.spent = self.spent, 0.0
+        return spent
 
 
 def held_bytes(watch) -> tuple[int, int]:
@@ -107,18 +142,23 @@ def main():
     loop = Loop(dtype, args.layers)
     ids = torch.randint(0, 50257, (args.batch, args.seq), generator=torch.Generator().manual_seed(0))
     times = {"plain": [], "sampled": [], "always-on": []}
+    inside = {"sampled": [], "always-on": []}
+    spent = SelfTime()
     loop.step(ids)  # warm-up of the kernels
     for r in range(args.rounds):
         if r % 2 == 0:
             times["plain"].append(loop.step(ids))
-        sampled, always_on = loop.segment(ids, log_dir, watched=not args.control)
-        times["sampled"].append(sampled)
-        times["always-on"].append(always_on)
+        for kind, (wall, own) in zip(("sampled", "always-on"),
+                                     loop.segment(ids, log_dir, watched=not args.control, inside=spent)):
+            times[kind].append(wall)
+            inside[kind].append(own)
         if r % 2 == 1:
             times["plain"].append(loop.step(ids))
     medians = {k: statistics.median(v) for k, v in times.items()}
+    own = {k: statistics.median(v) for k, v in inside.items()}
     base = medians["plain"]
     amortised = medians["always-on"] + (medians["sampled"] - medians["always-on"]) / 100
+    own_amortised = own["always-on"] + (own["sampled"] - own["always-on"]) / 100
     if args.control:
         print(f"A/A control (segments without a watch): {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
         for kind, values in times.items():
@@ -140,11 +180,12 @@ def main():
     print(f"GPT-2 small ({args.layers} layers), batch {args.batch} x {args.seq} tokens, {args.dtype} CPU autocast"
           f"{', GradScaler' if dtype == torch.float16 else ', no scaler (fused gradient check on)'}, AdamW; "
           f"{args.rounds} rounds, torch threads {torch.get_num_threads()}, load {os.getloadavg()[0]:.1f}")
-    print(f"{'kind':<34}{'steps':>6}{'median s':>11}{'x plain':>9}")
+    print(f"{'kind':<34}{'steps':>6}{'median s':>11}{'x plain':>9}{'inside s':>11}{'1 + inside/plain':>18}")
     for kind in ("plain", "always-on", "sampled"):
-        if kind in medians:
-            print(f"{kind:<34}{len(times[kind]):>6}{medians[kind]:>11.3f}{medians[kind] / base:>9.3f}")
-    print(f"{'always-on + sampling at every=100':<34}{'':>6}{amortised:>11.3f}{amortised / base:>9.3f}")
+        extra = (f"{own[kind]:>11.3f}{1 + own[kind] / base:>18.4f}" if kind in own else "")
+        print(f"{kind:<34}{len(times[kind]):>6}{medians[kind]:>11.3f}{medians[kind] / base:>9.3f}{extra}")
+    print(f"{'always-on + sampling at every=100':<34}{'':>6}{amortised:>11.3f}{amortised / base:>9.3f}"
+          f"{own_amortised:>11.3f}{1 + own_amortised / base:>18.4f}")
     print(f"{'replay (forward + backward)':<34}{1:>6}{replay_s:>11.3f}{replay_s / base:>9.2f}"
           f"   first non-finite: {result['first']}")
     print(f"memory held between steps: {refs} B of references (batch {batch_bytes} B, output gradients), "
