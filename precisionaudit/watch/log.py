@@ -199,8 +199,8 @@ def _loss(ranks: dict) -> dict:
     """Per rank: the steps whose loss was not finite, and the last loss logged."""
     out = {}
     for rank, events in ranks.items():
-        series = _loss_series(events)
-        bad = [s for s, v in series if v is None or not math.isfinite(v)]
+        series = [(s, v) for s, v in _loss_series(events) if v is not None]  # None: no loss given
+        bad = [s for s, v in series if not math.isfinite(v)]
         out[str(rank)] = {"nonfinite_steps": bad[:1000], "nonfinite_count": len(bad),
                           "last": series[-1][1] if series else None, "logged": len(series)}
     return out
@@ -274,7 +274,7 @@ def timeline(ranks: dict) -> dict:
     """Rank 0's per-step series for the HTML: losses, the scale where it was read, skips and
     triggers."""
     events = ranks[min(ranks)]
-    series = _loss_series(events)
+    series = [(s, v) for s, v in _loss_series(events) if v is not None]
     return {"loss_steps": [s for s, _ in series], "loss": [v for _, v in series],
             "scale_steps": [e["step"] for e in events if e.get("scale") is not None],
             "scale": [number(e["scale"]) for e in events if e.get("scale") is not None],
