@@ -202,3 +202,17 @@ def test_precisionaudit_watch_is_callable_before_and_after_its_package_is_import
     with precisionaudit.watch(model, torch.optim.SGD(model.parameters(), lr=0.1), log_dir=str(tmp_path)) as w:
         assert isinstance(w, precisionaudit.watch.Watch)
     assert w.closed
+
+
+def test_a_step_without_a_loss_is_an_unknown_loss_not_a_nonfinite_one(tmp_path):
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with precisionaudit.watch(model, opt, log_dir=str(tmp_path), every=2) as watch:
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.ones(2, 4)).sum().backward()
+            opt.step()
+            watch.step()  # the model returns no .loss
+    report, findings = report_of(tmp_path)
+    assert report["loss"]["0"] == {"nonfinite_steps": [], "nonfinite_count": 0, "last": None, "logged": 0}
+    assert report["steps"] == 3 and findings == {}
