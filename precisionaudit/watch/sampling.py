@@ -3,8 +3,9 @@ read once (one host synchronisation per sample).
 
 * per module: the largest |value| its forward returned (``forward_absmax``) and the share of
   its dtype's largest value that is (``headroom``: 1 is an overflow);
-* per module, in float16 runs: the share of its parameters' nonzero gradient elements that
-  sit below float16's smallest normal once multiplied by the loss scale in use
+* per module, the largest |gradient| (``grad_absmax``, every element) and, in float16 runs,
+  the share of its parameters' nonzero gradient elements that sit below float16's smallest
+  normal once multiplied by the loss scale in use
   (``grad_underflow_share``: the elements the next halving of the scale, or a gradient a
   little smaller, flushes to 0; exact zeros are left out, they may be unused rows);
 * per low-precision parameter: the share of its elements with a nonzero gradient whose
@@ -13,8 +14,9 @@ read once (one host synchronisation per sample).
   gradient whose ``exp_avg_sq`` is 0 or subnormal in its dtype (``state_underflow_share``;
   with a nonzero gradient it cannot be 0 in exact arithmetic).
 
-The last two read at most ``ELEMENTS`` evenly strided elements of each parameter, so that a
-sample holds no copy of the weights: O(parameters) numbers, not O(weights).
+The shares read at most ``ELEMENTS`` evenly strided elements of each parameter (and of its
+gradient and state), so that a sample holds no copy of the weights and reads each gradient
+once (for its largest value): O(parameters) numbers, not O(weights).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 LOW = (torch.float16, torch.bfloat16)
-#: elements of each parameter the update and state measures read (evenly strided)
+#: elements of each parameter (and its gradient and state) the shares read (evenly strided)
 ELEMENTS = 4096
 FP16_SMALLEST_NORMAL = 2.0 ** -14
 
@@ -86,11 +88,12 @@ class StepMeasures:
             g = local(p.grad).detach()
             if not g.is_floating_point() or not g.numel():
                 continue
-            magnitude = g.abs()
-            nonzero = magnitude != 0
-            row = [magnitude.amax().float(), nonzero.sum().float()]
+            low, high = torch.aminmax(g)  # one pass over the whole gradient, no copy
+            sample = strided(g).abs()
+            nonzero = sample != 0
+            row = [torch.maximum(high, -low).float(), nonzero.sum().float()]
             if self.fp16_run:
-                row.append((nonzero & (magnitude.float() * scale < FP16_SMALLEST_NORMAL)).sum().float())
+                row.append((nonzero & (sample.float() * scale < FP16_SMALLEST_NORMAL)).sum().float())
             known = self.grads.get(module)
             self.grads[module] = row if known is None else [torch.maximum(known[0], row[0])] + [
                 a + b for a, b in zip(known[1:], row[1:])]
