@@ -33,10 +33,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("precisionaudit", "core"),
     ("ir", "plan.file"),
     ("runtime",),          # runs models: device moves, CUDA-policy and kernel emulation, sessions
-    ("capture",),          # model file -> IR (and measured values)
+    ("capture", "watch"),  # model file -> IR (and measured values); the monitor inside the training job
     ("analysis",),         # passes that annotate the IR
     ("rules",),            # IR -> findings
-    ("training",),         # training scripts and configs, read statically -> findings
+    ("training", "watch.findings"),  # training scripts and configs, read statically -> findings; a watch log -> findings
     ("settings",),         # config, suppressions, baselines: data and policy over findings
     ("report", "plan"),    # findings -> text/json/sarif; findings -> override plan
     ("apply",),            # plan -> a model in low precision
@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("scanner",),          # the scan manager: files -> settings -> frontend scan -> policy
     ("cli",),
     ("reference_docs", "__main__"),  # generated docs of the commands; ``python -m``
+    ("integrations",),     # training frameworks' callbacks around the watch; nothing imports them
 )
 RANK = {stage: rank for rank, layer in enumerate(LAYERS) for stage in layer}
 

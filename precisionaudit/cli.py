@@ -313,11 +313,17 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         raise UsageError("plan --dtype float8 writes the modules to keep out of FP8; it takes neither "
                          "--train nor --prune")
     output_path = checked_output(output, [path, settings.config.path], "plan") if output != "-" else None
+    log = getattr(frontend, "whole_directory", False)  # a watch log: its findings, read whole
+    if train and log:
+        raise UsageError(f"{path}: a watch log's plan has its training entries already (plan takes no --train)")
     if train:
         return _write_plan(*_training_plan(frontend, path, settings.target, steps, lr, seed, entry, inputs_name,
                                            timeout, prune or values.weights or values.measure), output, output_path)
-    manager = ScanManager(resolver, entry, inputs_name, timeout, values)
-    result, findings = manager.scan_named(path, settings, load_rules(packs=settings.config.rule_packs))
+    rules = load_rules(packs=settings.config.rule_packs)
+    if log:
+        result, findings = frontend.scan(path, settings.target, rules)
+    else:
+        result, findings = ScanManager(resolver, entry, inputs_name, timeout, values).scan_named(path, settings, rules)
     if result.status == "error":
         raise UsageError(result.error)
     made = frontend.plan(PlanRequest(path, frontend.judged_target(settings.target), result, findings, min_severity,
@@ -471,6 +477,51 @@ def _show_check(report: dict, fmt: str, html_file: str | None) -> None:
 
         page = (render_train if report.get("train") else render_check)(report)
         write_text_atomic(html_file, page, "HTML report")
+
+
+@main.command(epilog="""\b
+Examples:
+  precisionaudit watch precisionaudit-watch            what the training job's monitor logged
+  precisionaudit watch logs/ --format html -o watch.html   timeline and per-module heat maps
+  precisionaudit plan precisionaudit-watch -o amp_plan.yaml   the plan the log's evidence calls for""")
+@click.argument("log_dir")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True,
+              help="Output format (json: docs/watch.md).")
+@click.option("-o", "--output-file", metavar="FILE", help="Write the report to FILE instead of stdout.")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error", show_default=True,
+              help="Exit 1 when a finding has this severity or a worse one.")
+@guarded
+def watch(log_dir, fmt, output_file, fail_on):
+    """Read the log of precisionaudit.watch (a training job's monitor): the first non-finite
+    op, the loss scaler, per-module statistics and their findings (PA7xx).
+
+    The ranks' event files are merged, also when the job died before close().
+    """
+    from .core.atomic import write_text_atomic
+    from .core.findings import SEVERITY_RANK
+    from .frontend import WATCH
+    from .report.watch_report import render_json, render_text, watch_document
+
+    report, ranks = WATCH.read(log_dir)
+    if fmt == "html":
+        from .report.html import require_plotly
+
+        require_plotly()
+    output_path = checked_output(output_file, [log_dir], "watch report") if output_file else None
+    document = watch_document(report, WATCH.findings(report, log_dir), log_dir)
+    if fmt == "html":
+        from .report.watch_html import render_watch
+        from .watch.log import samples, timeline
+
+        text = render_watch(document, timeline(ranks), samples(ranks))
+    else:
+        text = (render_json if fmt == "json" else render_text)(document)
+    if output_path:
+        write_text_atomic(output_path, text, "watch report")
+    else:
+        click.echo(text, nl=False)
+    worst = min((SEVERITY_RANK[f["severity"]] for f in document["findings"]), default=None)
+    sys.exit(EXIT_FINDINGS if worst is not None and worst <= SEVERITY_RANK[fail_on] else EXIT_OK)
 
 
 @main.command(epilog="""\b

@@ -12,12 +12,15 @@ from .keras import KerasFrontend, source_imports_keras
 from .onnx import OnnxFrontend
 from .pytorch import PyTorchFrontend
 from .training import TrainingFrontend
+from .watch import WatchFrontend
 
 __all__ = ["CheckRequest", "Frontend", "ModelFrontend", "PlanOutcome", "PlanRequest", "frontend_for",
-           "is_model_file", "not_scanned", "scan_frontends", "MODELS", "SUFFIXES"]
+           "is_model_file", "not_scanned", "scan_frontends", "MODELS", "SUFFIXES", "WATCH"]
 
 PYTORCH, ONNX, TRAINING, KERAS = PyTorchFrontend(), OnnxFrontend(), TrainingFrontend(), KerasFrontend()
 TRAINING_CONFIG = TrainingFrontend(configs=True)
+#: a precisionaudit.watch log directory (events-rank*.jsonl): plan reads its findings
+WATCH = WatchFrontend()
 #: the model frontend of each suffix: what plan, check, explain and convert call (a file of
 #: another suffix is taken as a PyTorch model file, whose import then says what is wrong)
 MODELS: dict[str, ModelFrontend] = {".py": PYTORCH, ".onnx": ONNX, ".keras": KERAS}
@@ -34,7 +37,10 @@ def _suffix(path: str, table) -> str | None:
 
 
 def frontend_for(path: str) -> ModelFrontend:
-    """The model frontend of a file named to plan, check, explain or convert."""
+    """The model frontend of a file named to plan, check, explain or convert (a watch log
+    directory is the watch log's frontend)."""
+    if WATCH.is_log(path):
+        return WATCH
     suffix = _suffix(path, MODELS)
     return _python_model(path, MODELS[suffix] if suffix else PYTORCH)
 

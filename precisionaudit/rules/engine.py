@@ -213,8 +213,9 @@ def format_template(rule: Rule, template: str, values: dict) -> str:
                             "node nor the check supplies") from None
 
 
-#: the scopes whose rules run on the IR; ``source``, ``training`` and ``measurement`` rules
-#: are produced elsewhere (suppressions, the training stage, check --train)
+#: the scopes whose rules run on the IR; ``source``, ``training``, ``measurement`` and
+#: ``watch`` rules are produced elsewhere (suppressions, the training stage, check --train,
+#: the watch log)
 GRAPH_SCOPES = ("node", "graph")
 
 
