@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from precisionaudit.rules.engine import load_rules
-from precisionaudit.training.audit import audit_file
+from precisionaudit.frontend.training import audit as audit_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples", "training")
@@ -387,7 +387,7 @@ def test_auditing_and_fixing_a_training_script_imports_no_torch():
 
         sys.meta_path.insert(0, NoTorch())
         from precisionaudit.rules.engine import load_rules
-        from precisionaudit.training.audit import audit_file
+        from precisionaudit.frontend.training import audit as audit_file
         from precisionaudit.training.fix import fixed_source
         from precisionaudit.training.source import read_script
         path = {sample("pa401_clip_before_unscale_hazard.py")!r}

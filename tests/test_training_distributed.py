@@ -11,7 +11,7 @@ import re
 import pytest
 
 from precisionaudit.rules.engine import load_rules
-from precisionaudit.training.audit import audit_file
+from precisionaudit.frontend.training import audit as audit_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINING = os.path.join(ROOT, "samples", "training")
@@ -103,6 +103,10 @@ def test_severities_follow_the_cases(rules):
 # --- PA421 in scripts: what FSDP really reduces in ------------------------------------------
 
 HEAD = "import torch\n"
+#: the flags the script declares (after the code under test: its lines keep their numbers); a
+#: condition on ``args.bf16`` names ``--bf16`` as argparse spells it only where it is declared
+FLAGS = ("import argparse\nparser = argparse.ArgumentParser()\n"
+         + "".join(f"parser.add_argument('--{f}', action='store_true')\n" for f in ("bf16", "fp16", "fp32")))
 
 
 @pytest.mark.parametrize("code,fires", [
@@ -153,11 +157,11 @@ def test_pa421_says_under_which_flag_it_holds(rules, tmp_path):
         "    b = MixedPrecision(param_dtype=dtype)\n"
         "    low = torch.float16 if args.fp16 else torch.bfloat16\n"
         "    c = MixedPrecision(param_dtype=low)\n"
-        "    d = MixedPrecision(param_dtype=low, reduce_dtype=torch.float32 if args.fp16 else None)\n"))
+        "    d = MixedPrecision(param_dtype=low, reduce_dtype=torch.float32 if args.fp16 else None)\n") + FLAGS)
     found = {f.line: f for f in audit_file(path, rules) if f.rule == "PA421"}
     assert sorted(found) == [4, 6, 8, 9]
     assert found[4].message.endswith("(when --bf16 is set)") and found[4].module == "main"
-    assert found[6].message.endswith("(when not (use_bf16))")
+    assert found[6].message.endswith("(when use_bf16 is false)")
     assert found[8].evidence.get("condition") is None  # low on every path: no condition
     assert found[8].evidence["dtype"] == "float16"
     # the fp16 branch reduces in fp32; the other reduces in bf16 (param_dtype, reduce None)
@@ -169,7 +173,7 @@ def test_pa421_says_under_which_flag_it_holds(rules, tmp_path):
     ("    if args.fp16:\n        dtype = torch.float32\n    else:\n        dtype = torch.bfloat16\n",
      "when --fp16 is not set"),
     ("    if args.fp32:\n        dtype = torch.float32\n    elif use_bf16:\n        dtype = torch.bfloat16\n"
-     "    else:\n        dtype = torch.float32\n", "when --fp32 is not set and use_bf16"),
+     "    else:\n        dtype = torch.float32\n", "when --fp32 is not set and use_bf16 is true"),
     ("    dtype = torch.float32\n    dtype = torch.bfloat16\n", None),  # the last binding holds
     ("    dtype = torch.bfloat16\n    dtype = torch.float32\n", "silent"),
     ("    dtype = torch.float32\n    for _ in range(2):\n        dtype = torch.bfloat16\n", "silent"),  # a loop
@@ -178,7 +182,7 @@ def test_pa421_says_under_which_flag_it_holds(rules, tmp_path):
 ])
 def test_pa421_follows_a_dtype_through_if_branches(rules, tmp_path, body, condition):
     path = script(tmp_path, HEAD + "from torch.distributed.fsdp import MixedPrecision\n"
-                  "def main(args, use_bf16):\n" + body + "    return MixedPrecision(param_dtype=dtype)\n")
+                  "def main(args, use_bf16):\n" + body + "    return MixedPrecision(param_dtype=dtype)\n" + FLAGS)
     found = [f for f in audit_file(path, rules) if f.rule == "PA421"]
     if condition == "silent":
         assert found == []
@@ -283,7 +287,7 @@ def test_pa422_carries_the_flag_that_makes_fsdp_fp16(rules, tmp_path):
         "def main(args):\n"
         "    dtype = torch.float16 if args.fp16 else torch.bfloat16\n"
         "    policy = MixedPrecision(param_dtype=dtype, reduce_dtype=torch.float32)\n"
-        "    scaler = torch.amp.GradScaler('cuda', enabled=args.fp16)\n"))
+        "    scaler = torch.amp.GradScaler('cuda', enabled=args.fp16)\n") + FLAGS)
     (finding,) = [f for f in audit_file(path, rules) if f.rule == "PA422"]
     assert (finding.line, finding.module) == (6, "main")
     assert finding.message.endswith("(when --fp16 is set)")

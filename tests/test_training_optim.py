@@ -8,7 +8,7 @@ import pytest
 
 from precisionaudit.core.numerics import rounds_to
 from precisionaudit.rules.engine import load_rules
-from precisionaudit.training.audit import audit_file
+from precisionaudit.frontend.training import audit as audit_file
 
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "training")
 OURS = ("PA405", "PA406", "PA407")
@@ -143,7 +143,7 @@ def test_a_fused_optimizer_is_not_claimed_and_a_fused_flag_becomes_the_condition
             a = torch.optim.AdamW(model.parameters(), fused=True)
             b = torch.optim.AdamW(model.parameters(), fused=args.fused)
     """)
-    assert [f for f in found if f[0] == "PA406"] == [("PA406", 6, "when --fused is not set")]
+    assert [f for f in found if f[0] == "PA406"] == [("PA406", 6, "when args.fused is false")]
 
 
 # ----------------------------------------------------------------------------- dtype flow
@@ -167,7 +167,7 @@ def test_the_dtype_follows_flags_if_branches_and_calls(tmp_path):
             optimizer = make(model, cfg)
     """)
     # PA407 names the simplest path on which it holds (fp16 here; bf16 is another)
-    assert found == [("PA406", 6, "when --half_precision is set"), ("PA407", 6, "when --half_precision is set")]
+    assert found == [("PA406", 6, "when args.half_precision is true"), ("PA407", 6, "when args.half_precision is true")]
 
 
 def test_a_submodule_of_a_converted_model_and_a_branch_that_trains_then_returns(tmp_path):
@@ -181,7 +181,7 @@ def test_a_submodule_of_a_converted_model_and_a_branch_that_trains_then_returns(
                 opt = torch.optim.AdamW(model.encoder.parameters(), lr=1e-4)
                 return train(model, opt)
     """)
-    assert found == [("PA407", 8, "when --pure_bf16 is set")]
+    assert found == [("PA407", 8, "when args.pure_bf16 is true")]
 
 
 def test_glide_finetune_converts_its_unet_with_convert_to_fp16(tmp_path):
@@ -321,7 +321,7 @@ LIGHTNING = """
 @pytest.mark.parametrize("precision,strategy,expected", [
     ('"bf16-true"', "", [("PA407", 7, None)]),
     ('"16-true"', "", [("PA406", 7, None), ("PA407", 7, None)]),
-    ('"bf16-true" if args.pure else "bf16-mixed"', ', strategy="ddp"', [("PA407", 7, "when --pure is set")]),
+    ('"bf16-true" if args.pure else "bf16-mixed"', ', strategy="ddp"', [("PA407", 7, "when args.pure is true")]),
     ('"bf16-mixed"', "", []),                      # fp32 weights under autocast
     ('"16-mixed"', "", []),
     ('"bf16-true"', ', strategy="deepspeed_stage_2"', []),   # DeepSpeed brings its own precision
@@ -352,7 +352,7 @@ def test_a_scaler_on_self_with_a_deprecated_import_alias(tmp_path):
 
 
 def test_scaler_enabled_only_for_fp16_is_decided_from_the_dtype(tmp_path):
-    """``GradScaler(enabled=(dtype == torch.float16))``: the hazard holds exactly when --fp16 is set."""
+    """``GradScaler(enabled=(dtype == torch.float16))``: the hazard holds exactly when args.fp16 is."""
     found = audit_code(tmp_path, """
         import torch
         def main(args):
@@ -362,11 +362,13 @@ def test_scaler_enabled_only_for_fp16_is_decided_from_the_dtype(tmp_path):
             scaler = torch.amp.GradScaler("cuda", enabled=(dtype == torch.float16))
             scaler.step(opt)
     """)
-    assert [f for f in found if f[0] == "PA405"] == [("PA405", 5, "when --fp16 is set")]
+    assert [f for f in found if f[0] == "PA405"] == [("PA405", 5, "when args.fp16 is true")]
 
 
 def test_a_flag_copied_into_a_name_is_named_as_the_flag(tmp_path):
+    """As argparse spells it, where the script declares it."""
     found = audit_code(tmp_path, """
+        import argparse
         import torch
         def main(args):
             use_amp = args.amp
@@ -374,8 +376,11 @@ def test_a_flag_copied_into_a_name_is_named_as_the_flag(tmp_path):
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
             scaler = torch.amp.GradScaler(enabled=use_amp)
             scaler.step(opt)
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--amp", action="store_true")
+        main(parser.parse_args())
     """)
-    assert [f for f in found if f[0] == "PA405"] == [("PA405", 5, "when --amp is set")]
+    assert [f for f in found if f[0] == "PA405"] == [("PA405", 6, "when --amp is set")]
 
 
 @pytest.mark.parametrize("scaler", [
@@ -421,7 +426,7 @@ def test_a_trainer_with_deepspeed_or_without_fp16_is_not_reported(tmp_path):
             c = Trainer(model, TrainingArguments("o", fp16=args.fp16))
             d = SFTTrainer(model=model, args=TrainingArguments("o", fp16=True), peft_config=lora)
     """)
-    assert found == [("PA405", 6, "when --fp16 is set")]
+    assert found == [("PA405", 6, "when args.fp16 is true")]
 
 
 def test_a_file_none_of_these_checks_can_fire_on_is_not_parsed(tmp_path, monkeypatch):
@@ -463,7 +468,7 @@ def test_auditing_a_training_script_imports_no_torch():
 
     code = ("import sys\n"
             "from precisionaudit.rules.engine import load_rules\n"
-            "from precisionaudit.training.audit import audit_file\n"
+            "from precisionaudit.frontend.training import audit as audit_file\n"
             "rules = [r for r in load_rules(checks=False) if r.id in ('PA405', 'PA406', 'PA407')]\n"
             f"found = audit_file({sample('pa406_optimizer_eps_underflow_hazard.py')!r}, rules)\n"
             "print(sorted(f.rule for f in found), 'torch' in sys.modules)\n")

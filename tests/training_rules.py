@@ -4,7 +4,7 @@ import os
 import textwrap
 
 from precisionaudit.rules.engine import load_rules
-from precisionaudit.training.audit import audit_file
+from precisionaudit.frontend.training import audit as audit_file
 
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "training")
 
