@@ -78,10 +78,7 @@ def deprecated_uses(script) -> list:
 
 def _uses(script) -> list:
     index, found = script.index, []
-    for root in index.names.read_in:
-        chain = [root]
-        while isinstance(index.parents.get(chain[-1]), ast.Attribute) and index.parents[chain[-1]].value is chain[-1]:
-            chain.append(index.parents[chain[-1]])
+    for chain in index.chains():
         for node in reversed(chain):  # the longest spelling first: torch.cuda.amp.autocast, not torch.cuda
             every = script.names_of(node)
             names = every & set(DEPRECATED)

@@ -13,7 +13,6 @@ step and the backward lookup of a name's bindings) and every rule speak it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple, TypeAlias
 
 #: a conjunction of literals (atom, value); the empty guard always holds
@@ -21,11 +20,31 @@ Guard: TypeAlias = frozenset
 TRUE: Guard = frozenset()
 
 
-@dataclass(frozen=True)
 class Atom:
-    """A value the analysis cannot know, named by its source text."""
+    """A value the analysis cannot know, named by its source text: given, or read from
+    ``script`` when first asked (most unknowns are never tested, and reading a long call's
+    text is the cost). Two atoms of the same text are the same unknown."""
 
-    text: str
+    __slots__ = ("_text", "_where")
+
+    def __init__(self, text: str | None = None, script=None, node=None):
+        self._text, self._where = text, (script, node)
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            script, node = self._where
+            self._text, self._where = script.text_of(node), None
+        return self._text
+
+    def __eq__(self, other):
+        return isinstance(other, Atom) and self.text == other.text
+
+    def __hash__(self):
+        return hash(self.text)
+
+    def __repr__(self):
+        return f"Atom({self.text!r})"
 
 
 #: an unknown that has no text worth naming (too deep, hidden in ``**kwargs``)

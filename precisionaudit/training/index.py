@@ -68,6 +68,7 @@ class Names:
     def __init__(self):
         self.scopes: dict = {}      # scope node -> Scope
         self.read_in: dict = {}     # ast.Name read -> the Scope it is read in
+        self._qualified: dict = {}  # node -> its qualified names, once asked (the walk asks often)
 
     def bindings_of(self, name: ast.Name) -> list[Binding]:
         """Every binding of ``name`` in the scope Python reads it from (its own function's,
@@ -89,6 +90,12 @@ class Names:
         """The qualified names a Name or attribute chain may stand for: each import that
         binds its root, extended by the attributes (``torch.amp.GradScaler``), a local
         binding as ``<local>.x``, a builtin as ``builtins.x``; empty for anything else."""
+        found = self._qualified.get(node)
+        if found is None:
+            found = self._qualified[node] = self._resolve(node)
+        return found
+
+    def _resolve(self, node) -> set[str]:
         parts = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
@@ -186,6 +193,7 @@ class Index:
         self.names = Names()
         self.flags: dict = {}             # argparse dest -> "--flag"
         self.imported: set = set()        # the top-level packages the file imports from
+        self.dicts: list = []             # every dict literal, in source order
         self.args_names: set = set(ARGS_NAMES)
         self.functions, self.classes, self.methods = {}, {}, {}
         for stmt in tree.body:
@@ -211,6 +219,18 @@ class Index:
 
     def scope_of(self, name: ast.Name):
         return self.names.read_in.get(name)
+
+    def chains(self) -> list[list]:
+        """Each name read with the attribute chain built on it, innermost first:
+        ``[torch, torch.cuda, torch.cuda.amp, torch.cuda.amp.autocast]``."""
+        found = []
+        for root in self.names.read_in:
+            chain, parent = [root], self.parents.get(root)
+            while isinstance(parent, ast.Attribute) and parent.value is chain[-1]:
+                chain.append(parent)
+                parent = self.parents.get(parent)
+            found.append(chain)
+        return found
 
     def function_of(self, node):
         """The function ``node`` is in (None at module level)."""
@@ -258,6 +278,8 @@ class Index:
             self.step.word(node.attr, chain)
         elif kind is ast.Call:
             self._call(node, fn, chain)
+        elif kind is ast.Dict:
+            self.dicts.append(node)
         elif kind is ast.keyword:
             if node.arg:
                 self.step.word(node.arg, chain)

@@ -78,11 +78,16 @@ def _read(script) -> KerasTraining:
         return {keras_name(n) for n in script.names_of(node)}
 
     for call in index.calls:
+        called, func = names(call.func), call.func
+        method = func.attr if isinstance(func, ast.Attribute) else None
+        tape = any(n.endswith(".GradientTape") for n in called)
+        if not (tape or called & (SETS_POLICY | LOSS_SCALE_NAMES) or any(n.startswith(BUILDS) for n in called)
+                or method in SCALES_LOSS or method == "gradient"):
+            continue
         scopes = _scopes(script, call)
-        called = names(call.func)
         holder = index.parents.get(call)
-        if isinstance(holder, ast.withitem) and holder.context_expr is call and isinstance(holder.optional_vars, ast.Name) \
-                and any(n.endswith(".GradientTape") for n in called):
+        if tape and isinstance(holder, ast.withitem) and holder.context_expr is call \
+                and isinstance(holder.optional_vars, ast.Name):
             tapes.setdefault(scopes[-1], set()).add(holder.optional_vars.id)
         if called & SETS_POLICY:
             found.policies.append(PolicySet(call, _policy(call, names), scopes[-1]))
@@ -90,16 +95,14 @@ def _read(script) -> KerasTraining:
             found.loss_scaling.append((call, scopes))
         elif any(n.startswith(BUILDS) for n in called):
             found.builds.append((call, min(n for n in called if n.startswith(BUILDS)), scopes[-1]))
-        func = call.func
-        if isinstance(func, ast.Attribute):
-            if func.attr in SCALES_LOSS:
-                found.loss_scaling.append((call, scopes))
-            elif func.attr == "gradient" and isinstance(func.value, ast.Name) \
-                    and func.value.id in tapes.get(scopes[-1], ()):
-                found.gradients.append((call, scopes))
-    for node in ast.walk(script.tree):
-        if isinstance(node, ast.Attribute) and names(node) & LOSS_SCALE_NAMES:  # a reference: isinstance, an attribute
-            found.loss_scaling.append((node, _scopes(script, node)))
+        if method in SCALES_LOSS:
+            found.loss_scaling.append((call, scopes))
+        elif method == "gradient" and isinstance(func.value, ast.Name) and func.value.id in tapes.get(scopes[-1], ()):
+            found.gradients.append((call, scopes))
+    for chain in index.chains():
+        for node in chain[1:]:
+            if names(node) & LOSS_SCALE_NAMES:  # a reference: isinstance, an attribute
+                found.loss_scaling.append((node, _scopes(script, node)))
     return found
 
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from .guards import TRUE, UNKNOWN, Possible, conjoin
 from .lookup import MAX_DEPTH, bound_values, dtypes, path_condition, strings, test_literal, truths
-from .registry import MAX_LINES
 from .syntax import FUNCTIONS, argument, last_name, self_attribute, unpacks_keywords
 
 #: torch.optim's optimizers (torch 2.13 ``torch/optim/__init__.py`` __all__)
@@ -85,10 +84,8 @@ class OptimizerSite:
 
 def mentions_an_optimizer(text: str) -> bool:
     """Whether a file may build a torch.optim optimizer over low-precision parameters:
-    it names ``optim`` (the import), calls an optimizer class and names a low dtype. A file
-    of more than MAX_LINES lines is generated code, not a training script."""
-    return ("optim" in text and bool(OPTIMIZER_CALL.search(text)) and bool(LOW_PRECISION_WORDS.search(text))
-            and text.count("\n") <= MAX_LINES)
+    it names ``optim`` (the import), calls an optimizer class and names a low dtype."""
+    return "optim" in text and bool(OPTIMIZER_CALL.search(text)) and bool(LOW_PRECISION_WORDS.search(text))
 
 
 def optimizer_sites(script) -> list[OptimizerSite]:

@@ -11,7 +11,7 @@ import ast
 import re
 
 from .configs import DEEPSPEED_KEYS, DEEPSPEED_SECTIONS, Config
-from .syntax import children, string
+from .syntax import string
 
 
 class _Unknown:
@@ -35,18 +35,25 @@ def deepspeed_dicts(script) -> list[Config]:
 def _deepspeed_dicts(script) -> list[Config]:
     if not _HINT.search(script.text):  # cheap, before walking the tree
         return []
-    found, stack = [], [script.tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Dict):
-            keys = _literal_keys(node)
-            if any(k in DEEPSPEED_KEYS for k in keys) or any(
-                    isinstance(keys.get(k), ast.Dict) and "enabled" in _literal_keys(keys[k])
-                    for k in DEEPSPEED_SECTIONS):
-                found.append(_as_config(script, node))
-                continue  # its inner dicts are its sections
-        stack.extend(reversed(children(node)))
+    found, claimed = [], set()
+    for node in script.index.dicts:  # outer dicts come first
+        if _inside(script, node, claimed):
+            continue  # a section of a config already found
+        keys = _literal_keys(node)
+        if any(k in DEEPSPEED_KEYS for k in keys) or any(
+                isinstance(keys.get(k), ast.Dict) and "enabled" in _literal_keys(keys[k]) for k in DEEPSPEED_SECTIONS):
+            found.append(_as_config(script, node))
+            claimed.add(node)
     return found
+
+
+def _inside(script, node, claimed) -> bool:
+    parent = script.index.parents.get(node)
+    while parent is not None:
+        if parent in claimed:
+            return True
+        parent = script.index.parents.get(parent)
+    return False
 
 
 def _literal_keys(node: ast.Dict) -> dict:

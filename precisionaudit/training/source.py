@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 
 from ..core.errors import UsageError
+from .index import Index
 from .syntax import DEFS
 
 
@@ -44,9 +45,7 @@ class Script:
         return self._analyses[analysis]
 
     @property
-    def index(self):
-        from .index import Index
-
+    def index(self) -> Index:
         return self.once(Index)
 
     def names_of(self, node) -> set[str]:

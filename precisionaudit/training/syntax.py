@@ -33,8 +33,7 @@ SCALERS = {"torch.amp.GradScaler": 5, "torch.amp.grad_scaler.GradScaler": 5, "to
            "torch.cpu.amp.GradScaler": 4, "torch.cpu.amp.grad_scaler.GradScaler": 4,
            "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler": 5,
            "torch.distributed.fsdp.ShardedGradScaler": 5}
-SHARDED_SCALERS = frozenset(("torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
-                             "torch.distributed.fsdp.ShardedGradScaler"))
+SHARDED_SCALERS = frozenset(name for name in SCALERS if name.endswith(".ShardedGradScaler"))
 #: the scalers that refuse fp16 gradients and check only the local ones for inf/NaN
 PLAIN_SCALERS = frozenset(SCALERS) - SHARDED_SCALERS
 #: autocast classes -> (fixed device or None, position of dtype, position of enabled)

@@ -14,7 +14,7 @@ import re
 
 from ..guards import TRUE, Possible, conjoin, words
 from ..lookup import dtypes, truths
-from ..params import (LOW_PRECISION_WORDS, MAX_LINES, constructions, mentions_an_optimizer, module_dtypes,
+from ..params import (LOW_PRECISION_WORDS, constructions, mentions_an_optimizer, module_dtypes,
                       optimizer_sites, unfused_paths)
 from ..registry import TrainingHit, training_check
 from ..syntax import PLAIN_SCALERS, argument
@@ -29,7 +29,7 @@ def mentions_a_scaler_or_trainer(text: str) -> bool:
     """Whether a file may train fp16 parameters with a GradScaler or an fp16 Trainer."""
     scaled = "GradScaler" in text and mentions_an_optimizer(text)
     trainer = "Trainer" in text and bool(TRAINER_CALL.search(text) and FP16_ARGUMENT.search(text))
-    return (scaled or (trainer and bool(LOW_PRECISION_WORDS.search(text)))) and text.count("\n") <= MAX_LINES
+    return scaled or (trainer and bool(LOW_PRECISION_WORDS.search(text)))
 
 
 @training_check("PA405", mentions=mentions_a_scaler_or_trainer)

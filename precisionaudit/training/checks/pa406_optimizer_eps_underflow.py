@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 
-from ...core.numerics import SMALLEST_SUBNORMAL, rounds_to
 from ..guards import Possible, conjoin, words
 from ..lookup import bound_values, numbers
 from ..params import mentions_an_optimizer, optimizer_sites, unfused_paths
@@ -32,6 +31,8 @@ EPS = {
 
 @training_check("PA406", mentions=mentions_an_optimizer)
 def optimizer_eps_underflow(script):
+    from ...core.numerics import SMALLEST_SUBNORMAL, rounds_to  # numpy: only where an optimizer is built
+
     for site in optimizer_sites(script):
         if site.short_name not in EPS:
             continue

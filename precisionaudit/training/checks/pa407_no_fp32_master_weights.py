@@ -10,7 +10,6 @@ and are not reported.
 """
 from __future__ import annotations
 
-from ...core.numerics import UNIT_ROUNDOFF
 from ..guards import words
 from ..params import mentions_an_optimizer, optimizer_sites
 from ..registry import TrainingHit, training_check
@@ -19,6 +18,8 @@ from ..syntax import LOW_DTYPES
 
 @training_check("PA407", mentions=mentions_an_optimizer)
 def no_fp32_master_weights(script):
+    from ...core.numerics import UNIT_ROUNDOFF  # numpy: only where an optimizer is built
+
     for site in optimizer_sites(script):
         low = [p for p in site.param_dtypes if p.value in LOW_DTYPES]
         if not low:

@@ -17,10 +17,16 @@ from .paths import Frame
 MAX_PATHS = 256
 #: calls followed into their callee, at most this deep
 MAX_INLINE_DEPTH = 4
+#: statements walked on each path, summed over one entry function (the callees it follows
+#: included): past this the function is left alone too. On diffusers' examples, accelerate,
+#: DeepSpeed, Lightning, timm and transformers every walk that finished took at most 6,201
+#: and every walk that found something at most 57; the walks past 16,384 all ran out of
+#: paths anyway, after up to 111,689 (five seconds of a pre-commit hook for nothing).
+MAX_WORK = 16_384
 
 
 class TooComplex(Exception):
-    """The walk gave up (too many paths): the function gives no finding."""
+    """The walk gave up (too many paths, or too much work): the function gives no finding."""
 
 
 class Calls:
@@ -78,13 +84,14 @@ class Calls:
         for p in paths:
             q = p.copy()
             q.callers = p.callers + ((p.env, p.prov),)
-            q.env = {**w.module_env, **{k: v for k, v in p.env.items() if k.startswith("self.")}}
-            q.prov = {k: v for k, v in p.prov.items() if k.startswith("self.")}
+            env = {**w.module_env, **{k: v for k, v in p.env.items() if k.startswith("self.")}}
+            prov = {k: v for k, v in p.prov.items() if k.startswith("self.")}
             for param in params_of(fn, cls is not None):
-                q.env.pop(param, None)
+                env.pop(param, None)
             for param, arg in bind_args(fn, call, cls is not None):
-                q.env[param] = evaluate(w.script, arg, p)
-                q.prov[param] = w.prov(arg, p)
+                env[param] = evaluate(w.script, arg, p)
+                prov[param] = w.prov(arg, p)
+            q.env, q.prov = env, prov
             q.ret_prov = frozenset()
             entering.append(q)
         scope = f"{cls}.{fn.name}" if cls else fn.name

@@ -20,7 +20,7 @@ def evaluate(script, expr, p) -> tuple:
         value = expr.value
         if isinstance(value, str) or any(value is c for c in _CONSTANTS):
             return known(value)
-        return known(Atom(script.text_of(expr)))
+        return known(Atom(script=script, node=expr))
     if isinstance(expr, ast.Name) and expr.id == "__name__":
         return known("__main__")
     if isinstance(expr, (ast.Name, ast.Attribute)):
@@ -30,7 +30,7 @@ def evaluate(script, expr, p) -> tuple:
         key = key_of(expr)
         if key and key in p.env:
             return p.env[key]
-        return known(Atom(script.text_of(expr)))
+        return known(Atom(script=script, node=expr))
     if isinstance(expr, ast.IfExp):
         out = []
         for test in truth(evaluate(script, expr.test, p)):
@@ -55,7 +55,7 @@ def evaluate(script, expr, p) -> tuple:
         return _lookup(script, expr, p)
     if isinstance(expr, ast.Call):
         return _call(script, expr, p)
-    return known(Atom(script.text_of(expr)))
+    return known(Atom(script=script, node=expr))
 
 
 def _call(script, expr: ast.Call, p) -> tuple:
@@ -72,7 +72,7 @@ def _call(script, expr: ast.Call, p) -> tuple:
             return scaler_value(script, expr, SCALERS[name], p)
         if name in AUTOCASTS:
             return _autocast_value(script, expr, AUTOCASTS[name], p)
-    return known(Atom(script.text_of(expr)))
+    return known(Atom(script=script, node=expr))
 
 
 def scalers(script, receiver, p) -> list:
@@ -93,14 +93,14 @@ def _device(script, inner, expr, p) -> tuple:
     alternatives = evaluate(script, inner, p)
     if all(isinstance(a.value, str) for a in alternatives):
         return tuple(Possible(a.value.split(":")[0], a.guard) for a in alternatives)
-    return known(Atom(script.text_of(expr)))
+    return known(Atom(script=script, node=expr))
 
 
 def _table(script, expr: ast.Dict, p) -> tuple:
     entries = []
     for key, value in zip(expr.keys, expr.values):
         if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-            return known(Atom(script.text_of(expr)))
+            return known(Atom(script=script, node=expr))
         entries.append((key.value, evaluate(script, value, p)))
     return known(Table(tuple(entries)))
 
@@ -108,7 +108,7 @@ def _table(script, expr: ast.Dict, p) -> tuple:
 def _lookup(script, expr: ast.Subscript, p) -> tuple:
     """``table[key]``: the entry of a known key; under an unknown key, every entry,
     each under the condition that the key names it."""
-    whole = known(Atom(script.text_of(expr)))
+    whole = known(Atom(script=script, node=expr))
     tables = evaluate(script, expr.value, p)
     if not all(isinstance(t.value, Table) for t in tables):
         return whole
@@ -135,7 +135,7 @@ _COMPARISONS = {ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not"
 
 def _compare(script, expr: ast.Compare, p) -> tuple:
     kind = _COMPARISONS.get(type(expr.ops[0]))
-    whole = known(Atom(script.text_of(expr)))
+    whole = known(Atom(script=script, node=expr))
     if kind is None:
         return whole
     out = []
@@ -146,7 +146,7 @@ def _compare(script, expr: ast.Compare, p) -> tuple:
                 continue
             vl, vr = left.value, right.value
             if isinstance(vl, Atom) or isinstance(vr, Atom):
-                out.append(Possible(Atom(script.text_of(expr)), g))
+                out.append(Possible(Atom(script=script, node=expr), g))
                 continue
             if kind in ("is", "is not") and (vl is None or vr is None):
                 same = vl is None and vr is None  # ``scaler is not None`` on a made scaler

@@ -42,9 +42,33 @@ class Path:
     ended: str | None = None                      # "return" / "raise" / "continue" / "break"
 
     def copy(self) -> "Path":
-        return replace(self, origins=dict(self.origins), env=dict(self.env), prov=dict(self.prov),
-                       stepped=dict(self.stepped), scaler_opts=dict(self.scaler_opts),
-                       plain_steps=dict(self.plain_steps), marks=list(self.marks))
+        """A path that may go its own way from here. ``env`` and ``prov`` are shared: they
+        are never changed in place (``bind``, ``forget``, ``derive`` make new ones), so a
+        copy costs nothing and two paths that share them know the same."""
+        return replace(self, origins=dict(self.origins), stepped=dict(self.stepped),
+                       scaler_opts=dict(self.scaler_opts), plain_steps=dict(self.plain_steps),
+                       marks=list(self.marks))
+
+    def bind(self, key: str, alternatives=None, regions: frozenset | None = None):
+        """``key`` now holds ``alternatives`` (None: unknown) computed under ``regions``
+        (None: its provenance is left as it is)."""
+        if alternatives is not None:
+            self.env = {**self.env, key: alternatives}
+        elif key in self.env:
+            self.forget(key)
+        if regions is not None:
+            self.prov = {**self.prov, key: regions}
+
+    def forget(self, key: str, provenance: bool = False):
+        """``key`` is unknown from here (and, with ``provenance``, computed under no region)."""
+        if key in self.env:
+            env = dict(self.env)
+            del env[key]
+            self.env = env
+        if provenance and key in self.prov:
+            prov = dict(self.prov)
+            del prov[key]
+            self.prov = prov
 
     def assume(self, guard: frozenset, origin=None) -> "Path | None":
         merged = join(self.guard, guard)
@@ -79,17 +103,16 @@ class Frame:
 
 
 def _signature(p: Path):
-    """Everything a path knows except its guard, by identity (values are immutable and
-    shared between the paths that did not reassign them): paths with equal signatures
-    differ only in how they got there."""
+    """Everything a path knows except its guard, by identity (values, ``env`` and ``prov``
+    are immutable and shared between the paths that did not reassign them): paths with
+    equal signatures differ only in how they got there."""
     return (p.ended, p.backward, p.iter_backward, id(p.pending.backward) if p.pending else None,
             tuple((k, id(v)) for k, v in p.stepped.items()),
             tuple((k, id(v)) for k, v in p.scaler_opts.items()),
             tuple((k, id(v)) for k, v in p.plain_steps.items()),
             tuple((k, id(n)) for k, n in p.marks), tuple(id(r) for r in p.regions),
             id(p.ret_prov), tuple(id(c[0]) for c in p.callers), p.depths,
-            tuple((k, id(v)) for k, v in p.env.items()),
-            tuple((k, id(v)) for k, v in p.prov.items()))
+            id(p.env), id(p.prov))
 
 
 def merge(paths: list) -> list:

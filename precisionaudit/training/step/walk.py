@@ -22,7 +22,7 @@ import ast
 from ..guards import Atom, known, simplify, words
 from ..syntax import FUNCTIONS, assigned_in, key_of, method_of, params_of, reads_of, targets_of
 from . import protocol
-from .calls import MAX_PATHS, Calls, TooComplex
+from .calls import MAX_PATHS, MAX_WORK, Calls, TooComplex
 from .events import STEP_RULES, Hit
 from .forward import evaluate
 from .paths import Frame, Path, merge, merged_env
@@ -110,9 +110,11 @@ class Walker:
         self.hits = Hits(script)
         self.frames: list = []
         self.loop_ifs: list = []
+        self.work = 0  # statements walked on each path since the entry began
         self.module_env: dict = {}
         self.class_env: dict = {}
         self._reads: dict = {}
+        self._assigned: dict = {}
         self.calls = Calls(self)
 
     def walk(self, body, frame, env, fn=None) -> list:
@@ -121,9 +123,10 @@ class Walker:
         path = Path(env=dict(env))
         if fn is not None:
             for param in params_of(fn, frame.cls is not None):
-                path.env.pop(param, None)
+                path.forget(param)
         self.frames = [frame]
         self.loop_ifs = []
+        self.work = 0
         try:
             return self.block(body, [path])
         except (TooComplex, RecursionError):
@@ -139,6 +142,9 @@ class Walker:
             live = [p for p in paths if p.ended is None]
             if not live:
                 break
+            self.work += len(live)
+            if self.work > MAX_WORK:
+                raise TooComplex
             paths = [p for p in paths if p.ended is not None] + self._stmt(stmt, live)
             if len(paths) > 4:
                 paths = merge(paths)
@@ -151,7 +157,7 @@ class Walker:
             return self._simple(stmt, paths)
         if isinstance(stmt, (*FUNCTIONS, ast.ClassDef)):
             for p in paths:
-                p.env.pop(stmt.name, None)
+                p.forget(stmt.name)
             return paths
         if isinstance(stmt, (ast.With, ast.AsyncWith)):  # its context may be an autocast kept in a variable
             return self._with(stmt, paths)
@@ -168,10 +174,16 @@ class Walker:
     def _flat(self, stmt, path):
         """A statement with nothing AMP-related: only what it assigns matters, and that
         becomes unknown (its provenance is kept)."""
-        region = path.region
-        for key in assigned_in(stmt):
-            path.env.pop(key, None)
-            path.prov[key] = path.prov.get(key, frozenset()) | (frozenset({region}) if region else frozenset())
+        keys = self._assigned.get(id(stmt))
+        if keys is None:
+            keys = self._assigned[id(stmt)] = assigned_in(stmt)
+        if keys:
+            region = frozenset({path.region}) if path.region else frozenset()
+            env = {k: v for k, v in path.env.items() if k not in keys}
+            prov = dict(path.prov)
+            for key in keys:
+                prov[key] = prov.get(key, frozenset()) | region
+            path.env, path.prov = env, prov
         return path
 
     def _if(self, stmt, paths):
@@ -206,8 +218,7 @@ class Walker:
                 for node in targets_of(stmt.target):
                     key = key_of(node)
                     if key:
-                        p.env.pop(key, None)
-                        p.prov.pop(key, None)
+                        p.forget(key, provenance=True)
             p.iter_backward = False
             p.marks = []
             inner_ifs: set = set()
@@ -233,7 +244,7 @@ class Walker:
             if handler.name:
                 entering = [p.copy() for p in paths]
                 for p in entering:
-                    p.env.pop(handler.name, None)
+                    p.forget(handler.name)
             else:
                 entering = [p.copy() for p in paths]
             out += self.block(handler.body, entering)
@@ -258,9 +269,8 @@ class Walker:
                         for node in targets_of(item.optional_vars):
                             key = key_of(node)
                             if key:
-                                q.env.pop(key, None)
-                                if method_of(item.context_expr) == "scale_loss":
-                                    q.env[key] = known(Atom("__scaled__"))
+                                scaled = method_of(item.context_expr) == "scale_loss"
+                                q.bind(key, known(Atom("__scaled__")) if scaled else None)
                     entered.append(q)
             states = entered
         out = self.block(stmt.body, states)
@@ -303,14 +313,11 @@ class Walker:
                     if not key:
                         continue
                     if isinstance(stmt, ast.AugAssign):
-                        q.prov[key] = q.prov.get(key, frozenset()) | prov
-                        q.env.pop(key, None)
-                        continue
-                    q.prov[key] = prov
-                    if alternatives is not None and len(nodes) == 1 and isinstance(target, (ast.Name, ast.Attribute)):
-                        q.env[key] = alternatives
+                        q.bind(key, None, q.prov.get(key, frozenset()) | prov)
+                    elif len(nodes) == 1 and isinstance(target, (ast.Name, ast.Attribute)):
+                        q.bind(key, alternatives, prov)
                     else:
-                        q.env.pop(key, None)
+                        q.bind(key, None, prov)
         return paths
 
     def prov(self, expr, p) -> frozenset:
