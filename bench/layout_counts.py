@@ -186,7 +186,8 @@ def training_counts() -> dict:
         name = str(path.relative_to(PACKAGE.parent))
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
-                fields = {t.target.id for t in node.body if isinstance(t, ast.AnnAssign) and isinstance(t.target, ast.Name)}
+                fields = {t.target.id for t in node.body
+                          if isinstance(t, ast.AnnAssign) and isinstance(t.target, ast.Name)}
                 if fields & {"value", "dtype"} and fields & {"guard", "condition", "conditions"}:
                     value_types.append(f"{name}:{node.name}")
                 source = ast.unparse(node)

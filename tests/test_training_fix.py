@@ -6,8 +6,6 @@ import textwrap
 import pytest
 from training_rules import amp_audit, fixed, sample
 
-from precisionaudit.frontend.training import audit as audit_file
-from precisionaudit.rules.engine import load_rules
 
 
 @pytest.mark.parametrize("name,rule", [("pa409_deprecated_amp_api_hazard.py", "PA409"),

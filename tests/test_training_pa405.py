@@ -1,12 +1,14 @@
-"""PA405 low-precision-params-with-scaler: the dtype of the parameters an optimizer updates, read statically. The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA405 low-precision-params-with-scaler: the dtype of the parameters an optimizer updates, read
+statically. The hazard sample, its clean twin, the rule page's Example and Use instead, and the
+ways real code is written."""
 import pytest
 from training_rules import OPTIM, assert_page_examples, sample
 
 optim_found, optim_code = OPTIM.conditions, OPTIM.code_conditions
 
 
-HAZARDS = [("pa405_low_precision_params_with_scaler_hazard.py", [("PA405", 25, "when --amp is set"), ("PA407", 26, None)]),
+HAZARDS = [("pa405_low_precision_params_with_scaler_hazard.py",
+            [("PA405", 25, "when --amp is set"), ("PA407", 26, None)]),
            ("pa405_trainer_fp16_hazard.py", [("PA405", 8, None)])]
 
 

@@ -1,5 +1,6 @@
-"""PA406 optimizer-eps-underflow: the dtype of the parameters an optimizer updates, read statically. The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA406 optimizer-eps-underflow: the dtype of the parameters an optimizer updates, read
+statically. The hazard sample, its clean twin, the rule page's Example and Use instead, and the
+ways real code is written."""
 import pytest
 from precisionaudit.core.numerics import rounds_to
 from training_rules import OPTIM, assert_page_examples, sample

@@ -1,5 +1,6 @@
-"""PA407 no-fp32-master-weights: the dtype of the parameters an optimizer updates, read statically. The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA407 no-fp32-master-weights: the dtype of the parameters an optimizer updates, read statically.
+The hazard sample, its clean twin, the rule page's Example and Use instead, and the ways real
+code is written."""
 import textwrap
 
 import pytest

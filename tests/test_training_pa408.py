@@ -1,6 +1,7 @@
-"""PA408 backward-under-autocast: the AMP protocol of a training step, read statically (the step walk's events). The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
-from training_rules import amp_audit, amp_found, assert_page_examples, line_of, sample, write
+"""PA408 backward-under-autocast: the AMP protocol of a training step, read statically (the step
+walk's events). The hazard sample, its clean twin, the rule page's Example and Use instead, and
+the ways real code is written."""
+from training_rules import amp_audit, amp_found, assert_page_examples, line_of, sample
 
 
 def test_the_clean_twin_gives_no_finding_and_the_message_is_filled():

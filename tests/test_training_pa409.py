@@ -1,5 +1,6 @@
-"""PA409 deprecated-amp-api: the AMP protocol of a training step, read statically (the step walk's events). The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA409 deprecated-amp-api: the AMP protocol of a training step, read statically (the step walk's
+events). The hazard sample, its clean twin, the rule page's Example and Use instead, and the
+ways real code is written."""
 from training_rules import amp_audit, amp_found, assert_page_examples, fixed, line_of, sample, write
 
 

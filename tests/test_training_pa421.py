@@ -1,11 +1,13 @@
-"""PA421 low-precision-gradient-reduce: distributed precision settings (FSDP policies, DeepSpeed configs). The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA421 low-precision-gradient-reduce: distributed precision settings (FSDP policies, DeepSpeed
+configs). The hazard sample, its clean twin, the rule page's Example and Use instead, and the
+ways real code is written."""
 import os
 import re
 
 import pytest
 from precisionaudit.frontend.training import audit as audit_file
-from training_rules import DISTRIBUTED, FLAGS, HEAD, SAMPLES, assert_page_examples, config, key_line, marked, sample, twins, write
+from training_rules import (DISTRIBUTED, FLAGS, HEAD, SAMPLES, assert_page_examples, config, key_line, marked, sample,
+                            twins, write)
 
 dist_found = DISTRIBUTED.findings
 PLACEHOLDER = re.compile(r"\{[a-z_]+(?::[^}]*)?\}")
@@ -17,7 +19,9 @@ def test_a_hazard_script_gives_its_findings_on_the_marked_lines(name):
     assert sorted(dist_found(path)) == sorted(marked(path)) != []
 
 
-@pytest.mark.parametrize("name,expected", [('pa421_low_precision_gradient_reduce_hazard.json', [('PA421', 'communication_data_type'), ('PA421', 'grad_accum_dtype')])])
+@pytest.mark.parametrize("name,expected", [
+    ("pa421_low_precision_gradient_reduce_hazard.json",
+     [("PA421", "communication_data_type"), ("PA421", "grad_accum_dtype")])])
 def test_a_hazard_config_gives_its_findings_on_the_keys_lines(name, expected):
     path = sample(name)
     assert sorted(dist_found(path)) == sorted((rule, key_line(path, key)) for rule, key in expected)

@@ -1,17 +1,19 @@
-"""PA422 fp16-fsdp-without-sharded-scaler: distributed precision settings (FSDP policies, DeepSpeed configs). The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA422 fp16-fsdp-without-sharded-scaler: distributed precision settings (FSDP policies, DeepSpeed
+configs). The hazard sample, its clean twin, the rule page's Example and Use instead, and the
+ways real code is written."""
 import os
 import re
 
 import pytest
 from precisionaudit.frontend.training import audit as audit_file
-from training_rules import DISTRIBUTED, FLAGS, HEAD, SAMPLES, assert_page_examples, key_line, marked, sample, twins, write
+from training_rules import DISTRIBUTED, FLAGS, HEAD, SAMPLES, assert_page_examples, marked, sample, twins, write
 
 dist_found = DISTRIBUTED.findings
 PLACEHOLDER = re.compile(r"\{[a-z_]+(?::[^}]*)?\}")
 
 
-@pytest.mark.parametrize("name", ['pa422_fp16_fsdp_without_sharded_scaler_hazard.py', 'pa422_fsdp2_fp16_no_scaler_hazard.py'])
+@pytest.mark.parametrize("name", ["pa422_fp16_fsdp_without_sharded_scaler_hazard.py",
+                                  "pa422_fsdp2_fp16_no_scaler_hazard.py"])
 def test_a_hazard_script_gives_its_findings_on_the_marked_lines(name):
     path = sample(name)
     assert sorted(dist_found(path)) == sorted(marked(path)) != []
@@ -29,7 +31,8 @@ def test_the_clean_twins_give_no_finding_and_every_case_is_rendered():
 
 
 def test_the_severity_follows_the_case():
-    found = {f.op: f.severity for f in audit_file(sample("pa422_fp16_fsdp_without_sharded_scaler_hazard.py"), DISTRIBUTED.rules)}
+    hazard = sample("pa422_fp16_fsdp_without_sharded_scaler_hazard.py")
+    found = {f.op: f.severity for f in audit_file(hazard, DISTRIBUTED.rules)}
     assert found == {"torch.amp.GradScaler": "error"}
 
 

@@ -1,5 +1,6 @@
-"""PA423 deepspeed-static-loss-scale: distributed precision settings (FSDP policies, DeepSpeed configs). The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA423 deepspeed-static-loss-scale: distributed precision settings (FSDP policies, DeepSpeed
+configs). The hazard sample, its clean twin, the rule page's Example and Use instead, and the
+ways real code is written."""
 import os
 import re
 
@@ -17,7 +18,9 @@ def test_a_hazard_script_gives_its_findings_on_the_marked_lines(name):
     assert sorted(dist_found(path)) == sorted(marked(path)) != []
 
 
-@pytest.mark.parametrize("name,expected", [('pa423_deepspeed_static_loss_scale_hazard.json', [('PA423', 'loss_scale')]), ('pa423_both_enabled_hazard.json', [('PA423', 'bf16')])])
+@pytest.mark.parametrize("name,expected", [
+    ("pa423_deepspeed_static_loss_scale_hazard.json", [("PA423", "loss_scale")]),
+    ("pa423_both_enabled_hazard.json", [("PA423", "bf16")])])
 def test_a_hazard_config_gives_its_findings_on_the_keys_lines(name, expected):
     path = sample(name)
     assert sorted(dist_found(path)) == sorted((rule, key_line(path, key)) for rule, key in expected)
@@ -35,7 +38,8 @@ def test_the_clean_twins_give_no_finding_and_every_case_is_rendered():
 
 
 def test_the_severity_follows_the_case():
-    found = {f.op: f.severity for name in ("pa423_both_enabled_hazard.json", "pa423_deepspeed_static_loss_scale_hazard.json")
+    names = ("pa423_both_enabled_hazard.json", "pa423_deepspeed_static_loss_scale_hazard.json")
+    found = {f.op: f.severity for name in names
              for f in audit_file(sample(name), DISTRIBUTED.rules)}
     assert found == {"bf16.enabled": "error", "fp16.loss_scale": "warning"}
 

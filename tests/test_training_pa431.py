@@ -1,5 +1,6 @@
-"""PA431 keras-fp16-loop-without-loss-scaling: Keras mixed precision in a TensorFlow / Keras training script. The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA431 keras-fp16-loop-without-loss-scaling: Keras mixed precision in a TensorFlow / Keras
+training script. The hazard sample, its clean twin, the rule page's Example and Use instead, and
+the ways real code is written."""
 import pytest
 from training_rules import Audit, assert_page_examples, keras_loop, sample
 

@@ -1,5 +1,6 @@
-"""PA432 keras-loss-scale-under-bf16: Keras mixed precision in a TensorFlow / Keras training script. The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA432 keras-loss-scale-under-bf16: Keras mixed precision in a TensorFlow / Keras training
+script. The hazard sample, its clean twin, the rule page's Example and Use instead, and the ways
+real code is written."""
 import pytest
 from training_rules import Audit, assert_page_examples, keras_loop, sample
 

@@ -1,5 +1,6 @@
-"""PA433 keras-policy-after-build: Keras mixed precision in a TensorFlow / Keras training script. The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA433 keras-policy-after-build: Keras mixed precision in a TensorFlow / Keras training script.
+The hazard sample, its clean twin, the rule page's Example and Use instead, and the ways real
+code is written."""
 from training_rules import Audit, assert_page_examples, sample
 
 AUDIT = Audit("PA431", "PA432", "PA433")

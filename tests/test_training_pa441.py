@@ -1,5 +1,6 @@
-"""PA441 fp8-one-step-amax-window: an FP8 training set-up (Transformer Engine, torchao). The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA441 fp8-one-step-amax-window: an FP8 training set-up (Transformer Engine, torchao). The hazard
+sample, its clean twin, the rule page's Example and Use instead, and the ways real code is
+written."""
 import pytest
 from training_rules import Audit, assert_page_examples, sample
 

@@ -1,5 +1,6 @@
-"""PA442 fp8-amax-group-data-parallel: an FP8 training set-up (Transformer Engine, torchao). The hazard sample, its clean twin, the rule page's
-Example and Use instead, and the ways real code is written."""
+"""PA442 fp8-amax-group-data-parallel: an FP8 training set-up (Transformer Engine, torchao). The
+hazard sample, its clean twin, the rule page's Example and Use instead, and the ways real code
+is written."""
 from training_rules import Audit, assert_page_examples, sample
 
 AUDIT = Audit("PA441", "PA442", "PA443")

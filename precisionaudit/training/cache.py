@@ -97,5 +97,6 @@ def _code_stamp() -> str:
     for directory, _, names in sorted(os.walk(here)):
         for name in sorted(n for n in names if os.path.splitext(n)[1] == ".py"):
             info = os.stat(os.path.join(directory, name))
-            stamp.update(f"{os.path.relpath(os.path.join(directory, name), here)}:{info.st_size}:{info.st_mtime_ns};".encode())
+            relative = os.path.relpath(os.path.join(directory, name), here)
+            stamp.update(f"{relative}:{info.st_size}:{info.st_mtime_ns};".encode())
     return stamp.hexdigest()[:16]

@@ -109,7 +109,7 @@ def _gated(script, node) -> bool:
     torch version check, in a conditional expression whose other branch is the new API, or
     in the handler of a ``try`` whose body uses the new API (timm's NativeScaler)."""
     parents = script.index.parents
-    child, parent = node, parents.get(node)
+    parent = parents.get(node)
     while parent is not None:
         if isinstance(parent, ast.If) and _is_version_gate(script.source(parent.test)):
             return True
@@ -120,7 +120,7 @@ def _gated(script, node) -> bool:
             body = parents[parent].body
             if _NEW_API in "".join(script.source(s) for s in body):
                 return True
-        child, parent = parent, parents.get(parent)
+        parent = parents.get(parent)
     return False
 
 

@@ -362,7 +362,8 @@ def _scan_events(script, name: str, scope_root) -> list:
     events = []
     for call in in_scope:
         func = call.func
-        if not isinstance(func, ast.Attribute) or _chain_root(func.value) != name or not _chain_keeps_module(func.value):
+        if not isinstance(func, ast.Attribute) or _chain_root(func.value) != name \
+                or not _chain_keeps_module(func.value):
             continue
         method = func.attr
         if method in CONVERSIONS:
