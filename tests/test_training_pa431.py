@@ -2,20 +2,14 @@
 training script. The hazard sample, its clean twin, the rule page's Example and Use instead, and
 the ways real code is written."""
 import pytest
-from training_rules import Audit, assert_page_examples, keras_loop, sample
+from training_rules import Audit, assert_page_examples, keras_loop
 
 AUDIT = Audit("PA431", "PA432", "PA433")
 findings, audit_code = AUDIT.findings, AUDIT.code
 
 
-def test_the_hazard_is_found_at_its_line_and_its_clean_twin_is_silent():
-    assert findings(sample("pa431_keras_fp16_loop_without_loss_scaling_hazard.py")) == [("PA431", 16)]
-    assert findings(sample("pa431_keras_fp16_loop_without_loss_scaling_clean.py")) == []
-
-
-def test_the_message_and_fix_are_filled_with_real_values():
-    seen = AUDIT.rendered("pa431")
-    assert set(seen) == {"PA431"}
+def test_the_hazard_sample_fires_at_its_line_with_its_message_and_its_twin_is_silent():
+    seen = AUDIT.pair("pa431_keras_fp16_loop_without_loss_scaling", [("PA431", 16)])
     assert seen["PA431"].message.startswith("tape.gradient() computes gradients under the mixed_float16 "
                                             "policy (set on line 5)")
 

@@ -2,20 +2,14 @@
 script. The hazard sample, its clean twin, the rule page's Example and Use instead, and the ways
 real code is written."""
 import pytest
-from training_rules import Audit, assert_page_examples, keras_loop, sample
+from training_rules import Audit, assert_page_examples, keras_loop
 
 AUDIT = Audit("PA431", "PA432", "PA433")
 findings, audit_code = AUDIT.findings, AUDIT.code
 
 
-def test_the_hazard_is_found_at_its_line_and_its_clean_twin_is_silent():
-    assert findings(sample("pa432_keras_loss_scale_under_bf16_hazard.py")) == [("PA432", 10)]
-    assert findings(sample("pa432_keras_loss_scale_under_bf16_clean.py")) == []
-
-
-def test_the_message_and_fix_are_filled_with_real_values():
-    seen = AUDIT.rendered("pa432")
-    assert set(seen) == {"PA432"}
+def test_the_hazard_sample_fires_at_its_line_with_its_message_and_its_twin_is_silent():
+    AUDIT.pair("pa432_keras_loss_scale_under_bf16", [("PA432", 10)])
 
 
 @pytest.mark.parametrize("kwargs", [

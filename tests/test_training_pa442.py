@@ -1,20 +1,14 @@
 """PA442 fp8-amax-group-data-parallel: an FP8 training set-up (Transformer Engine, torchao). The
 hazard sample, its clean twin, the rule page's Example and Use instead, and the ways real code
 is written."""
-from training_rules import Audit, assert_page_examples, sample
+from training_rules import Audit, assert_page_examples
 
 AUDIT = Audit("PA441", "PA442", "PA443")
 findings, audit_code = AUDIT.findings, AUDIT.code
 
 
-def test_the_hazard_is_found_at_its_line_and_its_clean_twin_is_silent():
-    assert findings(sample("pa442_fp8_amax_group_data_parallel_hazard.py")) == [("PA442", 10)]
-    assert findings(sample("pa442_fp8_amax_group_data_parallel_clean.py")) == []
-
-
-def test_the_message_and_fix_are_filled_with_real_values():
-    seen = AUDIT.rendered("pa442")
-    assert set(seen) == {"PA442"}
+def test_the_hazard_sample_fires_at_its_line_with_its_message_and_its_twin_is_silent():
+    seen = AUDIT.pair("pa442_fp8_amax_group_data_parallel", [("PA442", 10)])
     assert seen["PA442"].message.startswith("fp8_group is mpu.get_data_parallel_group(), the data-parallel group")
     assert seen["PA442"].evidence["condition"] == "when tensor parallelism is used"
 

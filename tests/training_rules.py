@@ -10,6 +10,8 @@ import textwrap
 from precisionaudit.frontend.training import audit as audit_file
 from precisionaudit.rules.engine import load_rules
 
+#: a template placeholder nothing filled
+PLACEHOLDER = re.compile(r"\{[a-z_]+(?::[^}]*)?\}")
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples", "training")
 #: every training rule, with its check
 TRAINING_RULES = [r for r in load_rules() if r.scope == "training"]
@@ -39,6 +41,26 @@ class Audit:
     def code_conditions(self, tmp_path, code, name="train.py"):
         return self.conditions(write(tmp_path, code, name))
 
+    def pair(self, stem, expected) -> dict:
+        """Sample ``stem``_hazard.py gives ``expected`` ((rule, line), sorted), every message
+        and fix filled; its twin ``stem``_clean.py gives nothing. rule -> one of its findings."""
+        hazard = self.run(sample(f"{stem}_hazard.py"))
+        assert sorted((f.rule, f.line) for f in hazard) == expected
+        assert not any(PLACEHOLDER.search(f.message + f.fix["to"]) for f in hazard)
+        assert self.run(sample(f"{stem}_clean.py")) == []
+        return {f.rule: f for f in hazard}
+
+    def cases(self, prefix) -> set:
+        """(rule, case) of every finding of the hazard samples named ``prefix*`` (the case: what
+        a PA421 finding says is low, else the severity), each message and fix filled."""
+        seen = set()
+        for name in sorted(os.listdir(SAMPLES)):
+            if name.startswith(prefix) and "_hazard." in name:
+                for f in self.run(sample(name)):
+                    assert not PLACEHOLDER.search(f.message + f.fix["to"]) and f.fix["action"] == "edit"
+                    seen.add((f.rule, f.evidence.get("what") or f.severity))
+        return seen
+
     def rendered(self, prefix) -> dict:
         """rule -> one finding from the hazard samples named ``prefix*_hazard.py``, each with
         its message and fix filled (no ``{placeholder}`` left)."""
@@ -65,6 +87,11 @@ def amp_audit(path, rules=AMP_RULES) -> list:
 def amp_found(path, rules=AMP_RULES) -> list:
     """(rule, line, condition) of the AMP rules' findings in ``path``, sorted."""
     return Audit(*rules).conditions(path)
+
+
+def amp_lines(name) -> list:
+    """(rule, line) of the AMP rules' findings in sample ``name``."""
+    return sorted((rule, line) for rule, line, _ in amp_found(sample(name)))
 
 
 def sample(name):
