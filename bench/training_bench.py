@@ -12,7 +12,8 @@ to end through the pre-commit hook's command (``--script``). Usage:
 ``--old`` names a copy of an earlier precisionaudit (``git archive main precisionaudit rules |
 tar -x -C DIR``), run with ``PYTHONPATH`` as the "before" rows. ``--flake8``/``--ruff`` name
 executables of an environment where TorchFix and ruff are installed (``pip install torchfix
-ruff`` in a separate venv); TorchFix runs once (minutes), the others ``--repeat`` times.
+ruff`` in a separate venv). Over a folder, TorchFix and the old code run once (minutes
+each), in the first round; the other rows ``--repeat`` times, the rounds interleaved.
 Wall time and CPU time (user + system of the process) are both shown: on a shared machine the
 CPU time is the steadier of the two.
 """
@@ -31,10 +32,12 @@ import time
 
 
 def timed(command: list[str], env=None) -> tuple[float, float, subprocess.CompletedProcess]:
-    """(wall seconds, CPU seconds, result) of one child process."""
+    """(wall seconds, CPU seconds, result) of one child process, run from a folder that holds
+    no precisionaudit (``python -m`` puts the working directory first on sys.path: PYTHONPATH
+    must decide which precisionaudit runs)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done
@@ -48,8 +51,10 @@ def package_root(package: str) -> str:
 
 
 class Row:
-    def __init__(self, name: str, command: list[str], env=None, before=None, note=""):
+    def __init__(self, name: str, command: list[str], env=None, before=None, note="", once=False):
         self.name, self.command, self.env, self.before, self.note = name, command, env, before, note
+        #: a row of minutes (the old code, TorchFix over a folder) runs in the first round only
+        self.once = once
         self.walls, self.cpus, self.out = [], [], None
 
     def run(self):
@@ -63,22 +68,23 @@ class Row:
         self.out = done
 
 
-def scan_rows(target: str, cache: str, config: str, old: str | None, hook: bool = False) -> list[Row]:
+def scan_rows(target, cache: str, config: str, old: str | None, hook: bool = False) -> list[Row]:
     """before (the old checkout), now with a cold cache, now with a warm one."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     head = [sys.executable, "-m", "precisionaudit", "scan"]
     flags = ["--skip-non-models"] if hook else ["--select", "PA4", "--format", "json", "--exit-zero"]
+    target = [target] if isinstance(target, str) else list(target)
     rows = []
     if old:  # a settings file too (it knows no cache-dir): both pay for reading one
         env = {**os.environ, "PYTHONPATH": old}
         plain = os.path.join(os.path.dirname(config), "old", "precisionaudit.toml")
         os.makedirs(os.path.dirname(plain), exist_ok=True)
         open(plain, "w").close()
-        rows.append(Row("before (main)", head + ["--config", plain] + flags + [target], env))
+        rows.append(Row("before (main)", head + ["--config", plain] + flags + target, env, once=not hook))
     env = {**os.environ, "PYTHONPATH": here}
-    rows.append(Row("now, cold cache", head + ["--config", config] + flags + [target], env,
+    rows.append(Row("now, cold cache", head + ["--config", config] + flags + target, env,
                     before=lambda: shutil.rmtree(cache, ignore_errors=True)))
-    rows.append(Row("now, warm cache", head + ["--config", config] + flags + [target], env))
+    rows.append(Row("now, warm cache", head + ["--config", config] + flags + target, env))
     return rows
 
 
@@ -121,22 +127,26 @@ def main() -> None:
         fh.write(f'cache-dir = "{cache}"\n')
     print(f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} at the start")
     if target:
-        files = [os.path.join(d, f) for d, _, fs in os.walk(target) for f in fs if f.endswith(".py")]
+        every = sorted(os.path.join(d, f) for d, _, fs in os.walk(target) for f in fs if f.endswith(".py"))
+        # a file that defines get_model() is a model file to a scan, which imports it (it needs
+        # its own dependencies: TensorRT's): left out of every row, so all read the same files
+        files = [f for f in every if "def get_model(" not in open(f, encoding="utf-8", errors="replace").read()]
         lines = sum(1 for f in files for _ in open(f, encoding="utf-8", errors="replace"))
-        print(f"{target}: {len(files)} .py files, {lines:,} lines")
-        rows = scan_rows(target, cache, config, args.old)
+        print(f"{target}: {len(files)} .py files, {lines:,} lines ({len(every) - len(files)} model files left out: "
+              f"{', '.join(os.path.relpath(f, target) for f in every if f not in files)})")
+        rows = scan_rows(files, cache, config, args.old)
         if args.ruff:
-            ruff = [args.ruff, "check", "--no-cache", "--isolated", "--exit-zero", "--quiet", target]
+            ruff = [args.ruff, "check", "--no-cache", "--isolated", "--exit-zero", "--quiet", *files]
             rows.append(Row("ruff check (default rules)", ruff, note="the floor"))
-        for _ in range(args.repeat):
-            for row in rows:
-                row.run()
         if args.flake8:
-            torchfix = Row("TorchFix (flake8 --select TOR -j 1)",
-                           [args.flake8, "--isolated", "--select", "TOR", "-j", "1", "--exit-zero", target])
-            torchfix.run()
-            torchfix.note = f"{len(torchfix.out.stdout.splitlines())} findings"
-            rows.append(torchfix)
+            rows.append(Row("TorchFix (flake8 --select TOR -j 1)",
+                            [args.flake8, "--isolated", "--select", "TOR", "-j", "1", "--exit-zero", *files], once=True))
+        for round_ in range(args.repeat):
+            for row in rows:
+                if round_ == 0 or not row.once:
+                    row.run()
+        if args.flake8:
+            rows[-1].note = f"{len(rows[-1].out.stdout.splitlines())} findings"
         table(f"{target} (PA4xx through the CLI, one process each)", rows, rows[-1] if args.flake8 else rows[0])
     if args.script:
         lines = sum(1 for _ in open(args.script, encoding="utf-8"))

@@ -99,14 +99,13 @@ class Hits:
 
 
 class Walker:
-    """The AMP walk of one script: ``hits`` per (rule, node), each over the paths that reach it."""
+    """The AMP walk of one script: its statements on each path (calls: ``calls.Calls``), the
+    events it emits (``emit``) and the hits the rules record (``hits``)."""
 
     def __init__(self, script):
-        self.script = script
-        self.index, facts = script.index, script.index.step
-        self.facts = facts
-        self.optimizer_keys = {arg for receiver, arg in facts.step_args if receiver in facts.scaler_keys}
-        self.amp_functions = facts.amp_functions()
+        self.script, self.index, self.facts = script, script.index, script.index.step
+        self.optimizer_keys = {arg for receiver, arg in self.facts.step_args if receiver in self.facts.scaler_keys}
+        self.amp_functions = self.facts.amp_functions()
         self.hits = Hits(script)
         self.frames: list = []
         self.loop_ifs: list = []
