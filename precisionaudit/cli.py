@@ -11,7 +11,7 @@ from .core.documents import require_regular_file
 from .core.errors import UsageError
 from .core.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineErrors, guarded
 from .core.outputs import checked_output
-from .core.target import (  # not .policy: keep torch out until a model is scanned
+from .core.target import (  # torch-free: torch is imported only when a model is scanned
     DEVICES,
     DTYPES,
     FP8_RECIPES,

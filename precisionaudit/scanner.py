@@ -199,7 +199,8 @@ class ScanManager:
         results, found = [], []
         for frontend in frontends:
             target = frontend.judged_target(settings.target)
-            result, more = frontend.scan(path, target, chosen, self.entry, self.inputs, self.timeout, self.values)
+            result, more = frontend.scan(path, target, chosen, self.entry, self.inputs, self.timeout, self.values,
+                                         settings.cache_dir)
             results.append(result)
             found += more
         result = next((r for r in results if r.status == "error"), results[0])

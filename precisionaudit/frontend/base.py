@@ -84,9 +84,10 @@ class Frontend(Protocol):
         """The policy the file is judged under, given the one the settings ask for."""
 
     def scan(self, path: str, target: Target, rules, entry: str, inputs: str, timeout: float | None,
-             values: ValueOptions) -> tuple[ModelResult, list]:
+             values: ValueOptions, cache_dir: str | None = None) -> tuple[ModelResult, list]:
         """(result, findings) of the selected ``rules``; the file's own failures are the
-        result's error, bad command input a UsageError."""
+        result's error, bad command input a UsageError. ``cache_dir``: where results read
+        statically may be kept (the settings' ``cache-dir``; None: not kept)."""
 
     def explain(self, path: str, target: Target, entry: str, inputs: str, timeout: float | None,
                 values: ValueOptions) -> str:
@@ -204,8 +205,9 @@ class ModelFrontend:
             return fn(*args, **kwargs)
 
     def scan(self, path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None,
-             values=NO_VALUES):
-        """(ModelResult, findings) for one model file, scanned in a child process (core.isolation);
+             values=NO_VALUES, cache_dir=None):
+        """(ModelResult, findings) for one model file, scanned in a child process (core.isolation;
+        a model run is never cached, so ``cache_dir`` is not read);
         its errors (a capture error, the time limit, a child that exits or crashes, even a bug of
         ours on a malformed model) become the result's error, so that the other models of a scan
         are still reported. Bad --weights / --data end the command (exit 2)."""

@@ -34,6 +34,11 @@ class FileSettings:
     rule_ids: set[str]
     baseline: str | None
 
+    @property
+    def cache_dir(self) -> str | None:
+        """Where the training findings cache lives (None: no cache)."""
+        return self.config.cache_directory
+
     def as_json(self, files=()) -> dict:
         """One entry of ``--show-settings`` and of the JSON report's ``settings``."""
         c = self.config
