@@ -324,7 +324,7 @@ def emulated_record(path: str, entry: str, dtype: str):
 def real_record(path: str, entry: str, dtype: str, device: str):
     """The same Recorder around the model's real forward on ``device`` under the real
     ``torch.autocast`` (device "cpu": CUDA's policy emulated on real CPU tensors, the dry run)."""
-    from precisionaudit.capture.pytorch.model_file import entry_points, split_inputs
+    from precisionaudit.runtime.pytorch.model_file import entry_points, split_inputs
     from precisionaudit.capture.pytorch.recorder import Recorder
     from precisionaudit.core.target import Target
     from precisionaudit.runtime.pytorch.cuda_autocast import autocast_policy

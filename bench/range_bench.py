@@ -49,8 +49,8 @@ def child(kind: str, weights: str) -> dict:
     import torch
 
     from precisionaudit.capture.pytorch.calibration import measure_model
-    from precisionaudit.capture.pytorch.model_file import import_model_file
-    from precisionaudit.capture.pytorch.weights import load_model
+    from precisionaudit.runtime.pytorch.model_file import import_model_file
+    from precisionaudit.runtime.pytorch.weights import load_model
     from precisionaudit.core.numerics import Target
     from precisionaudit.core.values import ValueOptions
 
@@ -101,7 +101,7 @@ def write_shards(directory: str) -> int:
     import torch
     from safetensors.torch import save_file
 
-    from precisionaudit.capture.pytorch.model_file import import_model_file
+    from precisionaudit.runtime.pytorch.model_file import import_model_file
 
     model = import_model_file(OFFLOAD_MODEL).get_model()  # on meta: names and shapes only
     groups: dict[str, list] = {}
@@ -155,7 +155,7 @@ def small_bench(repeat: int, batches: int = 2) -> int:
     import torch
 
     from precisionaudit.capture.pytorch.calibration import measure_model
-    from precisionaudit.capture.pytorch.model_file import import_model_file
+    from precisionaudit.runtime.pytorch.model_file import import_model_file
     from precisionaudit.core.numerics import Target
     from precisionaudit.core.values import ValueOptions
 

@@ -135,7 +135,7 @@ def test_values_read_while_building_keep_the_fake_path():
 
 
 def test_building_without_weights_keeps_ties_flags_and_attributes_and_undoes_itself():
-    from precisionaudit.capture.pytorch.model_file import build_without_weights
+    from precisionaudit.runtime.pytorch.model_file import build_without_weights
 
     class Frozen(torch.nn.Module):
         def __init__(self):
@@ -209,7 +209,7 @@ def test_a_constructor_computing_with_a_parameter_is_built_again_with_weights(tm
 
 
 def test_a_constructor_that_fails_for_its_own_reason_is_not_built_twice():
-    from precisionaudit.capture.pytorch.model_file import build_without_weights
+    from precisionaudit.runtime.pytorch.model_file import build_without_weights
 
     calls = []
 

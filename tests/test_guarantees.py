@@ -162,7 +162,7 @@ def test_check_cannot_be_forged_either(tmp_path, case):
 
 
 def test_ctrl_c_in_the_python_api_stays_a_keyboard_interrupt():
-    from precisionaudit.capture.pytorch.user_code import user_code
+    from precisionaudit.runtime.pytorch.user_code import user_code
 
     # outside the command line it may be the user's Ctrl-C
     with pytest.raises(KeyboardInterrupt), user_code("m.py", "get_model()"):

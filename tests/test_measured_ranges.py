@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from conftest import sample
 from safetensors.torch import save_file
 
-from precisionaudit.capture.pytorch.model_file import import_model_file
+from precisionaudit.runtime.pytorch.model_file import import_model_file
 from precisionaudit.cli import main
 
 CASES = {  # sample, data source, needs the trained weights

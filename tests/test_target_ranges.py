@@ -51,7 +51,7 @@ def test_an_overflow_the_fp16_program_has_names_the_fp32_reference():
     """T5's wo: the reference's 1e5 is the headroom (the fp16 run only knows inf)."""
     from safetensors.torch import save_file
 
-    from precisionaudit.capture.pytorch.model_file import import_model_file
+    from precisionaudit.runtime.pytorch.model_file import import_model_file
     import tempfile, os
 
     path = sample("pa301_t5_ff_hazard.py")

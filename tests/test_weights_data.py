@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from conftest import ROOT, sample
 from safetensors.torch import save_file
 
-from precisionaudit.capture.data import pytorch_batches
-from precisionaudit.capture.pytorch.model_file import import_model_file
-from precisionaudit.capture.pytorch.weights import load_model, read_state_dict
+from precisionaudit.runtime.data import pytorch_batches
+from precisionaudit.runtime.pytorch.model_file import import_model_file
+from precisionaudit.runtime.pytorch.weights import load_model, read_state_dict
 from precisionaudit.cli import main
 from precisionaudit.core.errors import UsageError
 

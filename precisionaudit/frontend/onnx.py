@@ -48,7 +48,7 @@ class OnnxFrontend(ModelFrontend):
         from ..runtime.onnx.io import require_onnx_extra
 
         require_onnx_extra()
-        from ..capture.onnx.model import load_onnx
+        from ..runtime.onnx.load import load_onnx
         from ..plan.onnx import header, make_onnx_plan
         from ..runtime.onnx.graph import refuse_converted
         from ..runtime.onnx.inputs import parse_shapes
@@ -100,7 +100,7 @@ class OnnxFrontend(ModelFrontend):
 
         require_onnx_extra()
         from ..apply.onnx import convert
-        from ..capture.onnx.model import load_onnx
+        from ..runtime.onnx.load import load_onnx
         from ..core.outputs import checked_output
         from ..plan.file import load_plan
         from ..runtime.onnx.io import verify, write_atomic

@@ -30,7 +30,7 @@ class PyTorchFrontend(ModelFrontend):
         from ..capture.pytorch import capture  # noqa: F401
 
     def state_kept(self):
-        from ..capture.pytorch.user_code import torch_defaults_kept
+        from ..runtime.pytorch.user_code import torch_defaults_kept
 
         return torch_defaults_kept()
 

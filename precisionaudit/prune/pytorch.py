@@ -173,7 +173,7 @@ def pruned_plan(plan: OverridePlan, path: str, target, seed: int, entry: str, in
     """Run the check's session on the model file (with real ``weights`` when given) and
     prune ``plan`` with it."""
     from ..core.values import ValueOptions
-    from ..capture.pytorch.user_code import user_code
+    from ..runtime.pytorch.user_code import user_code
     from ..check.pytorch.runner import Session
 
     with user_code(path, "the model's forward"):  # an exit from the forward is not a verdict

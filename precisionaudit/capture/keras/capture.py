@@ -27,10 +27,10 @@ from ...core.errors import CaptureError
 from ...core.numerics import LOW_PRECISION_NAMES
 from ...core.target import Target
 from ...ir.capture import Capture
+from ...runtime.pytorch.model_file import call_user, entry_points
+from ...runtime.pytorch.user_code import describe, user_code
 from ..pytorch.capture import build_graph
-from ..pytorch.model_file import call_user, entry_points
 from ..pytorch.recorder import Recorder, calls_the_model, skip_frames_in
-from ..pytorch.user_code import describe, user_code
 from .backend import import_keras, require_torch_backend
 
 #: what a scan's notes say about verdicts that depend on a kernel

@@ -25,14 +25,14 @@ from ...core.errors import CaptureError, UsageError
 from ...core.numerics import dtype_name
 from ...core.values import ValueOptions, call_key, matched_calls, merge, value_stats
 from ...runtime.pytorch.cuda_autocast import autocast_policy
-from ..data import pytorch_batches
+from ...runtime.pytorch.model_file import call_user, entry_point, import_model_file, split_inputs
+from ...runtime.pytorch.user_code import describe, user_code
+from ...runtime.pytorch.weights import load_model
+from ...runtime.data import pytorch_batches
 from .capture import is_significant
 from .fp8_ranges import LinearCounts
-from .model_file import call_user, entry_point, import_model_file, split_inputs
 from .offload import checkpoint_stats, load_offloaded, needs_offload
 from .recorder import Recorder, calls_the_model
-from .user_code import describe, user_code
-from .weights import load_model
 
 @dataclass
 class Measurement:

@@ -24,11 +24,11 @@ from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
 from ...runtime.pytorch.cuda_autocast import autocast_policy
 from ...runtime.pytorch.emulation import EmulatedKernels, mixed_operands
+from ...runtime.pytorch.model_file import as_module, build_without_weights, call_user, entry_points, on_meta, split_inputs
 from ...runtime.pytorch.ops import CAST_FNS
+from ...runtime.pytorch.user_code import describe, user_code
 from .fakes import register_fakes
-from .model_file import as_module, build_without_weights, call_user, entry_points, on_meta, split_inputs
 from .recorder import Recorder, calls_the_model
-from .user_code import describe, user_code
 
 #: aten ops that only re-view, alias or copy a tensor: not nodes, edges pass through them.
 TRANSPARENT = {

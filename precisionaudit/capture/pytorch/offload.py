@@ -20,8 +20,8 @@ import tempfile
 import torch
 
 from ...core.errors import UsageError
-from .model_file import as_module, call_user, entry_point
-from .weights import check_fits
+from ...runtime.pytorch.model_file import as_module, call_user, entry_point
+from ...runtime.pytorch.weights import check_fits
 
 #: a checkpoint larger than this share of the available memory is dispatched with offload
 OFFLOAD_SHARE = 0.5

@@ -19,7 +19,8 @@ import onnx
 
 from ... import __version__
 from ...apply.onnx import BF16_UNSUPPORTED, convert, resolve_plan
-from ...capture.onnx.model import load_onnx, module_of, source_of
+from ...runtime.onnx.graph import module_of, source_of
+from ...runtime.onnx.load import load_onnx
 from ...core.errors import UsageError
 from ...core.text import first_few
 from ...plan.file import load_plan
@@ -109,7 +110,7 @@ def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None,
         resolve_plan(plan_obj, model.graph, dtype)  # a plan for another model stops here
     if values is None or values.data is None:
         return _check_inputs(path, model, plan_obj, dtype, tol, seed, input_shapes, device, None, started)
-    from ...capture.data import onnx_batches
+    from ...runtime.data import onnx_batches
     from ...runtime.onnx.inputs import graph_inputs
 
     report = None

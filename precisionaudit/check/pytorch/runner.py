@@ -18,11 +18,11 @@ import torch
 
 from ... import __version__
 from ...apply.pytorch import LOW, apply_plan, to_low_precision
-from ...capture.data import pytorch_batches
-from ...capture.pytorch import model_file
+from ...runtime.data import pytorch_batches
+from ...runtime.pytorch import model_file
 from ...capture.pytorch.recorder import calls_the_model
-from ...capture.pytorch.user_code import describe, user_code
-from ...capture.pytorch.weights import load_model
+from ...runtime.pytorch.user_code import describe, user_code
+from ...runtime.pytorch.weights import load_model
 from ...core.errors import UsageError
 from ...core.target import Target
 from ...core.values import NO_VALUES, ValueOptions

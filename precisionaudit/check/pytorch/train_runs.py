@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...capture.pytorch.user_code import describe, user_code
+from ...runtime.pytorch.user_code import describe, user_code
 from ...core.errors import UsageError
 from ...runtime.pytorch import execution
 

@@ -23,8 +23,8 @@ import torch
 
 from ... import __version__
 from ...apply.pytorch import LOW, apply_plan, to_low_precision
-from ...capture.pytorch import model_file
-from ...capture.pytorch.user_code import describe, user_code
+from ...runtime.pytorch import model_file
+from ...runtime.pytorch.user_code import describe, user_code
 from ...core.errors import UsageError
 from ...core.target import Target
 from ...plan.file import load_plan
