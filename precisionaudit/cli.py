@@ -232,7 +232,7 @@ def explain(path, dtype, recipe, mode, device, entry, inputs_name, timeout, weig
     from .frontend import frontend_for
 
     values = _values(weights, data, batches, headroom)
-    click.echo(frontend_for(path).explain(path, named_target(dtype, mode, device, recipe), entry, inputs_name,
+    click.echo(frontend_for(path, entry).explain(path, named_target(dtype, mode, device, recipe), entry, inputs_name,
                                           timeout, values), nl=False)
 
 
@@ -304,7 +304,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     from .settings.resolve import SettingsResolver
 
     values = _values(weights, data, batches, headroom)
-    frontend = frontend_for(path)
+    frontend = frontend_for(path, entry)
     frontend.validate_plan(prune, input_shapes, values)
     resolver = SettingsResolver(rule_ids(), config_file, isolated,
                                 _flags(dtype=dtype, mode=mode, device=device, recipe=recipe))
@@ -432,7 +432,7 @@ def check(path, plan_path, dtype, recipe, mode, device, atol, rtol, cosine, seed
     tolerance = tolerance_for(settings.target.dtype, atol, rtol, cosine)
     if html_file is not None:  # a missing plotly is said before the check
         html_file = _html_output(html_file, [path, plan_path])
-    report = frontend_for(path).check(CheckRequest(path, plan_path, settings.target.dtype, settings.target.mode,
+    report = frontend_for(path, entry).check(CheckRequest(path, plan_path, settings.target.dtype, settings.target.mode,
                                                    device, tolerance, seed, grad, entry, inputs_name,
                                                    input_shapes, timeout, values, train, steps, lr,
                                                    settings.target.recipe))

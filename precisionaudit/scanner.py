@@ -76,7 +76,7 @@ def scan(paths, target, rules, entry="get_model", inputs="get_example_inputs", r
     fingerprints use paths relative to ``root``."""
     results, findings = [], []
     for path in expand_paths(paths, entry):
-        result, found = frontend_for(path).scan(path, target, rules, entry, inputs, timeout, values)
+        result, found = frontend_for(path, entry).scan(path, target, rules, entry, inputs, timeout, values)
         results.append(result)
         findings.extend(found)
     fingerprint_all(findings, root)
@@ -214,7 +214,7 @@ class ScanManager:
         (``plan`` scans one model file so)."""
         results, findings = [], []
         for file in expand_paths([path], self.entry):
-            result, found = self.scan_file(file, settings, rules, [frontend_for(file)])
+            result, found = self.scan_file(file, settings, rules, [frontend_for(file, self.entry)])
             results.append(result)
             findings += found
         return results[0], sorted(findings, key=sort_key)

@@ -7,9 +7,11 @@ input is a module here and its place in ``SUFFIXES``.
 """
 from __future__ import annotations
 
+from ..core.errors import UsageError
 from .base import CheckRequest, Frontend, ModelFrontend, PlanOutcome, PlanRequest
-from .keras import KerasFrontend, source_imports_keras
+from .keras import KerasFrontend
 from .onnx import OnnxFrontend
+from .python_file import read_python
 from .pytorch import PyTorchFrontend
 from .training import TrainingFrontend
 
@@ -33,27 +35,41 @@ def _suffix(path: str, table) -> str | None:
     return next((suffix for suffix in table if path.endswith(suffix)), None)
 
 
-def frontend_for(path: str) -> ModelFrontend:
-    """The model frontend of a file named to plan, check, explain or convert."""
+def frontend_for(path: str, entry: str = "get_model") -> ModelFrontend:
+    """The model frontend of what is named to plan, check, explain or convert; the frontend's
+    UsageError when it is no model of that kind (a Python file whose ``get_model`` needs
+    arguments is not imported)."""
+    frontend = _model_frontend(path)
+    if not frontend.accepts(path, entry):
+        raise frontend.not_taken(path, entry)
+    return frontend
+
+
+def _model_frontend(path: str) -> ModelFrontend:
     suffix = _suffix(path, MODELS)
     return _python_model(path, MODELS[suffix] if suffix else PYTORCH)
 
 
 def _python_model(path: str, frontend):
     """A Python model file that imports keras is a Keras model file (read, never imported)."""
-    return KERAS if frontend is PYTORCH and source_imports_keras(path) else frontend
+    return KERAS if frontend is PYTORCH and _imports_keras(path) else frontend
+
+
+def _imports_keras(path: str) -> bool:
+    try:
+        return read_python(path).imports_keras
+    except UsageError:
+        return False  # the PyTorch frontend reports the unreadable file
 
 
 def not_scanned(path: str, entry: str):
     """The UsageError for a file named to scan that no frontend takes."""
-    from ..core.errors import UsageError
-
     suffix = _suffix(path, MODELS)
     if suffix is None and _suffix(path, SUFFIXES):
         return UsageError(f"{path}: not a DeepSpeed or accelerate config (or no training rule is selected)")
     if suffix is None:
         return UsageError(f"{path}: not a Python model file, an .onnx file or a training config")
-    return frontend_for(path).not_taken(path, entry)
+    return _model_frontend(path).not_taken(path, entry)
 
 
 def scan_frontends(path: str, entry: str, rules) -> list:
@@ -69,4 +85,4 @@ def scan_frontends(path: str, entry: str, rules) -> list:
 def is_model_file(path: str, entry: str = "get_model") -> bool:
     """Whether a scan takes ``path`` as a model file, read from its source (never imported):
     an ONNX file always, a Python file when it defines the entry point."""
-    return frontend_for(path).accepts(path, entry)
+    return _model_frontend(path).accepts(path, entry)

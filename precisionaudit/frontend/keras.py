@@ -4,31 +4,11 @@ is imported) and is judged under the model's own dtype policies."""
 from __future__ import annotations
 
 import contextlib
-import re
 
 from ..core.errors import UsageError
 from .base import PlanOutcome
+from .python_file import read_python
 from .pytorch import PyTorchFrontend
-
-#: a file that imports keras at the start of a line is a Keras model file; one that imports
-#: TensorFlow is when it also names keras (``tf.keras``: a PyTorch model file may import
-#: TensorFlow for other things, TensorBoard's summaries)
-_KERAS_IMPORT = re.compile(r"^\s*(import\s+keras\b|from\s+keras\b)", re.MULTILINE)
-_TF_IMPORT = re.compile(r"^\s*(import\s+tensorflow\b|from\s+tensorflow\b)", re.MULTILINE)
-
-
-def imports_keras(text: str) -> bool:
-    """Whether the source imports keras (or TensorFlow and uses its ``keras``)."""
-    return _KERAS_IMPORT.search(text) is not None or (_TF_IMPORT.search(text) is not None and "keras" in text)
-
-
-def source_imports_keras(path: str) -> bool:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return imports_keras(fh.read())
-    except OSError:
-        return False  # the PyTorch frontend reports the unreadable file
-
 
 #: rules whose verdict depends on the kernel that runs the op: accumulation (softmax, norms,
 #: reductions, recurrent states) and Tensor Core paths
@@ -41,7 +21,7 @@ class KerasFrontend(PyTorchFrontend):
 
     def accepts(self, path: str, entry: str) -> bool:
         """A .keras archive, or a Python file that imports keras and defines the entry."""
-        return path.endswith(".keras") or (source_imports_keras(path) and super().accepts(path, entry))
+        return path.endswith(".keras") or (read_python(path).imports_keras and super().accepts(path, entry))
 
     def preload(self) -> None:
         import torch._dynamo  # noqa: F401 - FakeTensorMode imports it on first use

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..core.errors import UsageError
 from .base import CheckRequest, ModelFrontend, PlanOutcome, PlanRequest
+from .python_file import read_python
 
 
 class PyTorchFrontend(ModelFrontend):
@@ -11,17 +12,13 @@ class PyTorchFrontend(ModelFrontend):
     plan_file = "amp_plan.yaml"
 
     def accepts(self, path: str, entry: str) -> bool:
-        """Decide from the source text alone (no import) whether the file defines the entry."""
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read: {exc.strerror}") from exc
-        return f"def {entry}(" in text or f"{entry} =" in text
+        """Whether the file's module level defines the entry as a model factory (read with
+        ast, never imported: frontend/python_file.py)."""
+        return read_python(path).defines_factory(entry)
 
     def not_taken(self, path: str, entry: str) -> UsageError:
         """Why a scan does not take the file (when no training rule reads it either)."""
-        return UsageError(f"{path}: no function {entry}() (use --entry to name the model factory)")
+        return UsageError(read_python(path).why_not(path, entry))
 
     def preload(self) -> None:
         import accelerate  # noqa: F401 - init_empty_weights builds the model
