@@ -10,6 +10,7 @@ from conftest import ROOT, findings_of, sample
 from precisionaudit.analysis import run_passes
 from precisionaudit.capture.pytorch.capture import capture_file
 from precisionaudit.core.numerics import Target
+from precisionaudit.runtime.sources import LoadOptions
 
 MODELS = os.path.join(ROOT, "tests", "models")
 
@@ -200,7 +201,7 @@ def get_example_inputs():
 def test_a_constructor_computing_with_a_parameter_is_built_again_with_weights(tmp_path, inputs):
     path = tmp_path / "anchored.py"
     path.write_text(COMPUTES_WITH_A_PARAMETER)
-    captured = capture_file(str(path), Target(), inputs=inputs)
+    captured = capture_file(str(path), Target(), LoadOptions(inputs=inputs))
     (note,) = [n for n in captured.notes if n.startswith("built with its weights allocated")]
     assert "Tensor on device meta is not on the expected device cpu" in note
     assert captured.frontend == ("fake" if inputs == "get_example_inputs" else "structure")

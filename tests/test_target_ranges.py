@@ -12,6 +12,7 @@ from conftest import sample
 
 from precisionaudit.cli import main
 from precisionaudit.core.values import matched_calls
+from precisionaudit.runtime.sources import DEFAULT_LOAD
 
 MODES = ["autocast", "pure"]
 
@@ -72,7 +73,7 @@ def _nodes(path, mode):
 
     target = Target("float16", mode, "cuda")
     frontend = frontend_for(path)
-    captured = frontend.capture(path, target, "get_model", "get_example_inputs")
+    captured = frontend.capture(path, target, DEFAULT_LOAD)
     frontend.measure(captured.graph, path, target, "get_model", "get_example_inputs", ValueOptions(data="example"))
     return [attrs for _, attrs in run_passes(captured.graph).nodes(data=True)]
 

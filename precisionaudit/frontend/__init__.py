@@ -7,7 +7,10 @@ input is a module here and its place in ``SUFFIXES``.
 """
 from __future__ import annotations
 
+import os
+
 from ..core.errors import UsageError
+from ..runtime.sources import source_kind
 from .base import CheckRequest, Frontend, ModelFrontend, PlanOutcome, PlanRequest
 from .keras import KerasFrontend
 from .onnx import OnnxFrontend
@@ -46,8 +49,19 @@ def frontend_for(path: str, entry: str = "get_model") -> ModelFrontend:
 
 
 def _model_frontend(path: str) -> ModelFrontend:
+    if _named_model(path):
+        return PYTORCH
     suffix = _suffix(path, MODELS)
     return _python_model(path, MODELS[suffix] if suffix else PYTORCH)
+
+
+def _named_model(path: str) -> bool:
+    """A PyTorch model named without a model file (runtime/sources.py): a Hugging Face
+    directory or config.json (one that is no DeepSpeed/accelerate config), or a module:callable."""
+    from ..training.configs import config_kind
+
+    kind = source_kind(path)
+    return kind == "callable" or (kind == "huggingface" and (os.path.isdir(path) or config_kind(path) is None))
 
 
 def _python_model(path: str, frontend):
@@ -79,6 +93,8 @@ def scan_frontends(path: str, entry: str, rules) -> list:
     Read from the source, never imported; empty when nothing applies."""
     suffix = _suffix(path, SUFFIXES)
     frontends = [_python_model(path, f) for f in SUFFIXES[suffix]] if suffix else []
+    if _named_model(path):
+        frontends = [PYTORCH]
     return [f for f in frontends if f.takes(path, entry, rules)]
 
 

@@ -4,6 +4,7 @@ is imported) and is judged under the model's own dtype policies."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 from ..core.errors import UsageError
 from .base import PlanOutcome
@@ -34,15 +35,18 @@ class KerasFrontend(PyTorchFrontend):
     def state_kept(self):
         return _keras_state_kept(super().state_kept())
 
-    def capture(self, path, target, entry, inputs):
+    def result_entry(self, path, load) -> str:
+        return load.entry
+
+    def capture(self, path, target, load):
         from ..capture.keras.capture import capture_file
 
-        return capture_file(path, target, entry, inputs)
+        return capture_file(path, target, load)
 
-    def scan_here(self, path, target, rules, entry, inputs, timeout, values):
+    def scan_here(self, path, target, rules, load, timeout, values):
         """The model scan; a finding whose verdict rests on a kernel (its accumulator, its
         Tensor Core path) says which backend's kernel it describes."""
-        result, findings = super().scan_here(path, target, rules, entry, inputs, timeout, values)
+        result, findings = super().scan_here(path, target, rules, load, timeout, values)
         device = "CUDA" if result.target.get("device") == "cuda" and result.frontend == "fake" else "CPU"
         for finding in findings:
             if finding.rule.startswith(KERNEL_RULES):
@@ -50,7 +54,7 @@ class KerasFrontend(PyTorchFrontend):
                 finding.evidence["kernel"] = f"torch backend, PyTorch {device} kernel"
         return result, findings
 
-    def measured(self, path, target, entry, inputs, values) -> dict:
+    def measured(self, path, target, load, values) -> dict:
         raise UsageError(f"{path}: --weights and --data are not supported for Keras models yet")
 
     def validate_plan(self, prune, input_shapes, values) -> None:
@@ -77,18 +81,17 @@ class KerasFrontend(PyTorchFrontend):
 
     def check(self, request):
         from ..check.keras import run_check
-        from ..core.target import Target
 
         r = request
-        if r.recipe:
+        if r.target.recipe:
             raise UsageError(f"{r.path}: check --dtype float8 emulates FP8 nn.Linear GEMMs of a PyTorch model "
                              "file; not a Keras model")
-        if r.input_shapes or r.grad or r.train or r.values.weights or r.values.measure:
+        if r.load.input_shapes or r.grad or r.train or r.values.weights or r.values.measure:
             raise UsageError("check of a Keras model takes neither --input-shape, --grad, --train, --weights "
                              "nor --data yet")
-        target = Target(r.dtype, "pure", "cpu" if r.device == "cpu" else "cuda")
+        target = dataclasses.replace(r.target, mode="pure")
         return self.run(r.path, r.timeout, run_check, r.path, target, plan=r.plan_path, tolerance=r.tolerance,
-                        seed=r.seed, entry=r.entry, inputs=r.inputs)
+                        seed=r.seed, load=r.load)
 
     def plan_command(self, path: str, target: dict, value_flags: str = "") -> str:
         """The model's policies set dtype and mode: only --device is the user's."""

@@ -31,8 +31,7 @@ class TrainingFrontend:
             return False
         return not self.configs or config_kind(path) is not None
 
-    def scan(self, path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None,
-             values=None):
+    def scan(self, path, target, rules, load=None, timeout=None, values=None):
         """(result, findings) of the selected training rules; a file that cannot be parsed is
         the result's error (the other files of a scan are still reported)."""
         from ..training.audit import audit_file

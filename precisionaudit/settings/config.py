@@ -41,6 +41,7 @@ class Config:
     suppress: list[dict] = field(default_factory=list)
     rule_packs: list[str] = field(default_factory=list)  # rule pack directories (absolute)
     pack_ids: list[str] = field(default_factory=list)  # the rule ids those packs add
+    pythonpath: list[str] = field(default_factory=list)  # directories model imports search (absolute)
 
     def ignored_for(self, path: str) -> list[str]:
         """Rule codes that ``per-file-ignores`` switches off for ``path``."""
@@ -156,6 +157,8 @@ SCHEMA = {
         "baseline": _STRING,
         "rule-packs": {"type": "array", "x-message": "expected a list of directories, got {got}",
                        "items": _STRING},
+        "pythonpath": {"type": "array", "x-message": "expected a list of directories, got {got}",
+                       "items": _STRING},
     },
 }
 
@@ -211,9 +214,20 @@ def _parse(path: str, data: dict, prefix: str, known_ids: set) -> Config:
             setattr(config, key.replace("-", "_"), value)
         elif key == "baseline":
             config.baseline = os.path.join(config.root, value)
+        elif key == "pythonpath":
+            config.pythonpath = _directories(check, config.root, key, value)
     if config.recipe and config.dtype != "float8":
         check.fail("recipe", 'an FP8 recipe needs dtype = "float8" in the same file')
     return config
+
+
+def _directories(check: _Checker, root: str, key: str, value) -> list[str]:
+    """The directories ``key`` names, resolved against the config's directory; each must exist."""
+    found = [os.path.normpath(os.path.join(root, v)) for v in value]
+    for i, directory in enumerate(found):
+        if not os.path.isdir(directory):
+            check.fail(f"{key}[{i}]", f"no such directory: {directory}")
+    return found
 
 
 def _rule_packs(check: _Checker, root: str, value) -> tuple[list[str], list[str]]:
@@ -221,10 +235,7 @@ def _rule_packs(check: _Checker, root: str, value) -> tuple[list[str], list[str]
     the rule ids they add)."""
     from ..rules.engine import rule_ids
 
-    packs = [os.path.join(root, v) for v in value]
-    for i, pack in enumerate(packs):
-        if not os.path.isdir(pack):
-            check.fail(f"rule-packs[{i}]", f"no such directory: {pack}")
+    packs = _directories(check, root, "rule-packs", value)
     added = sorted(set(rule_ids(packs=packs)) - set(rule_ids()))
     return packs, added
 

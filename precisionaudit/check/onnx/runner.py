@@ -19,15 +19,14 @@ import onnx
 
 from ... import __version__
 from ...apply.onnx import BF16_UNSUPPORTED, convert, resolve_plan
-from ...runtime.onnx.graph import module_of, source_of
-from ...runtime.onnx.load import load_onnx
 from ...core.errors import UsageError
 from ...core.text import first_few
 from ...plan.file import load_plan
 from ...runtime.onnx.emulate import NOTE, emulate
-from ...runtime.onnx.graph import canonical_op, name_nodes, refuse_converted, tensor_info
+from ...runtime.onnx.graph import canonical_op, module_of, name_nodes, refuse_converted, source_of, tensor_info
 from ...runtime.onnx.inputs import make_inputs, resolve_shapes
 from ...runtime.onnx.io import infer_shapes, session, verify, with_outputs
+from ...runtime.onnx.load import load_onnx
 from ..metrics import (
     BUDGET_ELEMENTS,
     check_reference,
