@@ -20,7 +20,7 @@ def _graph(values=None):
     frontend = frontend_for(PA105)
     captured = frontend.capture(PA105, PURE, DEFAULT_LOAD)
     if values is not None:
-        frontend.measure(captured.graph, PA105, PURE, "get_model", "get_example_inputs", values)
+        frontend.measure(captured.graph, PA105, PURE, DEFAULT_LOAD, values)
     return run_passes(captured.graph)
 
 

@@ -74,7 +74,7 @@ def _nodes(path, mode):
     target = Target("float16", mode, "cuda")
     frontend = frontend_for(path)
     captured = frontend.capture(path, target, DEFAULT_LOAD)
-    frontend.measure(captured.graph, path, target, "get_model", "get_example_inputs", ValueOptions(data="example"))
+    frontend.measure(captured.graph, path, target, DEFAULT_LOAD, ValueOptions(data="example"))
     return [attrs for _, attrs in run_passes(captured.graph).nodes(data=True)]
 
 

@@ -69,7 +69,7 @@ class PythonFile:
             return f"{path}:{found.line}: {entry}() is a coroutine function, not a model factory {how}"
         found = self.inside.get(entry)
         if found is not None:
-            where = "a method of class" if found.kind == "method" else "defined inside"
+            where = "a method of" if found.kind == "method" else "defined inside"
             return (f"{path}:{found.line}: {entry}() is {where} {found.detail}, not a module-level "
                     f"function {how}")
         return f"{path}: no function {entry}() {how}"
@@ -85,16 +85,16 @@ def read_python(path: str) -> PythonFile:
         raise UsageError(f"{path}: cannot read: {exc.strerror}") from exc
     if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read
         raise UsageError(f"{path}: not a regular file")
-    return _read(os.path.abspath(path), info.st_size, info.st_mtime_ns)
+    try:
+        return _read(os.path.abspath(path), info.st_size, info.st_mtime_ns)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from exc
 
 
 @functools.lru_cache(maxsize=512)
 def _read(path: str, size: int, mtime_ns: int) -> PythonFile:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from exc
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
     try:
         tree = ast.parse(text, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: NUL bytes

@@ -194,24 +194,26 @@ def _library_folders() -> tuple[str, ...]:
         *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")))})
 
 
-def _users(module, library: tuple[str, ...]) -> bool:
-    """Whether a module comes from the user's directories, not the Python installation."""
+def _location(module) -> str | None:
     where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or ()), None)
-    return bool(where) and not os.path.realpath(where).startswith(library)
+    return os.path.realpath(where) if where else None
 
 
 @contextlib.contextmanager
 def imports_kept():
-    """``sys.path`` put back after the block, and the user's modules it imported (the model
-    file, its package) forgotten, so that a model of another project imported next in the
-    same process (the Python API, the tests) finds its own ``mypkg``. Library modules stay."""
+    """``sys.path`` put back after the block, and the modules it imported from the directories
+    it put there (the model file, its package) forgotten, so that a model of another project
+    run next in the same process (the Python API, the tests) imports its own ``mypkg``.
+    Installed libraries and precisionaudit's own modules stay."""
     path, before = list(sys.path), set(sys.modules)
     try:
         yield
     finally:
+        added = tuple(os.path.join(os.path.realpath(d), "") for d in sys.path if d not in path)
         sys.path[:] = path
         library = _library_folders()
         for name in set(sys.modules) - before:
-            module = sys.modules.get(name)
-            if module is not None and _users(module, library):
+            where = _location(sys.modules.get(name))
+            if (where and where.startswith(added) and not where.startswith(library)
+                    and name.split(".")[0] != "precisionaudit"):
                 del sys.modules[name]

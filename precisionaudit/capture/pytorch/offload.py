@@ -96,14 +96,17 @@ def load_offloaded(source, weights: str, budget: int | None = None):
     except ImportError as exc:
         raise UsageError(f"{weights}: larger than half the free memory; profiling it needs "
                          "accelerate for disk offload (pip install 'precisionaudit[offload]')") from exc
-    with init_empty_weights():
-        model = source.build()
-    _retie(model)
-    check_fits(model, checkpoint_shapes(weights), weights)
     folder = tempfile.mkdtemp(prefix="precisionaudit-offload-")
     atexit.register(shutil.rmtree, folder, True)
     max_memory = get_max_memory()
     max_memory["cpu"] = int(budget if budget is not None else OFFLOAD_SHARE * available_memory())
+    own = source.load_own(weights, device_map="auto", max_memory=max_memory, offload_folder=folder)
+    if own is not None:  # a Hugging Face directory's shards: transformers dispatches them itself
+        return own
+    with init_empty_weights():
+        model = source.build()
+    _retie(model)
+    check_fits(model, checkpoint_shapes(weights), weights)
     device_map = infer_auto_device_map(model, max_memory=max_memory)
     if set(device_map.values()) == {"disk"}:
         raise UsageError(f"{weights}: not enough free memory to hold even its largest layer "

@@ -40,6 +40,8 @@ class HuggingFaceModel:
     make_model: Callable
     make_inputs: Callable | None  # None: the main input is not one that is generated
     main_input: str
+    directory: str  # where config.json is: its shards are the model's own weights
+    load_pretrained: Callable  # (**placement) -> the model with the directory's weights
 
 
 def huggingface_model(name: str, input_shapes=()) -> HuggingFaceModel:
@@ -48,8 +50,32 @@ def huggingface_model(name: str, input_shapes=()) -> HuggingFaceModel:
     data = read_hf_config(name)  # model_type and architectures, checked before any model code
     config = _config(name, data)
     cls = _model_class(name, config)
+    directory = os.path.dirname(os.path.abspath(hf_config_path(name)))
     return HuggingFaceModel(cls.__name__, lambda: cls(config).eval(), _inputs(name, config, cls, input_shapes),
-                            cls.main_input_name)
+                            cls.main_input_name, directory, _pretrained(cls, config, directory))
+
+
+def _pretrained(cls, config, directory: str):
+    """The loader of the directory's own weights: transformers' ``from_pretrained`` (in
+    float32), which maps a checkpoint's key names to the class's (ViT's checkpoints keep
+    ``encoder.layer.N``), and the weights that do not fit, one line naming the keys."""
+    def load(**placement):
+        import torch
+
+        try:
+            model, info = cls.from_pretrained(directory, config=config, dtype=torch.float32, local_files_only=True,
+                                              output_loading_info=True, **placement)
+        except Exception as exc:  # noqa: BLE001 - a checkpoint transformers cannot read is bad input
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"{directory}: transformers cannot load the weights: {first[:300]}") from exc
+        problems = [f"{what.removesuffix('_keys')}: {', '.join(map(str, keys[:3]))}"
+                    + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+                    for what, keys in info.items() if what.endswith("_keys") and keys]
+        if problems:
+            raise UsageError(f"{directory}: the weights do not fit the model ({'; '.join(problems)})")
+        return model.eval()
+
+    return load
 
 
 def _transformers(name: str):

@@ -9,6 +9,7 @@ as the model's; errors name the model as the user typed it.
 from __future__ import annotations
 
 import importlib
+import os
 
 from ...core.errors import CaptureError, UsageError
 from ..sources import LoadOptions, callable_spec, not_found_hint, put_on_path, search_path, source_kind
@@ -28,12 +29,14 @@ class ModelSource:
 
     def __init__(self, name: str, entry: str, make_model, inputs: str = "get_example_inputs",
                  make_inputs=None, *, module=None, load: LoadOptions | None = None,
-                 missing_inputs: str | None = None, how: str = "(use --inputs to name it)"):
+                 missing_inputs: str | None = None, how: str = "(use --inputs to name it)", own_weights=None):
         self.name, self.entry, self.inputs = name, entry, inputs
         self.make_model, self.make_inputs, self.module = make_model, make_inputs, module
         self.load = load or LoadOptions()
         self.missing_inputs = missing_inputs or f"no function {inputs}()"
         self.how = how
+        #: (directory, loader): weights a library loads itself (a Hugging Face directory's shards)
+        self.own_weights = own_weights
 
     # ------------------------------------------------------------------ the model
     def build(self):
@@ -51,6 +54,9 @@ class ModelSource:
 
         from .weights import load_weights, read_state_dict
 
+        own = self.load_own(weights)
+        if own is not None:
+            return own
         state = read_state_dict(weights) if weights else None  # bad weights fail before user code
         torch.manual_seed(seed)
         model = self.build()
@@ -60,6 +66,15 @@ class ModelSource:
             raise UsageError(f"{self.name}: the model is on the meta device: give its weights with --weights")
         model._apply(lambda t: t.float() if t.dtype in LOW_PRECISION else t)
         return model.eval()
+
+    def load_own(self, weights: str | None, **placement):
+        """The model with its own weights loaded by its library (``placement``: accelerate's
+        ``device_map``, ``max_memory``, ``offload_folder``), when ``weights`` names them;
+        else None."""
+        if not weights or self.own_weights is None or not os.path.isdir(weights) \
+                or not os.path.samefile(weights, self.own_weights[0]):
+            return None
+        return self.own_weights[1](**placement)
 
     # ------------------------------------------------------------------ its inputs
     @property
@@ -115,7 +130,8 @@ def _open_huggingface(name: str, load: LoadOptions) -> ModelSource:
     found = huggingface_model(name, () if callable_spec(load.inputs) else load.input_shapes)
     return ModelSource(name, found.architecture, found.make_model, "generated inputs", found.make_inputs,
                        load=load, missing_inputs=f"{found.architecture}'s {found.main_input} is not generated",
-                       how="(give the inputs with --inputs module:callable)")
+                       how="(give the inputs with --inputs module:callable)",
+                       own_weights=(found.directory, found.load_pretrained))
 
 
 def _open_callable(spec: str, load: LoadOptions) -> ModelSource:
