@@ -62,7 +62,7 @@ def target_options(fn):
     return fn
 
 
-def model_options(fn):
+def load_options(fn):
     """--entry / --inputs / --input-shape / --pythonpath: how scan, explain, plan and check load
     the model (a model file, a Hugging Face directory, a module:callable, an ONNX file)."""
     for option in reversed([
@@ -167,7 +167,7 @@ Examples:
 @click.option("--diff", is_flag=True, help="Print the --fix rewrites as a unified diff and write nothing "
               "(exit 1 when there is one).")
 @target_options
-@model_options
+@load_options
 @value_options
 @guarded
 def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_settings, select,
@@ -254,7 +254,7 @@ Examples:
   precisionaudit explain model.onnx                 the dtypes an ONNX file holds""")
 @click.argument("path")
 @target_options
-@model_options
+@load_options
 @value_options
 @guarded
 def explain(path, dtype, recipe, mode, device, timeout, entry, inputs_name, input_shapes, pythonpath, weights,
@@ -323,7 +323,7 @@ Examples:
 @click.option("--steps", type=int, default=20, show_default=True, help="--train: optimizer steps per variant.")
 @click.option("--lr", type=float, default=1e-4, show_default=True, help="--train: learning rate of the default AdamW.")
 @target_options
-@model_options
+@load_options
 @value_options
 @guarded
 def plan(path, output, min_severity, config_file, isolated, prune, seed, train, steps, lr, dtype, recipe, mode,
@@ -435,7 +435,7 @@ Examples:
 @click.option("--config", "config_file", metavar="FILE", help="Settings file (as for scan).")
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
 @TIMEOUT_OPTION
-@model_options
+@load_options
 @value_options
 @guarded
 def check(path, plan_path, dtype, recipe, mode, device, atol, rtol, cosine, seed, grad, train, steps, lr, fmt, html_file,
