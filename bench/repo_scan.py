@@ -36,9 +36,9 @@ def scan(checkout: str, target: str, src: str | None, timeout: int) -> dict:
         report = json.load(open(out)) if os.path.exists(out) else {"models": [], "findings": []}
     models = report["models"]
     errors = [m for m in models if m["status"] == "error"]
-    first_error = (errors[0]["error"] if errors else done.stderr.strip().splitlines()[-1:] or [""])[0] \
-        if done.returncode == 2 else ""
-    return {"files": len(models), "imported": sum(m["frontend"] not in ("training", None) for m in models),
+    stderr = done.stderr.strip().splitlines()
+    first_error = (errors[0]["error"] if errors else stderr[-1] if stderr else "") if done.returncode == 2 else ""
+    return {"files": len(models), "imported": sum(m["frontend"] != "training" for m in models),
             "exit": done.returncode, "findings": len(report["findings"]),
             "rules": collections.Counter(f["rule"] for f in report["findings"]), "errors": len(errors),
             "wall_s": wall, "first_error": first_error[:160]}

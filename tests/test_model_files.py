@@ -8,9 +8,9 @@ written to a temporary directory and scanned through the command line.
 """
 import json
 import os
-import textwrap
 
 import pytest
+from gate_models import write
 
 from precisionaudit.frontend.python_file import read_python
 
@@ -59,14 +59,6 @@ DENSEPOSE = "def get_model(config_file):\n    return None\n"
 #: pytorch/examples distributed/rpc/batch/parameter_server.py
 RPC_SERVER = ("class BatchUpdateParameterServer(object):\n    def __init__(self):\n        self.model = None\n\n"
               "    def get_model(self):\n        return self.model\n")
-
-
-def write(root, relative: str, text: str) -> str:
-    path = os.path.join(str(root), relative)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write(textwrap.dedent(text))
-    return path
 
 
 def package(root, name="mypkg", under="", namespace=False, import_line=None) -> str:

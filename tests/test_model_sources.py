@@ -10,9 +10,9 @@ package written to a temporary directory (torchvision does not install beside th
 """
 import json
 import os
-import textwrap
 
 import pytest
+from gate_models import write
 
 pytest.importorskip("transformers")
 
@@ -45,14 +45,6 @@ def config(name):
     made = getattr(transformers, cls_name)(**kwargs)
     made.architectures = [architecture]
     return made
-
-
-def write(root, relative: str, text: str) -> str:
-    path = os.path.join(str(root), relative)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write(textwrap.dedent(text))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -251,10 +243,19 @@ def nothing_opened(monkeypatch):
     monkeypatch.setattr(source, "open_source", lambda *a, **k: pytest.fail("a model source was opened"))
 
 
+@pytest.mark.parametrize("named", ["model", "model/config.json"])
 @pytest.mark.parametrize("command", ["scan", "check"])
-def test_a_config_without_model_type_is_one_line(cli, tmp_path, command, nothing_opened):
+def test_a_config_without_model_type_is_one_line(cli, tmp_path, command, named, nothing_opened):
     write(tmp_path, "model/config.json", json.dumps({"architectures": ["GPT2LMHeadModel"]}))
-    one_line(cli(command, tmp_path / "model"), "config.json: no model_type")
+    one_line(cli(command, tmp_path / named), "config.json: no model_type")
+
+
+def test_a_config_json_of_another_tool_is_no_model(cli, tmp_path, nothing_opened):
+    """pre-commit hands over every changed .json file: a config.json that names no model_type
+    or architectures is some other tool's, skipped as any other JSON file."""
+    path = write(tmp_path, "config.json", json.dumps({"name": "web", "version": "1.0.0"}))
+    assert cli("scan", path, "--skip-non-models").exit_code == 0
+    one_line(cli("scan", path), "not a DeepSpeed or accelerate config")
 
 
 @pytest.mark.parametrize("config,expected", [

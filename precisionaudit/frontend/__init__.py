@@ -7,8 +7,6 @@ input is a module here and its place in ``SUFFIXES``.
 """
 from __future__ import annotations
 
-import os
-
 from ..core.errors import UsageError
 from ..runtime.sources import source_kind
 from .base import CheckRequest, Frontend, ModelFrontend, PlanOutcome, PlanRequest
@@ -57,11 +55,8 @@ def _model_frontend(path: str) -> ModelFrontend:
 
 def _named_model(path: str) -> bool:
     """A PyTorch model named without a model file (runtime/sources.py): a Hugging Face
-    directory or config.json (one that is no DeepSpeed/accelerate config), or a module:callable."""
-    from ..training.configs import config_kind
-
-    kind = source_kind(path)
-    return kind == "callable" or (kind == "huggingface" and (os.path.isdir(path) or config_kind(path) is None))
+    directory or config.json, or a module:callable."""
+    return source_kind(path) is not None
 
 
 def _python_model(path: str, frontend):

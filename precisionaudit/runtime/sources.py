@@ -63,16 +63,26 @@ def callable_spec(text: str) -> tuple[str, str] | None:
 
 
 def source_kind(name: str) -> str | None:
-    """``"huggingface"`` for a directory holding config.json (or the path of a config.json),
-    ``"callable"`` for a ``module:callable`` spec that names no file; None otherwise (a file,
-    whose kind its suffix tells: ``frontend_for``)."""
+    """``"huggingface"`` for a directory holding config.json, or a config.json that names a
+    ``model_type`` or ``architectures`` (other tools write files of that name too: a pre-commit
+    hook hands them over); ``"callable"`` for a ``module:callable`` spec that names no file;
+    None otherwise (a file, whose kind its suffix tells: ``frontend_for``)."""
     if os.path.isdir(name):
         return "huggingface" if os.path.isfile(os.path.join(name, HF_CONFIG)) else None
-    if os.path.basename(name) == HF_CONFIG:
-        return "huggingface"
+    if os.path.basename(name) == HF_CONFIG and os.path.isfile(name):
+        return "huggingface" if _names_a_model(name) else None
     if not os.path.exists(name) and callable_spec(name):
         return "callable"
     return None
+
+
+def _names_a_model(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and ("model_type" in config or "architectures" in config)
 
 
 def hf_config_path(name: str) -> str:
