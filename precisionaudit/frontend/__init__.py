@@ -3,7 +3,9 @@
 Every command asks ``frontend_for(path)`` (the model frontend: plan, check, explain, convert)
 or ``scan_frontends`` (every frontend that scans the file) and calls what it gets
 (``base.Frontend``); nothing else in the package branches on a file's kind. A new kind of
-input is a module here and its place in ``SUFFIXES``.
+input is a module here and its place in ``SUFFIXES``. A Hugging Face directory (or its
+config.json) and a ``module:callable`` are PyTorch models whatever their suffix
+(runtime/sources.py's ``source_kind``).
 """
 from __future__ import annotations
 
@@ -87,9 +89,10 @@ def scan_frontends(path: str, entry: str, rules) -> list:
     defines ``entry``) and, when training rules are selected, a Python file's training audit.
     Read from the source, never imported; empty when nothing applies."""
     suffix = _suffix(path, SUFFIXES)
-    frontends = [_python_model(path, f) for f in SUFFIXES[suffix]] if suffix else []
     if _named_model(path):
         frontends = [PYTORCH]
+    else:
+        frontends = [_python_model(path, f) for f in SUFFIXES[suffix]] if suffix else []
     return [f for f in frontends if f.takes(path, entry, rules)]
 
 
