@@ -521,7 +521,7 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     from .frontend import frontend_for
     from .report.words import plural
 
-    conversion = frontend_for(path).convert(path, plan_path, output, dtype, keep_io_types,
+    conversion = frontend_for(path, entry=None).convert(path, plan_path, output, dtype, keep_io_types,
                                             lambda line: click.echo(f"precisionaudit: warning: {line}", err=True))
     total, kept = len(conversion.nodes), len(conversion.kept)
     by_plan = len(conversion.by_plan)

@@ -118,6 +118,12 @@ def test_a_bare_weights_flag_reads_the_directorys_shards(cli, hf_dirs, name):
         f"Face directory, and {bare} holds no .safetensors shards; name the weights file")
 
 
+def test_weights_and_data_work_with_a_hugging_face_directory(cli, hf_dirs):
+    model, findings = report(cli, hf_dirs["llama"][1], "--weights", "--data", "example")
+    assert model["status"] == "ok", model["error"]
+    assert [f["evidence"]["param"] for f in findings if f["rule"] == "PA303"] == [HOT_WEIGHT["llama"]]
+
+
 @pytest.mark.parametrize("name,shapes,inputs", [
     ("gpt2", (), [("int64", (1, 128))] * 2),  # input_ids and attention_mask
     ("gpt2", ("input_ids=2x64",), [("int64", (2, 64))] * 2),
@@ -197,6 +203,18 @@ def test_a_module_callable_scans_as_its_model_file(cli, mypkg):
         assert model["nodes"] == file_model["nodes"]
         assert [f[:4] for f in what(findings)] == [f[:4] for f in what(file_findings)]
         assert {f["model"] for f in findings} <= {args[0]}
+
+
+def test_data_of_a_module_callable_comes_from_another(cli, mypkg):
+    """--data module:callable: batches a million times larger than the example inputs make the
+    range pass see the Linear's output overflow float16 (PA301); the example alone does not."""
+    write(mypkg, "mypkg/data.py", "import torch\n\n\ndef batches():\n"
+          "    for _ in range(2):\n        yield (torch.randn(2, 16) * 1e6,)\n")
+    spec = ("mypkg.models:build", "--input-shape", "2x16", "--data")
+    _, example = report(cli, *spec, "example")
+    model, measured = report(cli, *spec, "mypkg.data:batches")
+    assert model["status"] == "ok", model["error"]
+    assert "PA301" in {f["rule"] for f in measured} and "PA301" not in {f["rule"] for f in example}
 
 
 def test_a_module_callable_without_inputs_scans_its_structure(cli, mypkg):

@@ -38,12 +38,13 @@ def _suffix(path: str, table) -> str | None:
     return next((suffix for suffix in table if path.endswith(suffix)), None)
 
 
-def frontend_for(path: str, entry: str = "get_model") -> ModelFrontend:
+def frontend_for(path: str, entry: str | None = "get_model") -> ModelFrontend:
     """The model frontend of what is named to plan, check, explain or convert; the frontend's
     UsageError when it is no model of that kind (a Python file whose ``get_model`` needs
-    arguments is not imported)."""
+    arguments is not imported). ``entry`` None: the kind alone (convert, which only the ONNX
+    frontend does, says so to any other)."""
     frontend = _model_frontend(path)
-    if not frontend.accepts(path, entry):
+    if entry is not None and not frontend.accepts(path, entry):
         raise frontend.not_taken(path, entry)
     return frontend
 
