@@ -326,13 +326,16 @@ def emulated_record(path: str, entry: str, dtype: str):
 def real_record(path: str, entry: str, dtype: str, device: str):
     """The same Recorder around the model's real forward on ``device`` under the real
     ``torch.autocast`` (device "cpu": CUDA's policy emulated on real CPU tensors, the dry run)."""
-    from precisionaudit.capture.pytorch.model_file import entry_points, split_inputs
+    from precisionaudit.runtime.pytorch.model_file import split_inputs
+    from precisionaudit.runtime.pytorch.source import open_source
+    from precisionaudit.runtime.sources import LoadOptions
     from precisionaudit.capture.pytorch.recorder import Recorder
     from precisionaudit.core.target import Target
     from precisionaudit.runtime.pytorch.cuda_autocast import autocast_policy
     from precisionaudit.runtime.pytorch.execution import to_device
 
-    make_model, make_inputs = entry_points(path, entry, "get_example_inputs")
+    source = open_source(path, LoadOptions(entry))
+    make_model, make_inputs = source.make_model, source.make_inputs
     torch.manual_seed(0)
     model = make_model().to(device)  # in the mode get_model() gives it, as the scan captures it
     args, kwargs = to_device(split_inputs(make_inputs(), path, "get_example_inputs"), device)

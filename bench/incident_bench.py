@@ -127,8 +127,7 @@ def search(incident, plan) -> dict:
     from precisionaudit.prune.pytorch import pruned_plan
 
     started = time.perf_counter()
-    pruned = pruned_plan(plan, incident.path(), Target(incident.dtype, incident.mode, "cuda"), 0,
-                         "get_model", "get_example_inputs")
+    pruned = pruned_plan(plan, incident.path(), Target(incident.dtype, incident.mode, "cuda"), 0)
     return {"written": entries(pruned.plan), "runs": pruned.runs, "wall_s": time.perf_counter() - started,
             "passed": pruned.passed, "added": "; ".join(pruned.added) or "-", "stuck": pruned.stuck}
 

@@ -126,7 +126,7 @@ def shares(model, block_list, flops):
 
 
 def ours(path, tol):
-    from precisionaudit.capture.onnx.model import load_onnx
+    from precisionaudit.runtime.onnx.load import load_onnx
     from precisionaudit.check.onnx.runner import run_onnx_check
     from precisionaudit.core.target import Target
     from precisionaudit.plan.onnx import make_onnx_plan
@@ -149,7 +149,7 @@ def ours(path, tol):
 
 def ours_pruned(path, tol, feeds, flops):
     from precisionaudit.apply.onnx import convert
-    from precisionaudit.capture.onnx.model import load_onnx
+    from precisionaudit.runtime.onnx.load import load_onnx
     from precisionaudit.core.target import Target
     from precisionaudit.prune.onnx import pruned_plan
     from precisionaudit.rules.engine import load_rules
@@ -281,7 +281,7 @@ def main() -> int:
 
     from precisionaudit.runtime.onnx.float16 import _no_op_casts_to_identity
     from precisionaudit.runtime.onnx.graph import name_nodes
-    from precisionaudit.capture.onnx.model import load_onnx
+    from precisionaudit.runtime.onnx.load import load_onnx
     from precisionaudit.runtime.onnx.inputs import make_inputs, resolve_shapes
     from precisionaudit.check.onnx.runner import _gemm_flops, _typed
     from precisionaudit.check.tolerance import tolerance_for

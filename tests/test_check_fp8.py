@@ -92,7 +92,7 @@ def test_choose_takes_linears_whose_k_and_n_divide_and_leaves_the_plans_out():
 
 def test_choose_agrees_with_the_scans_fp8_eligibility():
     """The check runs in FP8 exactly the Linears analysis/fp8.py says run in FP8."""
-    from precisionaudit.capture.pytorch import model_file
+    from precisionaudit.runtime.pytorch import model_file
     from precisionaudit.rules.engine import load_rules
     from precisionaudit.scanner import scan
 

@@ -7,8 +7,9 @@ from click.testing import CliRunner
 from conftest import sample
 from safetensors.torch import save_file
 
-from precisionaudit.capture.pytorch.model_file import import_model_file
+from precisionaudit.runtime.pytorch.model_file import import_model_file
 from precisionaudit.cli import main
+from precisionaudit.runtime.sources import DEFAULT_LOAD
 
 CASES = {  # sample, data source, needs the trained weights
     "t5_ff": ("pa301_t5_ff", "example", True),
@@ -150,11 +151,11 @@ def test_every_batch_gets_the_run_under_the_target():
     from precisionaudit.core.values import ValueOptions
 
     path, target = sample("pa301_attention_hazard.py"), Target("float16", "autocast", "cuda")
-    clean = calibration.measure_file(path, target, "get_model", "get_example_inputs",
+    clean = calibration.measure_file(path, target, DEFAULT_LOAD,
                                      ValueOptions(data="example"))
     assert clean.low_runs == clean.batches == 1 and clean.first_nonfinite == {}
     assert set(clean.target_calls) == set(clean.calls) and clean.unmatched == 0
-    hot = calibration.measure_file(path, target, "get_model", "get_example_inputs",
+    hot = calibration.measure_file(path, target, DEFAULT_LOAD,
                                    ValueOptions(data="calibration_batches"))
     assert hot.low_runs == hot.batches == 4 and set(hot.first_nonfinite) == {0, 1, 2, 3}
 

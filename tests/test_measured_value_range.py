@@ -10,6 +10,7 @@ from precisionaudit.cli import main
 from precisionaudit.core.target import Target
 from precisionaudit.core.values import ValueOptions
 from precisionaudit.frontend import frontend_for
+from precisionaudit.runtime.sources import DEFAULT_LOAD
 
 PA105 = sample("pa105_exp_hazard.py")
 PURE = Target("float16", "pure", "cuda")
@@ -17,9 +18,9 @@ PURE = Target("float16", "pure", "cuda")
 
 def _graph(values=None):
     frontend = frontend_for(PA105)
-    captured = frontend.capture(PA105, PURE, "get_model", "get_example_inputs")
+    captured = frontend.capture(PA105, PURE, DEFAULT_LOAD)
     if values is not None:
-        frontend.measure(captured.graph, PA105, PURE, "get_model", "get_example_inputs", values)
+        frontend.measure(captured.graph, PA105, PURE, DEFAULT_LOAD, values)
     return run_passes(captured.graph)
 
 

@@ -9,7 +9,8 @@ from onnx_graphs import (exp_named_like_a_softmax, exp_softmax_by_hand, masked_a
                          rms_norm_by_reciprocal)
 from onnx_models import export  # noqa: E402
 
-from precisionaudit.capture.onnx.model import capture_onnx, load_onnx  # noqa: E402
+from precisionaudit.capture.onnx.model import capture_onnx  # noqa: E402
+from precisionaudit.runtime.onnx.load import load_onnx  # noqa: E402
 from precisionaudit.core.findings import Finding  # noqa: E402
 from precisionaudit.core.target import Target  # noqa: E402
 from precisionaudit.plan.file import PlanError, dump_plan, load_plan, parse_plan  # noqa: E402

@@ -196,8 +196,7 @@ def test_the_search_finds_the_region_a_static_plan_would_from_an_empty_start(tmp
     from precisionaudit.plan.file import OverridePlan
     from precisionaudit.prune.pytorch import pruned_plan
 
-    pruned = pruned_plan(OverridePlan(target={}), demo("layernorm_eps.py"), Target("float16", "pure"), 0,
-                         "get_model", "get_example_inputs")
+    pruned = pruned_plan(OverridePlan(target={}), demo("layernorm_eps.py"), Target("float16", "pure"), 0)
     assert pruned.passed and pruned.added == ["rsqrt in norm", "norm (whole)"]
     assert [(o.module, o.ops) for o in pruned.plan.overrides] == [("norm", None)]
 

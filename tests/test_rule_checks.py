@@ -167,7 +167,7 @@ def folded(tmp_path_factory):
     """The PA303 sample's checkpoint, whose weights do not fit fp16."""
     from safetensors.torch import save_file
 
-    from precisionaudit.capture.pytorch.model_file import import_model_file
+    from precisionaudit.runtime.pytorch.model_file import import_model_file
 
     path = tmp_path_factory.mktemp("pa303") / "folded.safetensors"
     save_file(import_model_file(sample("pa303_folded_hazard.py")).trained_state_dict(), path)

@@ -12,6 +12,7 @@ from conftest import sample
 
 from precisionaudit.cli import main
 from precisionaudit.core.values import matched_calls
+from precisionaudit.runtime.sources import DEFAULT_LOAD
 
 MODES = ["autocast", "pure"]
 
@@ -51,7 +52,7 @@ def test_an_overflow_the_fp16_program_has_names_the_fp32_reference():
     """T5's wo: the reference's 1e5 is the headroom (the fp16 run only knows inf)."""
     from safetensors.torch import save_file
 
-    from precisionaudit.capture.pytorch.model_file import import_model_file
+    from precisionaudit.runtime.pytorch.model_file import import_model_file
     import tempfile, os
 
     path = sample("pa301_t5_ff_hazard.py")
@@ -72,8 +73,8 @@ def _nodes(path, mode):
 
     target = Target("float16", mode, "cuda")
     frontend = frontend_for(path)
-    captured = frontend.capture(path, target, "get_model", "get_example_inputs")
-    frontend.measure(captured.graph, path, target, "get_model", "get_example_inputs", ValueOptions(data="example"))
+    captured = frontend.capture(path, target, DEFAULT_LOAD)
+    frontend.measure(captured.graph, path, target, DEFAULT_LOAD, ValueOptions(data="example"))
     return [attrs for _, attrs in run_passes(captured.graph).nodes(data=True)]
 
 

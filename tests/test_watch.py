@@ -173,7 +173,7 @@ def test_the_summary_is_written_by_close(gated_run):
 
 def test_a_directory_of_watch_events_is_the_watch_logs_frontend(gated_run, tmp_path):
     assert frontend_for(str(gated_run[0])) is WATCH
-    assert frontend_for(str(tmp_path)) is not WATCH  # an empty directory is no log
+    assert frontend_for(str(tmp_path), entry=None) is not WATCH  # an empty directory is no log
 
 
 # --------------------------------------------------------------------------- bad input

@@ -72,8 +72,7 @@ class TrainingFrontend:
             self._read[path] = config
         return config is not None
 
-    def scan(self, path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None,
-             values=None, cache_dir=None):
+    def scan(self, path, target, rules, load=None, timeout=None, values=None, cache_dir=None):
         """(result, findings) of the selected training rules; a file that cannot be parsed is
         the result's error (the other files of a scan are still reported)."""
         from ..training.audit import audit_config

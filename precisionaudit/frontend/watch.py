@@ -51,7 +51,7 @@ class WatchFrontend:
     def judged_target(self, target):
         return target
 
-    def scan(self, path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None, values=None):
+    def scan(self, path, target, rules, load=None, timeout=None, values=None, cache_dir=None):
         report, _ = self.read(path)
         result = ModelResult(path=path, entry="watch", frontend=self.name, target=target.as_dict(),
                              scopes=("watch",))
@@ -73,7 +73,7 @@ class WatchFrontend:
         raise UsageError(f"{path}: a watch log has no model to {what}; give the model file, with the plan "
                          f"`precisionaudit plan {path}` wrote")
 
-    def explain(self, path, target, entry, inputs, timeout, values) -> str:
+    def explain(self, path, target, load, timeout, values) -> str:
         self._no_model(path, "explain")
 
     def check(self, request):

@@ -242,7 +242,7 @@ def _written(pruned: Pruned, model, target):
 
 def _pruned_on_data(units, model, path, target, values):
     """Pruned on each calibration batch; the plan keeps every hazard some batch needs."""
-    from ..capture.data import onnx_batches
+    from ..runtime.data import onnx_batches
     from ..check.onnx.runner import run_reference
     from ..check.tolerance import tolerance_for
     from ..runtime.onnx.inputs import graph_inputs

@@ -202,16 +202,17 @@ def header_lines(pruned: PrunedPlan, seed: int) -> list[str]:
     return lines
 
 
-def pruned_plan(plan: OverridePlan, path: str, target, seed: int, entry: str, inputs: str,
-                device: str = "auto", progress=None, weights: str | None = None) -> PrunedPlan:
-    """Run the check's session on the model file (with real ``weights`` when given) and
-    prune ``plan`` with it."""
-    from ..core.values import ValueOptions
-    from ..capture.pytorch.user_code import user_code
+def pruned_plan(plan: OverridePlan, path: str, target, seed: int, load=None, device: str = "auto",
+                progress=None, weights: str | None = None) -> PrunedPlan:
+    """Run the check's session on the model ``path`` names, loaded with ``load`` (with real
+    ``weights`` when given), and prune ``plan`` with it."""
     from ..check.pytorch.runner import Session
+    from ..core.values import ValueOptions
+    from ..runtime.pytorch.user_code import user_code
+    from ..runtime.sources import DEFAULT_LOAD
 
     with user_code(path, "the model's forward"):  # an exit from the forward is not a verdict
-        session = Session(path, target, device, seed=seed, entry=entry, inputs=inputs, progress=progress,
+        session = Session(path, target, device, seed=seed, load=load or DEFAULT_LOAD, progress=progress,
                           values=ValueOptions(weights=weights))
         pruned = prune(plan, session)
     pruned.device = session.runtime.name

@@ -45,6 +45,7 @@ class Config:
     rule_packs: list[str] = field(default_factory=list)  # rule pack directories (absolute)
     pack_ids: list[str] = field(default_factory=list)  # the rule ids those packs add
     cache_dir: str | bool | None = None  # cache-dir: a directory (absolute), False (no cache), None (default)
+    pythonpath: list[str] = field(default_factory=list)  # directories model imports search (absolute)
 
     @property
     def cache_directory(self) -> str | None:
@@ -170,6 +171,8 @@ SCHEMA = {
         "cache-dir": {"type": ["string", "boolean"], "x-message": "expected a directory or false, got {got}"},
         "rule-packs": {"type": "array", "x-message": "expected a list of directories, got {got}",
                        "items": _STRING},
+        "pythonpath": {"type": "array", "x-message": "expected a list of directories, got {got}",
+                       "items": _STRING},
     },
 }
 
@@ -229,9 +232,20 @@ def _parse(path: str, data: dict, prefix: str, known_ids: set) -> Config:
             if value is True:
                 check.fail(key, "expected a directory or false, got true")
             config.cache_dir = os.path.join(config.root, value) if isinstance(value, str) else False
+        elif key == "pythonpath":
+            config.pythonpath = _directories(check, config.root, key, value)
     if config.recipe and config.dtype != "float8":
         check.fail("recipe", 'an FP8 recipe needs dtype = "float8" in the same file')
     return config
+
+
+def _directories(check: _Checker, root: str, key: str, value) -> list[str]:
+    """The directories ``key`` names, resolved against the config's directory; each must exist."""
+    found = [os.path.normpath(os.path.join(root, v)) for v in value]
+    for i, directory in enumerate(found):
+        if not os.path.isdir(directory):
+            check.fail(f"{key}[{i}]", f"no such directory: {directory}")
+    return found
 
 
 def _rule_packs(check: _Checker, root: str, value) -> tuple[list[str], list[str]]:
@@ -239,10 +253,7 @@ def _rule_packs(check: _Checker, root: str, value) -> tuple[list[str], list[str]
     the rule ids they add)."""
     from ..rules.engine import rule_ids
 
-    packs = [os.path.join(root, v) for v in value]
-    for i, pack in enumerate(packs):
-        if not os.path.isdir(pack):
-            check.fail(f"rule-packs[{i}]", f"no such directory: {pack}")
+    packs = _directories(check, root, "rule-packs", value)
     added = sorted(set(rule_ids(packs=packs)) - set(rule_ids()))
     return packs, added
 

@@ -46,7 +46,8 @@ class FileSettings:
                 "fail_on": self.fail_on, "rules": sorted(self.rule_ids),
                 "per_file_ignores": c.per_file_ignores, "severity": c.severity,
                 "suppress": c.suppress, "baseline": shown_path(self.baseline),
-                "rule_packs": [shown_path(p) for p in c.rule_packs]}
+                "rule_packs": [shown_path(p) for p in c.rule_packs],
+                "pythonpath": [shown_path(p) for p in c.pythonpath]}
 
 
 class SettingsResolver:

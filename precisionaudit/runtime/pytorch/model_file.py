@@ -1,4 +1,5 @@
-"""Load a Python model file: import it, find its entry points, call them."""
+"""Load a Python model file: import it as pytest imports a test module, find its entry points,
+call them (runtime/pytorch/source.py puts the model sources behind one interface)."""
 from __future__ import annotations
 
 import importlib.util
@@ -7,22 +8,32 @@ import os
 import sys
 
 from ...core.errors import CaptureError
+from ..sources import not_found_hint, package_of, put_on_path, rootdir_base
 from .user_code import describe, user_code
 
 _counter = itertools.count()
+PREFIX = "_precisionaudit_model_"
 
 
-def import_model_file(path: str):
-    """Import ``path`` as a fresh module (its directory on sys.path, as pytest does)."""
+def import_model_file(path: str, pythonpath=()):
+    """Import ``path`` as a fresh module, as pytest's ``prepend`` mode does: the rootdir-style
+    base of the file (the first directory upwards without ``__init__.py``) first on
+    ``sys.path``, then the file's own directory (as running it with ``python`` would), then
+    ``pythonpath``. A file inside a package is a module of that package, so its relative
+    imports work; it is registered in ``sys.modules`` while it runs (dataclasses look it up)."""
     if not os.path.isfile(path):
         raise CaptureError(f"{path}: no such file")
-    name = f"_precisionaudit_model_{next(_counter)}"
+    package = package_of(path)
+    if not all(part.isidentifier() for part in package.split(".") if package):
+        package = ""  # a directory name no import can spell: the file stands alone
+    name = f"{package}.{PREFIX}{next(_counter)}" if package else f"{PREFIX}{next(_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise CaptureError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
-    directory = os.path.dirname(os.path.abspath(path))
-    sys.path.insert(0, directory)
+    directories = list(dict.fromkeys([rootdir_base(path), os.path.dirname(os.path.abspath(path)), *pythonpath]))
+    put_on_path(directories)
+    sys.modules[name] = module
     try:
         with user_code(path, "importing the model file"):
             spec.loader.exec_module(module)
@@ -36,17 +47,9 @@ def import_model_file(path: str):
             raise CaptureError(f"{path}: syntax error: {exc}") from exc
         raise CaptureError(f"{path}: importing the model file failed: {describe(exc)}") from exc
     except Exception as exc:  # noqa: BLE001 - any failure of user code is reported, not raised
-        raise CaptureError(f"{path}: importing the model file failed: {describe(exc)}") from exc
-    finally:
-        if sys.path and sys.path[0] == directory:
-            sys.path.pop(0)
+        raise CaptureError(f"{path}: importing the model file failed: {describe(exc)}"
+                           f"{not_found_hint(exc, directories)}") from exc
     return module
-
-
-def entry_points(path: str, entry: str, inputs: str):
-    """(model factory, example-inputs function or None) of the model file at ``path``."""
-    module = import_model_file(path)
-    return entry_point(module, path, entry, required=True), entry_point(module, path, inputs, required=False)
 
 
 def entry_point(module, path: str, name: str, required: bool):

@@ -1,4 +1,5 @@
-"""Real weights for a model file: read a checkpoint safely and load it into the model.
+"""Real weights for a model: read a checkpoint safely and load it into the model
+(``source.ModelSource.build_loaded``).
 
 Three formats: one ``.safetensors`` file, a directory of safetensors shards (with the
 ``*.safetensors.index.json`` that Hugging Face writes, or just the shards), or a PyTorch
@@ -17,8 +18,6 @@ import torch
 
 from ...core.documents import require_regular_file
 from ...core.errors import UsageError
-from ...runtime.pytorch.dtypes import LOW_PRECISION
-from .model_file import as_module, call_user, entry_point, on_meta
 
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 _SHOWN = 3  # keys named in a mismatch message
@@ -120,21 +119,6 @@ def load_weights(model: torch.nn.Module, state: dict, path: str) -> torch.nn.Mod
         raise UsageError(f"{path}: after loading, {_some(left)} still on the meta device "
                          "(a non-persistent buffer the model must compute itself)")
     return model
-
-
-def load_model(module, path: str, entry: str, weights: str | None, seed: int = 0) -> torch.nn.Module:
-    """The model of an imported model file, in fp32 and eval mode, with real weights: the
-    checkpoint's (``weights``), or its own init drawn from ``seed``."""
-    make_model = entry_point(module, path, entry, required=True)
-    state = read_state_dict(weights) if weights else None  # bad weights fail before user code
-    torch.manual_seed(seed)
-    model = as_module(call_user(make_model, path, entry), path, entry)
-    if state is not None:
-        load_weights(model, state, weights)
-    elif on_meta(model):
-        raise UsageError(f"{path}: the model is on the meta device: give its weights with --weights")
-    model._apply(lambda t: t.float() if t.dtype in LOW_PRECISION else t)
-    return model.eval()
 
 
 def _fill_ties(stored: dict, ties: dict) -> None:

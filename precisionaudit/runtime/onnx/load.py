@@ -1,4 +1,7 @@
-"""What every command refuses in an ONNX file before reading its graph: names that are not
+"""Load an ONNX model file: the ONNX model source of every command (scan, explain, plan,
+convert and check). Nothing of the model runs.
+
+What every command refuses in an ONNX file before reading its graph: names that are not
 UTF-8 text, tensors whose data does not match their declared dims or type, and cycles.
 
 ONNX files are data, often from unknown sources; a file that onnx can parse may still be
@@ -8,10 +11,59 @@ a pass.
 """
 from __future__ import annotations
 
+import os
+
 import networkx as nx
 
 from ...core.errors import CaptureError
+from .io import infer_shapes
 
+
+def load_onnx(path: str, shapes: bool = True):
+    """The ModelProto with external data (and, with ``shapes``, the shapes onnx shape
+    inference derives), or a CaptureError."""
+    import onnx
+
+    if not os.path.isfile(path):
+        raise CaptureError(f"{path}: no such file")
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - DecodeError and friends: not a model
+        raise CaptureError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from exc
+    if not model.graph.node and not model.graph.output:
+        raise CaptureError(f"{path}: not a readable ONNX model (empty or truncated graph)")
+    try:
+        onnx.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+    except (OSError, onnx.checker.ValidationError, ValueError) as exc:
+        raise CaptureError(f"{path}: {_external_data_problem(exc)}") from exc
+    check_structure(model, path)
+    _drop_trailing_empty_inputs(model)
+    if shapes:
+        infer_shapes(model, path)  # a failure leaves tensors untyped; capture_onnx reports it
+    return model
+
+
+def _drop_trailing_empty_inputs(model) -> None:
+    """``LayerNormalization(x, w, "")``: an omitted optional input written as "" at the end
+    means the same as leaving it out, and onnxruntime's graph optimizer crashes the process
+    (segfault, onnxruntime 1.2x) on some such nodes. Left out, every command sees one model."""
+    for node in model.graph.node:
+        while node.input and node.input[-1] == "":
+            node.input.pop()
+
+
+def _external_data_problem(exc: Exception) -> str:
+    """What onnx's refusal to load a model's external data means, in one line."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    stored = text.split(" should be stored in ")[-1].split(",")[0]
+    if "symbolic link" in text:
+        return f"external data {stored} is a symbolic link, which onnx refuses to follow (put the file itself there)"
+    if "exceeds available data" in text:
+        return f"external data shorter than declared: {text}"
+    if isinstance(exc, OSError) and exc.filename:
+        return f"external data missing: {exc.filename}" if isinstance(exc, FileNotFoundError) \
+            else f"external data {exc.filename}: {exc.strerror}"
+    return f"external data missing: {stored}" if " should be stored in " in text else f"external data: {text}"
 
 def check_structure(model, path: str) -> None:
     """Raise a CaptureError for a name that is not text, a malformed tensor or a cyclic graph."""

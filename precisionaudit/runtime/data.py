@@ -1,7 +1,7 @@
 """Calibration data (--data): batches shaped like the model's example inputs, streamed.
 
-Sources: ``example`` (the model file's example inputs, one batch), the name of a function
-in the model file that returns or yields batches, or a file: ``.pt`` (read with
+Sources: ``example`` (the model's example inputs, one batch), the name of a function in the
+model file (or a ``module:callable``) that returns or yields batches, or a file: ``.pt`` (read with
 ``torch.load(weights_only=True)``), ``.safetensors`` or ``.npz``. A *list* is a list of
 batches; a tuple, dict or tensor is one batch. In a flat file (safetensors, npz) keys
 ``"<batch>.<input>"`` (``0.input_ids``, ``1.0``) hold several batches, other keys one batch
@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 
 from ..core.documents import require_regular_file
 from ..core.errors import UsageError
+from .sources import callable_spec
 
 _BATCH_KEY = re.compile(r"^(\d+)\.(.+)$")
 
@@ -38,21 +39,23 @@ def _flat_batches(flat: dict, source: str) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- PyTorch
-def pytorch_batches(source: str, model_module, path: str, example, limit: int | None = None
-                    ) -> Iterator[tuple[tuple, dict]]:
+def pytorch_batches(source: str, model, example, limit: int | None = None) -> Iterator[tuple[tuple, dict]]:
     """(args, kwargs) per calibration batch, at most ``limit`` of them, checked against
-    ``example`` (the model file's example inputs, already split into (args, kwargs))."""
+    ``example`` (the model's example inputs, already split into (args, kwargs)); ``model``:
+    the ``ModelSource``, whose functions (a model file's, a ``module:callable``) a ``--data``
+    name may call."""
     import torch.utils._pytree as pytree
 
     from .pytorch.model_file import call_user, split_inputs
 
+    path = model.name
     if source == "example":
         raw: Iterable = [example]
     elif os.path.isfile(source):
         raw = _file_batches(source, example)
-    elif source.isidentifier():
-        fn = getattr(model_module, source, None)
-        if not callable(fn):
+    elif source.isidentifier() or callable_spec(source):
+        fn = model.function(source)
+        if fn is None:
             raise UsageError(f"--data {source}: no function {source}() in {path} and no such file")
         raw = call_user(fn, path, source)
         raw = [raw] if _one_batch(raw) else raw
@@ -62,7 +65,8 @@ def pytorch_batches(source: str, model_module, path: str, example, limit: int | 
     elif os.path.exists(source):
         require_regular_file(source, "calibration file")  # a FIFO, a device, a directory: one line, no read
     else:
-        raise UsageError(f"--data {source}: no such file (and not a function name or 'example')")
+        raise UsageError(f"--data {source}: no such file (and not a function name, a module:callable or "
+                         "'example')")
 
     want = pytree.tree_structure(example)
     count = 0
