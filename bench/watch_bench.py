@@ -1,24 +1,25 @@
 """What precisionaudit.watch costs a training loop: GPT-2 small (transformers, built from its
 config, random weights) trained on CPU, with and without the watch, in one run.
 
-    python bench/watch_bench.py [--dtype bfloat16|float16] [--batch 1] [--seq 64] [--rounds 6] [--control]
+    python bench/watch_bench.py [--dtype bfloat16|float16] [--batch 1] [--seq 64] [--rounds 12] [--control]
 
-One model and one optimizer take every step, so that no second copy's memory biases the
-comparison. Each round is a plain step and a watched segment (a watch attached, two steps,
-closed), in alternating order (plain first in even rounds, last in odd ones), so that the
-machine's load and the step's position hit both alike; medians per kind:
+Two identical loops (same seed, same batch): one plain, one with a watch attached once for
+the whole run, as a training job attaches it (attaching per measured step would time the
+first step after attaching, which pays one-off costs a job pays once). Each round steps
+both, in alternating order (plain first in even rounds), so that the machine's load and a
+step's position hit both alike; medians per kind:
 
 - ``plain``: the loop without the watch;
-- ``sampled``: the segment's first step, which the watch samples (forward hooks, gradient,
-  update and state measures, one read);
-- ``always-on``: the segment's second step (skip/loss/scale bookkeeping, the references to
-  the batch, and without a scaler the fused gradient check);
+- ``sampled``: the watched loop's steps the watch samples (every ``SAMPLE_EVERY``-th: forward
+  hooks, gradient, update and state measures, one read);
+- ``always-on``: its other steps (skip/loss/scale bookkeeping, the references to the batch,
+  and without a scaler the fused gradient check);
 - the amortised cost at the default ``every=100``: always-on + (sampled - always-on) / 100;
 - beside each, the time spent inside the watch's own hooks and ``step`` (``inside``),
   measured there: on a loaded machine whole-step medians move by more than the watch costs,
   the time inside it does not.
 
-``--control`` runs the segments without a watch: the noise floor of the same comparison.
+``--control`` steps the second loop without a watch: the noise floor of the same comparison.
 Then a replay of a watched step with attribution (forward and backward: the worst case, a
 failure in the backward) against the plain step, and the memory the watch holds between
 steps (references to the last batch and to the gradient at the model's loss, its counters)
@@ -74,21 +75,6 @@ class Loop:
             self.watch.step(loss)
         return time.perf_counter() - started
 
-    def segment(self, ids, log_dir: str, watched: bool, inside: SelfTime) -> tuple[tuple, tuple]:
-        """((sampled step, its time inside the watch), (always-on step, its time inside the
-        watch)) of a watch attached for two steps (``watched``)."""
-        if watched:
-            self.watch = precisionaudit.watch(self.model, self.optimizer, self.scaler,
-                                              log_dir=tempfile.mkdtemp(dir=log_dir))
-        inside.take()
-        sampled = self.step(ids), inside.take()
-        always_on = self.step(ids), inside.take()
-        if watched:
-            self.watch.close()
-            self.watch = None
-        return sampled, always_on
-
-
 class SelfTime:
     """The wall time spent inside the watch's own hooks (module, tensor and optimizer hooks)
     and ``step``, measured there, so that the machine's load and a step's position do not
@@ -132,41 +118,52 @@ def main():
     parser.add_argument("--dtype", choices=["bfloat16", "float16"], default="bfloat16")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--seq", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--layers", type=int, default=12, help="GPT-2 small has 12 (fewer: a quick try)")
     parser.add_argument("--control", action="store_true",
-                        help="segments without a watch: the noise floor of the comparison (A/A)")
+                        help="the second loop without a watch: the noise floor of the comparison (A/A)")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     log_dir = tempfile.mkdtemp(prefix="watch-bench-")
-    loop = Loop(dtype, args.layers)
+    plain, watched = Loop(dtype, args.layers), Loop(dtype, args.layers)
     ids = torch.randint(0, 50257, (args.batch, args.seq), generator=torch.Generator().manual_seed(0))
     times = {"plain": [], "sampled": [], "always-on": []}
     inside = {"sampled": [], "always-on": []}
     spent = SelfTime()
-    loop.step(ids)  # warm-up of the kernels
+    plain.step(ids)  # warm-up of the kernels
+    watched.step(ids)
+    if not args.control:
+        watched.watch = precisionaudit.watch(watched.model, watched.optimizer, watched.scaler,
+                                             log_dir=tempfile.mkdtemp(dir=log_dir), every=SAMPLE_EVERY)
+        watched.step(ids)  # the first watched step: hooks' first calls, the log's first writes
     for r in range(args.rounds):
+        kind = "sampled" if watched.watch is not None and watched.watch.steps % SAMPLE_EVERY == 0 else "always-on"
+        if args.control:
+            kind = "sampled" if r % SAMPLE_EVERY == 0 else "always-on"
         if r % 2 == 0:
-            times["plain"].append(loop.step(ids))
-        for kind, (wall, own) in zip(("sampled", "always-on"),
-                                     loop.segment(ids, log_dir, watched=not args.control, inside=spent)):
-            times[kind].append(wall)
-            inside[kind].append(own)
+            times["plain"].append(plain.step(ids))
+        spent.take()
+        times[kind].append(watched.step(ids))
+        inside[kind].append(spent.take())
         if r % 2 == 1:
-            times["plain"].append(loop.step(ids))
+            times["plain"].append(plain.step(ids))
+    if watched.watch is not None:
+        watched.watch.close()
+        watched.watch = None
     medians = {k: statistics.median(v) for k, v in times.items()}
     own = {k: statistics.median(v) for k, v in inside.items()}
     base = medians["plain"]
     amortised = medians["always-on"] + (medians["sampled"] - medians["always-on"]) / 100
     own_amortised = own["always-on"] + (own["sampled"] - own["always-on"]) / 100
     if args.control:
-        print(f"A/A control (segments without a watch): {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
+        print(f"A/A control (the second loop without a watch): {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
         for kind, values in times.items():
             print(f"{kind:<12} {len(values)} steps, median {medians[kind]:.3f} s, x plain {medians[kind] / base:.3f}")
         return
 
     from precisionaudit.watch.replay import replay
 
+    loop = watched
     w = precisionaudit.watch(loop.model, loop.optimizer, loop.scaler, log_dir=tempfile.mkdtemp(dir=log_dir))
     loop.watch = w
     loop.step(ids)
