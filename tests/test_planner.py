@@ -2,6 +2,7 @@
 import os
 import textwrap
 
+import torch
 import yaml
 from conftest import sample
 
@@ -198,6 +199,42 @@ def test_a_log_of_a_saturated_sigmoid_plans_the_sigmoid_and_the_cancellation_too
     """)
     (module, ops, rules), = [e for e in entries(plan_for(path, "pure")[0]) if "PA105" in e[2]]
     assert module == "" and {"sigmoid", "sub", "log"} <= set(ops)
+
+
+def test_a_log_of_an_overflowing_quotient_plans_the_division_too(tmp_path):
+    """DETR's inverse_sigmoid in pure fp16: x2 = (1 - x).clamp(min=1e-5) and x1 / x2 is inf
+    in fp16 (99864 > 65504) before the log runs, so a plan that keeps only the log in fp32
+    still computes log(inf); with the division in fp32 too the result is finite."""
+    x = torch.tensor([1.0], dtype=torch.float16)
+    x1, x2 = x.clamp(min=1e-5), (1 - x).clamp(min=1e-5)
+    assert torch.log(x1 / x2).isinf().all() and torch.log(x1.float() / x2.float()).isfinite().all()
+    path = _model_file(tmp_path, "detr.py", """
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+
+            def forward(self, x):
+                x = torch.sigmoid(self.proj(x)).clamp(min=0, max=1)
+                x1 = x.clamp(min=1e-5)
+                x2 = (1 - x).clamp(min=1e-5)
+                return torch.log(x1 / x2).float()
+
+        def get_model():
+            return Head()
+
+        def get_example_inputs():
+            return (torch.randn(4, 8),)
+    """)
+    (module, ops, rules), = [e for e in entries(plan_for(path, "pure")[0]) if "PA105" in e[2]]
+    assert module == "" and {"div", "log"} <= set(ops)
+    bounded = _model_file(tmp_path, "bounded.py", open(path).read().replace(
+        "torch.log(x1 / x2)", "torch.log(x1 / 2)"))  # in [5e-6, 0.5]: the division stays as it was
+    (_, ops, _), = [e for e in entries(plan_for(bounded, "pure")[0]) if "PA105" in e[2]]
+    assert "div" not in ops
 
 
 def test_a_finding_at_an_op_without_fix_ops_plans_that_op_not_its_whole_module():

@@ -13,6 +13,7 @@ that need it. The output is deterministic: same findings, same file, byte for by
 from __future__ import annotations
 
 import itertools
+import math
 
 from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITY_RANK
 from ..core.globs import matches
@@ -112,12 +113,16 @@ POLE_OPS = frozenset({"log", "log1p", "log2", "log10", "reciprocal", "rsqrt"})
 #: saturates (sigmoid(9.4) is 1.0 in fp16) and the cancellation after it (1 - p is 0)
 SATURATING = frozenset({"sigmoid", "tanh", "softmax", "exp"})
 CANCELLING = frozenset({"sub", "rsub", "add"})
+#: producers whose result can pass the low dtype's largest value on a pole op's way: a
+#: quotient by a clamped divisor (DETR's ``log(x1 / x2)``, x2 >= 1e-5: 1 / 1e-5 is inf in fp16)
+OVERFLOWING = frozenset({"div"})
 
 
 def pole_producers(graph, node) -> list[str]:
     """The ops of a saturating function that computes a pole op's argument in the same
     module, directly or through a cancellation (``[sub, sigmoid]`` for
-    ``log(1 - sigmoid(x))``); [] for any other op or argument."""
+    ``log(1 - sigmoid(x))``), and a division whose range reaches inf (``div`` for
+    ``log(x1 / x2)``); [] for any other op or argument."""
     attrs = graph.nodes[node]
     if attrs["op"] not in POLE_OPS:
         return []
@@ -129,10 +134,18 @@ def pole_producers(graph, node) -> list[str]:
     for producer in same_module(node):
         if producer["op"] in SATURATING:
             found.append(producer["op"])
+        elif producer["op"] in OVERFLOWING and _overflows(producer):
+            found.append(producer["op"])
         elif producer["op"] in CANCELLING:
             saturating = [p["op"] for p in same_module(producer["name"]) if p["op"] in SATURATING]
             found += [producer["op"], *saturating] if saturating else []
     return list(dict.fromkeys(found))
+
+
+def _overflows(attrs) -> bool:
+    """Whether the range pass bounds the op's result at an infinity (the low dtype overflowed)."""
+    bounds = getattr(attrs.get("range"), "value_range", None) or ()
+    return any(isinstance(b, float) and math.isinf(b) for b in bounds)
 
 
 def _call_of(graph, node, module: str) -> str:
