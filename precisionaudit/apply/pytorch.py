@@ -33,7 +33,6 @@ region's inputs (the region works on fp32 copies of them).
 """
 from __future__ import annotations
 
-import contextlib
 import threading
 import warnings
 from collections import Counter
@@ -46,10 +45,10 @@ from torch.utils.weak import WeakIdKeyDictionary
 from ..core.autocast_policy import POLICY
 from ..core.globs import matches
 from ..plan.file import OverridePlan, load_plan, split_op
+from ..runtime.pytorch.autocast_state import autocast_devices, autocast_disabled
 from ..runtime.pytorch.dtypes import LOW_PRECISION as LOW
 from ..runtime.pytorch.ops import CAST_FNS, GEMM_OPS, QUERIES, canonical_fn_name, canonical_name
 
-_AUTOCAST_DEVICES = ("cuda", "cpu", "xpu", "mps", "hpu")
 #: ops whose result CUDA autocast (and the check's emulation of it) returns in fp32 (exp,
 #: softmax, sum, layer_norm, ...): a region's cast-back must not lower such a result below
 #: the dtype it has without the plan
@@ -74,27 +73,6 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 # --------------------------------------------------------------------------- dtype helpers
-def _autocast_devices() -> list[str]:
-    """The device types on which autocast is on right now."""
-    on = []
-    for device in _AUTOCAST_DEVICES:
-        try:
-            if torch.is_autocast_enabled(device):
-                on.append(device)
-        except (RuntimeError, ValueError, TypeError):
-            continue
-    return on
-
-
-@contextlib.contextmanager
-def autocast_disabled():
-    """Autocast off for every device type on which it is on right now."""
-    with contextlib.ExitStack() as stack:
-        for device in _autocast_devices():
-            stack.enter_context(torch.autocast(device, enabled=False))
-        yield
-
-
 def _is_low(t) -> bool:
     return isinstance(t, torch.Tensor) and t.dtype in LOW
 
@@ -304,7 +282,7 @@ class _RegionMode(TorchFunctionMode):
         requested = kwargs.get("dtype")
         if requested in LOW and name not in CAST_FNS:  # arange(n, dtype=x.dtype), sum(dtype=...)
             kwargs, origin = {**kwargs, "dtype": torch.float32}, origin or requested
-        elif name in AUTOCAST_FP32 and _autocast_devices():
+        elif name in AUTOCAST_FP32 and autocast_devices():
             origin = None
         with autocast_disabled():
             args, kwargs, copies = _upcast(args, kwargs, _is_low, tracker.buffers)
@@ -323,7 +301,7 @@ class _RegionMode(TorchFunctionMode):
         tracker = self.tracker
         if len(tracker.origin):
             args, kwargs = tracker.cast_back((args, kwargs))
-        if _autocast_devices():  # autocast casts the operands itself
+        if autocast_devices():  # autocast casts the operands itself
             return func(*args, **kwargs)
         floats = [t for t in pytree.tree_leaves((args, kwargs))
                   if isinstance(t, torch.Tensor) and t.is_floating_point()]
@@ -341,7 +319,7 @@ class _RegionMode(TorchFunctionMode):
         if name in CAST_FNS or _in_place(func, name):
             return func(*args, **kwargs)  # an explicit dtype choice / the target's dtype rules
         origin = tracker.origin_of_inputs(leaves)
-        if name in AUTOCAST_FP32 and kwargs.get("dtype") not in LOW and _autocast_devices():
+        if name in AUTOCAST_FP32 and kwargs.get("dtype") not in LOW and autocast_devices():
             origin = None  # autocast returns it in fp32 with or without the plan
         args, kwargs, copies = _upcast(args, kwargs, _is_low, tracker.buffers)
         out = _write_back(copies, func(*args, **kwargs), _in_place(func, name))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from . import strict_json
+from ..core import strict_json
 from .words import verdict
 
 TEXT_GROWTH_ROWS = 24

@@ -1,7 +1,7 @@
 """The JSON report of docs/json-report.md (more keys may be added, none removed)."""
 from .. import __version__
 from ..core.findings import summary
-from .strict_json import dumps
+from ..core.strict_json import dumps
 
 
 def report(results, findings, target, settings=None) -> dict:

@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 from .. import __version__
 from ..core.findings import stable_path
-from .strict_json import dumps, finite
+from ..core.strict_json import dumps, finite
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from .. import __version__
 from ..core.findings import SEVERITIES, sort_key, summary
 from ..watch.log import FORMAT_VERSION
-from .strict_json import dumps
+from ..core.strict_json import dumps
 from .words import plural
 
 

@@ -18,7 +18,6 @@ Three observers run together while the replay's forward and backward run:
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -26,10 +25,10 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..runtime.pytorch.autocast_state import autocast_disabled
 from ..runtime.pytorch.ops import canonical_fn_name
 
 LOW = (torch.float16, torch.bfloat16)
-_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
 #: calls that move or view values without computing new ones: left out of a region's ops
 MOVES = frozenset("""
 view view_as reshape reshape_as transpose permute t contiguous expand expand_as squeeze unsqueeze
@@ -50,18 +49,6 @@ def dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-@contextlib.contextmanager
-def autocast_off():
-    with contextlib.ExitStack() as stack:
-        for device in _DEVICES:
-            try:
-                if torch.is_autocast_enabled(device):
-                    stack.enter_context(torch.autocast(device, enabled=False))
-            except (RuntimeError, ValueError, TypeError):
-                continue
-        yield
-
-
 def in_float32(func, args, kwargs):
     """``func`` run again with its fp16/bf16 inputs (and an fp16/bf16 ``dtype=``) made
     float32, without autocast and without autograd; None for an op that draws random
@@ -77,7 +64,7 @@ def in_float32(func, args, kwargs):
 
     args, kwargs = pytree.tree_map(up, (args, kwargs))
     try:
-        with torch.no_grad(), autocast_off():
+        with torch.no_grad(), autocast_disabled():
             return func(*args, **kwargs)
     except Exception:  # noqa: BLE001 - an op that does not take float32 inputs: no answer
         return None

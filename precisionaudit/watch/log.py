@@ -20,6 +20,7 @@ import re
 import time
 
 from ..core.errors import UsageError
+from ..core.strict_json import finite
 
 FORMAT = "precisionaudit.watch"
 FORMAT_VERSION = 1
@@ -34,17 +35,6 @@ class WatchLogError(UsageError):
 
 def events_file(log_dir: str, rank: int) -> str:
     return os.path.join(log_dir, f"events-rank{rank}.jsonl")
-
-
-def plain(value):
-    """``value`` with every non-finite float as a string, so that the line is strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return value
 
 
 def number(value):
@@ -68,7 +58,7 @@ class EventLog:
                                 f"{exc.strerror or exc}") from None
 
     def write(self, kind: str, **fields) -> None:
-        line = json.dumps(plain({"event": kind, "time": round(time.time(), 3), **fields}),
+        line = json.dumps(finite({"event": kind, "time": round(time.time(), 3), **fields}),
                           separators=(",", ":"))
         self._fh.write(line + "\n")
         self._fh.flush()

@@ -24,9 +24,10 @@ import os
 import torch
 from torch.utils import _pytree as pytree
 
+from ..runtime.pytorch.autocast_state import autocast_state
 from . import wrappers
 from .log import FORMAT, FORMAT_VERSION, SUMMARY, EventLog, read_log, summarize
-from .replay import autocast_state, replay, rng_state
+from .replay import replay, rng_state
 from .sampling import LOW, ForwardMaxima, StepMeasures, read_maxima
 
 #: consecutive skipped steps that trigger a replay (GradScaler's start-up calibration skips

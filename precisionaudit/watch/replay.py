@@ -16,7 +16,8 @@ import time
 import torch
 from torch.utils import _pytree as pytree
 
-from .attribution import LOW, MOVES, Calls, ModuleStack, Ops, all_finite, autocast_off, floating
+from ..runtime.pytorch.autocast_state import autocast_disabled
+from .attribution import LOW, MOVES, Calls, ModuleStack, Ops, all_finite, floating
 
 
 @contextlib.contextmanager
@@ -41,18 +42,6 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["cpu"])
     if "cuda" in state:
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def autocast_state() -> list:
-    """[(device, dtype)] of every device type autocast is on for."""
-    found = []
-    for device in ("cpu", "cuda", "xpu", "mps", "hpu"):
-        try:
-            if torch.is_autocast_enabled(device):
-                found.append((device, torch.get_autocast_dtype(device)))
-        except (RuntimeError, ValueError, TypeError, AttributeError):
-            continue
-    return found
 
 
 @contextlib.contextmanager
@@ -231,7 +220,7 @@ def _in_float32(module, args, kwargs):
     state.update({name: b.detach().float() if b.dtype in LOW else b.detach().clone()
                   for name, b in module.named_buffers()})
     try:
-        with torch.no_grad(), autocast_off():
+        with torch.no_grad(), autocast_disabled():
             out = functional_call(module, state, pytree.tree_map(up, args), pytree.tree_map(up, kwargs))
     except Exception:  # noqa: BLE001 - a module that cannot run so: no answer from it
         return None

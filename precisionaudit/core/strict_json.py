@@ -1,4 +1,5 @@
-"""Strict JSON for machine readers: inf and nan (a -1e9 stored in fp16) become strings."""
+"""Strict JSON for machine readers: inf and nan (a -1e9 stored in fp16, a watch log's NaN loss)
+become strings."""
 import json
 import math
 
