@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from precisionaudit.cli import main
 from precisionaudit.core.numerics import FP8_FORMATS
 from precisionaudit.core.target import Target
+from precisionaudit.plan.pytorch import make_plan
 from precisionaudit.rules.engine import load_rules
 from precisionaudit.scanner import scan
 
@@ -90,6 +91,9 @@ def test_an_unaligned_output_head_is_info_and_not_told_to_pad(tmp_path):
     (head,) = found
     assert (head.rule, head.severity, head.module) == ("PA601", "info", "lm_head")
     assert "belongs in bf16" in head.message and "pad it" not in head.message
+    # converted unfiltered, _scaled_mm refuses N=1000 on a GPU: the plan keeps it out all the same
+    plan, _ = make_plan(found, FP8)
+    assert plan.keep_out_of_fp8 == ["lm_head"]
 
 
 def test_mxfp8_needs_multiples_of_32():

@@ -24,12 +24,17 @@ from .file import Override, OverridePlan, not_covered
 
 #: the FP8 rules whose finding means "keep this Linear out of FP8" (plan --dtype float8)
 FP8_RULES = ("PA601", "PA602", "PA603", "PA604", "PA605")
+#: a Linear FP8 GEMMs cannot run at all (PA601): converted unfiltered it fails at its first
+#: forward on a GPU, so the plan keeps it out whatever the finding's severity (an output
+#: head's is info)
+FP8_CANNOT_RUN = "PA601"
 
 
 def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERITY):
     """(OverridePlan, notes): the plan, and one line per finding it cannot cover."""
     threshold = SEVERITY_RANK[min_severity]
-    chosen = [f for f in findings if SEVERITY_RANK[f.severity] <= threshold]
+    chosen = [f for f in findings if SEVERITY_RANK[f.severity] <= threshold
+              or (target.recipe and f.rule == FP8_CANNOT_RUN)]
     regions: dict[str, dict] = {}
     notes = []
     fp8_kept = []
