@@ -306,6 +306,7 @@ def emulated_record(path: str, entry: str, dtype: str):
     autocast emulated on CPU; the eager fallback where the scan takes it), its Recorder kept."""
     from precisionaudit.capture.pytorch import capture as capture_module
     from precisionaudit.core.target import Target
+    from precisionaudit.runtime.sources import LoadOptions
 
     kept = []
     original = capture_module.Recorder
@@ -317,7 +318,7 @@ def emulated_record(path: str, entry: str, dtype: str):
 
     capture_module.Recorder = Keeping
     try:
-        result = capture_module.capture_file(path, Target(dtype, "autocast", "cuda"), entry)
+        result = capture_module.capture_file(path, Target(dtype, "autocast", "cuda"), LoadOptions(entry))
     finally:
         capture_module.Recorder = original
     return kept[-1], result.frontend
