@@ -929,75 +929,114 @@ def get_example_inputs():
 '''
 
 
-def _timer(ctx):
-    if ctx.cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-        def begin():
-            start.record()
-
-        def finish() -> float:
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end)
-        return begin, finish
-    clock = {}
-
-    def begin():
-        clock["t"] = time.perf_counter()
-
-    def finish() -> float:
-        return (time.perf_counter() - clock["t"]) * 1e3
-    return begin, finish
+def gpt2_sizes(dry: bool) -> tuple[dict, int, int, int, int]:
+    """(GPT2Config kwargs, batch, tokens, warm-up steps, timed steps): GPT-2 small at 8 x 512,
+    5 + 30 steps; the dry run a two-layer model with a small vocabulary, 1 + 2 steps."""
+    if dry:
+        return dict(n_layer=2, n_embd=64, n_head=4, vocab_size=1024, n_positions=128, use_cache=False), 2, 32, 1, 2
+    return dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024, use_cache=False), 8, 512, 5, 30
 
 
-def gpt2_step_times(ctx, config: dict, batch: int, tokens: int, variant: str, plan: str | None,
-                    warmup: int, steps: int) -> dict:
-    """Median ms of ``steps`` training steps (forward, backward, AdamW) after ``warmup``."""
-    import precisionaudit
-    from transformers import GPT2Config, GPT2LMHeadModel
+class Clock:
+    """Spans timed with no host synchronisation between them: CUDA events recorded around each
+    span and read after the last one (a monitor that synchronises the host shows as its cost
+    instead of hiding behind the harness's own synchronisation); perf_counter on CPU."""
 
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(**config)).to(ctx.dev).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    amp = variant.startswith("amp")
-    dtype = torch.bfloat16 if "bf16" in variant else torch.float16
-    scaler = torch.amp.GradScaler(ctx.dev, enabled=amp and dtype == torch.float16)
-    ids = torch.randint(0, config["vocab_size"], (batch, tokens), device=ctx.dev)
-    handle = precisionaudit.apply_plan(model, plan) if plan else None
-    tf32 = "tf32" in variant
-    saved = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    begin, finish = _timer(ctx)
-    times, losses = [], []
-    try:
-        for step in range(warmup + steps):
-            begin()
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast(ctx.dev, dtype=dtype, enabled=amp):
-                loss = model(input_ids=ids, labels=ids).loss
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            ms = finish()
-            if step >= warmup:
-                times.append(ms)
-            losses.append(loss.detach())
-        low_share = forward_gemm_low_share(model, ids, dtype, amp, ctx.dev)
-    finally:
-        torch.set_float32_matmul_precision(saved)
-        if handle is not None:
-            handle.remove()
-    losses = [v.item() for v in losses]
-    result = {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-              "steps_timed": len(times), "loss_first": losses[0], "loss_last": losses[-1],
-              "finite": all(math.isfinite(v) for v in losses), "gemm_flops_low_precision": low_share}
-    if handle is not None:
-        result["plan_unmatched"] = [o.module for o in handle.unmatched]
-    del model, opt
-    if ctx.cuda:
-        torch.cuda.empty_cache()
-    return result
+    def __init__(self, ctx):
+        self.cuda = ctx.cuda
+        self.spans: dict = collections.defaultdict(list)
+
+    def _mark(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    @contextlib.contextmanager
+    def span(self, key):
+        start = self._mark()
+        yield
+        self.spans[key].append((start, self._mark()))
+
+    def ms(self) -> dict[str, list[float]]:
+        if self.cuda:
+            torch.cuda.synchronize()
+            return {k: [a.elapsed_time(b) for a, b in v] for k, v in self.spans.items()}
+        return {k: [(b - a) * 1e3 for a, b in v] for k, v in self.spans.items()}
+
+
+class TrainLoop:
+    """One GPT-2 training loop as its user writes it: AdamW(lr=1e-4), the forward under
+    autocast in ``dtype`` (None: fp32, at ``matmul_precision``), GradScaler with fp16, the
+    loss of ``model(ids, labels=ids)``. ``prepare(model)`` changes the model on the device
+    first (a plan, an FP8 conversion); ``watch`` is attached by the caller."""
+
+    def __init__(self, ctx, config: dict, batch: int, tokens: int, dtype, prepare=None,
+                 matmul_precision: str = "highest"):
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(**config)).to(ctx.dev).train()
+        self.model = prepare(model) if prepare is not None else model
+        self.dev, self.dtype, self.precision = ctx.dev, dtype, matmul_precision
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        self.scaler = torch.amp.GradScaler(ctx.dev) if dtype == torch.float16 else None
+        self.ids = torch.randint(0, config["vocab_size"], (batch, tokens), device=ctx.dev)
+        self.watch = None
+        self.losses: list = []
+
+    def step(self) -> None:
+        saved = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(self.precision)
+        try:
+            self.opt.zero_grad(set_to_none=True)
+            with torch.autocast(self.dev, dtype=self.dtype or torch.float16, enabled=self.dtype is not None):
+                loss = self.model(input_ids=self.ids, labels=self.ids).loss
+            if self.scaler is not None:
+                self.scaler.scale(loss).backward()
+                self.scaler.step(self.opt)
+                self.scaler.update()
+            else:
+                loss.backward()
+                self.opt.step()
+            if self.watch is not None:
+                self.watch.step(loss)
+            self.losses.append(loss.detach())
+        finally:
+            torch.set_float32_matmul_precision(saved)
+
+    def summary(self, times: list[float]) -> dict:
+        losses = [v.item() for v in self.losses]
+        out = {"steps_timed": len(times), "loss_first": losses[0] if losses else None,
+               "loss_last": losses[-1] if losses else None, "finite": all(math.isfinite(v) for v in losses)}
+        if times:
+            out.update(median_ms=statistics.median(times), min_ms=min(times), max_ms=max(times))
+        return out
+
+
+def interleaved(ctx, loops: dict, warmup: int, steps: int, budget) -> tuple[dict, dict]:
+    """Run ``loops`` side by side: each round steps every loop once, in an order that rotates,
+    so that drift and a step's position in the round hit all alike; the first ``warmup`` rounds
+    untimed. A loop that raises leaves the rotation with its error. ({name: step ms}, {name: error})."""
+    clock, errors = Clock(ctx), {}
+    names = list(loops)
+    for r in range(warmup + steps):
+        if budget.left() < 0:
+            break
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if name in errors:
+                continue
+            try:
+                if r < warmup:
+                    loops[name].step()
+                else:
+                    with clock.span(name):
+                        loops[name].step()
+            except Exception as exc:  # noqa: BLE001 - one variant's failure is its row's result
+                errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+    times = clock.ms()
+    return {name: times.get(name, []) for name in names}, errors
 
 
 def forward_gemm_low_share(model, ids, dtype, amp: bool, device: str):
@@ -1021,51 +1060,92 @@ def plan_entries(plan_text: str) -> list[str]:
     return [f"{o.get('module') or '<root>'}[{','.join(o['ops']) if o.get('ops') else '*'}]" for o in overrides]
 
 
+def write_plan(ctx, model_file: str, *flags) -> tuple[str | None, str]:
+    """``precisionaudit plan`` on ``model_file`` (in this process): (the plan's path or None, its
+    text or the error)."""
+    plan = model_file[:-3] + "_plan.yaml"
+    code, _, err = cli("plan", model_file, *flags, "--timeout", "120", "-o", plan)
+    if code != 0:
+        return None, f"plan failed ({code}): {err.strip()[-300:]}"
+    with open(plan) as f:
+        return plan, f.read()
+
+
+#: AMP and AMP + plan side by side first (the target), then the rest
+STEP_GROUPS = [("eager", ["amp fp16", "amp fp16 + plan"]), ("sdpa", ["amp fp16", "amp fp16 + plan"]),
+               ("eager", ["fp32", "fp32+tf32"]), ("sdpa", ["fp32", "amp bf16"])]
+
+
+def step_loop(ctx, cfg: dict, batch: int, tokens: int, variant: str, plan: str | None):
+    """The TrainLoop of one table-4 variant, and the plan's handle where it has one."""
+    import precisionaudit
+
+    handles = []
+
+    def apply(model):
+        handles.append(precisionaudit.apply_plan(model, plan))
+        return model
+
+    dtype = None if variant.startswith("fp32") else torch.bfloat16 if "bf16" in variant else torch.float16
+    loop = TrainLoop(ctx, cfg, batch, tokens, dtype, prepare=apply if "plan" in variant else None,
+                     matmul_precision="high" if "tf32" in variant else "highest")
+    return loop, handles
+
+
 def table_step_time(ctx, section, budget):
-    if ctx.dry:
-        # a small vocabulary: every variant's steps fit the table's budget on a busy CPU
-        config = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=1024, n_positions=128, use_cache=False)
-        batch, tokens, warmup, steps = 2, 32, 1, 2
-    else:
-        config = dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024, use_cache=False)
-        batch, tokens, warmup, steps = 8, 512, 5, 30
+    config, batch, tokens, warmup, steps = gpt2_sizes(ctx.dry)
     section["notes"].append(f"GPT2LMHeadModel {config}, batch {batch}x{tokens}, AdamW(lr=1e-4, foreach), loss = "
-                            f"model(ids, labels=ids).loss; {warmup} warm-up steps, median of {steps}; "
-                            f"{'CUDA events' if ctx.cuda else 'perf_counter (DRY RUN, CPU)'}; fp32 = TF32 off "
-                            "(PyTorch's default), fp32+tf32 = set_float32_matmul_precision('high'); AMP fp16 with "
-                            "GradScaler; plan = `precisionaudit plan` on the same config, applied with apply_plan")
-    rows = section["rows"]
+                            f"model(ids, labels=ids).loss; {warmup} warm-up steps, median of {steps}; the variants "
+                            "of a line below run side by side (one step each per round, the order rotating); "
+                            f"{'CUDA events, no host sync between steps' if ctx.cuda else 'perf_counter (DRY RUN, CPU)'}; "
+                            "fp32 = TF32 off (PyTorch's default), fp32+tf32 = set_float32_matmul_precision('high'); "
+                            "AMP fp16 with GradScaler; plan = `precisionaudit plan` on the same config, applied with "
+                            "apply_plan")
+    rows, plans = section["rows"], {}
     for attn in ("eager", "sdpa"):
         cfg = dict(config, attn_implementation=attn)
         path = os.path.join(ctx.tmp, f"gpt2_{attn}.py")
         with open(path, "w") as f:
             f.write(GPT2_MODEL_FILE.format(config=cfg, vocab=cfg["vocab_size"], batch=batch, tokens=tokens))
-        plan = os.path.join(ctx.tmp, f"gpt2_{attn}_plan.yaml")
-        code, _, err = cli("plan", path, "--timeout", "120", "-o", plan)
-        plan_text = open(plan).read() if code == 0 else f"plan failed ({code}): {err.strip()[-300:]}"
-        section.setdefault("plans", {})[attn] = plan_text
-        overrides = plan_entries(plan_text) if code == 0 else []
-        # the most telling first: a section cut at its budget loses the extras
-        variants = ["fp32", "amp fp16", "amp fp16 + plan", "fp32+tf32"] if attn == "eager" else \
-            ["amp fp16", "fp32", "amp fp16 + plan", "amp bf16"]
+        plans[attn] = write_plan(ctx, path)
+        section.setdefault("plans", {})[attn] = plans[attn][1]
+    for attn, variants in STEP_GROUPS:
+        if budget.left() < 0:
+            section["notes"].append(f"not reached within the budget: {attn} {', '.join(variants)}")
+            continue
+        cfg = dict(config, attn_implementation=attn)
+        plan, plan_text = plans[attn]
+        loops, handles, group = {}, {}, []
         for variant in variants:
-            if budget.left() < 0:
-                section["notes"].append(f"not reached within the budget: {attn} {variant}")
-                continue
             row = {"attention": attn, "variant": variant,
-                   "plan_overrides": overrides if "plan" in variant else None}
+                   "plan_overrides": plan_entries(plan_text) if "plan" in variant else None}
+            group.append(row)
             try:
-                if "plan" in variant and code != 0:
+                if "plan" in variant and plan is None:
                     raise RuntimeError(plan_text)
-                row.update(gpt2_step_times(ctx, cfg, batch, tokens, variant, plan if "plan" in variant else None,
-                                           warmup, steps))
+                loops[variant], handles[variant] = step_loop(ctx, cfg, batch, tokens, variant, plan)
             except Exception as exc:  # noqa: BLE001
                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-                if ctx.cuda:
-                    torch.cuda.empty_cache()
-            rows.append(row)
-            ctx.results.log(f"step time {attn} {variant}: {row.get('median_ms', row.get('error'))}")
-            _step_table(ctx, section)
+        times, errors = interleaved(ctx, loops, warmup, steps, budget)
+        for row in group:
+            loop = loops.get(row["variant"])
+            if loop is None:
+                continue
+            row.update(loop.summary(times[row["variant"]]))
+            if row["variant"] in errors:
+                row["error"] = errors[row["variant"]]
+            else:
+                row["gemm_flops_low_precision"] = forward_gemm_low_share(
+                    loop.model, loop.ids, loop.dtype or torch.float16, loop.dtype is not None, ctx.dev)
+            if handles[row["variant"]]:
+                row["plan_unmatched"] = [o.module for o in handles[row["variant"]][0].unmatched]
+        rows.extend(group)
+        del loops, handles
+        if ctx.cuda:
+            torch.cuda.empty_cache()
+        for row in group:
+            ctx.results.log(f"step time {attn} {row['variant']}: {row.get('median_ms', row.get('error'))}")
+        _step_table(ctx, section)
 
 
 def _step_table(ctx, section):
@@ -1104,13 +1184,12 @@ def time_op(ctx, fn, reps: int, inner: int) -> float:
     for _ in range(3):
         fn()
     ctx.sync()
-    begin, finish = _timer(ctx)
-    times = []
+    clock = Clock(ctx)
     for _ in range(reps):
-        begin()
-        for _ in range(inner):
-            fn()
-        times.append(finish() / inner)
+        with clock.span("op"):
+            for _ in range(inner):
+                fn()
+    times = [ms / inner for ms in clock.ms()["op"]]
     return statistics.median(times)
 
 
