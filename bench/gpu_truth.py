@@ -1,9 +1,22 @@
-"""What precisionaudit says about CUDA, measured on a real GPU (issue 28).
+"""What precisionaudit says about CUDA, measured on a real GPU (issues 28 and 38).
 
 Everything precisionaudit says about CUDA is emulated on CPU. This script runs the same things
-on a GPU and prints five tables (markdown, ready for bench/README.md), then runs the GPU-only
-tests (tests/test_gpu.py):
+on a GPU and prints nine tables (markdown, ready for bench/README.md), then runs the GPU-only
+tests (tests/test_gpu.py). In the order they run (issue 38's measures first):
 
+7. watch     - ``precisionaudit.watch`` in a GPT-2-small training loop (8x512; fp16 AMP +
+               GradScaler, then bf16): plain, watched at the default ``every``, at ``every=1``,
+               side by side; one forced trigger, its replay's cost in steps (targets: 1.01 x
+               plain, 15 steps); the forward-overflow and masked-log demonstrations
+               (tests/watch_loops.py) on CPU and on the device: the same module, op and phase?
+4. step time - GPT-2-small training steps (CUDA events, medians): AMP and AMP + plan side by
+               side (issue 36's target, plan at most 1.03 x AMP), eager and SDPA, then fp32,
+               fp32+TF32, bf16; each variant's forward GEMM FLOPs in fp16 and the plan's entries
+8. cumsum    - fp16/bf16 ``cumsum`` (pa103_cumsum_hazard, transformers' position ids) on the
+               device and emulated (low_accumulation.py), each against fp64
+9. real FP8  - torchao's ``convert_to_float8_training`` against check --dtype float8's emulation
+               per recipe (the outlier demonstration, GPT-2 small with nn.Linear), and the step
+               time of bf16, FP8 and FP8 with the plan's filter (capability 8.9+, torchao needed)
 1. dtypes    - per model, the aten ops under real ``torch.autocast("cuda")`` against the scan's
                own record (its capture, emulated on CPU), compared per module as multisets of
                (aten op, input dtypes, output dtypes); the target is 0 mismatches
@@ -12,22 +25,20 @@ tests (tests/test_gpu.py):
 3. training  - standalone training steps under real CUDA AMP / pure fp16 / pure bf16 (issues
                23 and 24): clip before unscale, no GradScaler, Adam eps in fp16, bf16 AdamW
                stalls; each also run on CPU with CUDA's autocast emulated, side by side
-4. step time - GPT-2-small training steps (CUDA events, medians): fp32, AMP, AMP + plan, eager
-               and SDPA; each variant's forward GEMM FLOPs in fp16 and the plan's entries with
-               their ops; the verdict on issue 36's target, plan at most 1.03 x AMP
 5. GEMM time - the shapes the shape rules flag against their padded sizes, and FP8
 
-On the device (repo root; the missing packages travel as wheels in .whl/)::
+On the device (repo root; the missing packages travel as wheels in .whl/, torchao's too)::
 
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD && \\
-        PYTHONUNBUFFERED=1 python3 bench/gpu_truth.py
+        PYTHONUNBUFFERED=1 python3 bench/gpu_truth.py --json $OUT/results.json
 
 Results go to $OUT (else --out, else /tmp/gpu_truth): gpu_truth.json, gpu_truth.md and
-gpu_truth.log, rewritten as each result arrives, so a run cut short keeps what it measured.
-Each section has its own time budget and its own try/except; a watchdog ends the run at
---budget seconds (default 420) whatever happens. ``--dry-run`` runs every code path on CPU at
-tiny sizes (CUDA replaced by CPU with CUDA's policy emulated, or skipped with a note).
+gpu_truth.log (and --json FILE), rewritten as each result arrives, so a run cut short keeps
+what it measured. Each section has its own time budget (420 s in all) and its own try/except;
+a watchdog ends the run at --budget seconds (default 460: the run fits 8 minutes of GPU time)
+whatever happens. ``--dry-run`` runs every code path on CPU at tiny sizes (CUDA replaced by
+CPU with CUDA's policy emulated, or skipped with a note); tests/test_gpu.py runs it.
 """
 from __future__ import annotations
 
@@ -74,9 +85,9 @@ ARCHITECTURES = [
 class Results:
     """The JSON document and the markdown tables, rewritten on every ``save``."""
 
-    def __init__(self, out_dir: str):
+    def __init__(self, out_dir: str, json_path: str | None = None):
         os.makedirs(out_dir, exist_ok=True)
-        self.out_dir = out_dir
+        self.out_dir, self.json_path = out_dir, json_path
         self.data: dict = {"environment": {}, "sections": {}}
         self.tables: dict[str, list[str]] = {}
         self.lock = threading.Lock()
@@ -95,9 +106,10 @@ class Results:
 
     def save(self) -> None:
         with self.lock:
-            for name, text in (("gpu_truth.json", json.dumps(self.data, indent=1, default=str)),
-                               ("gpu_truth.md", self.markdown())):
-                path = os.path.join(self.out_dir, name)
+            document = json.dumps(self.data, indent=1, default=str)
+            files = [(os.path.join(self.out_dir, "gpu_truth.json"), document),
+                     (os.path.join(self.out_dir, "gpu_truth.md"), self.markdown())]
+            for path, text in files + ([(self.json_path, document)] if self.json_path else []):
                 with open(path + ".tmp", "w") as f:
                     f.write(text)
                 os.replace(path + ".tmp", path)
@@ -1831,13 +1843,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes: exercise every code path")
     parser.add_argument("--out", default=None, help="output folder (default: $OUT, else /tmp/gpu_truth)")
+    parser.add_argument("--json", default=None, help="also write the results JSON to this file")
     parser.add_argument("--budget", type=float, default=460.0, help="seconds before the watchdog ends the run")
     parser.add_argument("--all-models", action="store_true", help="dry run: every model of the dtype table and every numerics demonstration")
     parser.add_argument("--dtypes", default="float16,bfloat16", help="dtype table: the autocast dtypes")
     parser.add_argument("--only", default="", help="comma-separated section numbers to run (e.g. 1,4)")
     args = parser.parse_args(argv)
     out = args.out or os.environ.get("OUT") or "/tmp/gpu_truth"
-    results = Results(out)
+    results = Results(out, args.json)
     watchdog = Watchdog(results, args.budget)
     watchdog.start()
     ctx = Context(args, results, watchdog)

@@ -83,10 +83,10 @@ def test_pure_bf16_adamw_leaves_layernorm_weights_at_one_where_fp32_masters_move
 def dry_run(tmp_path_factory):
     """``bench/gpu_truth.py --dry-run``'s results (every section, CPU, tiny sizes)."""
     out = tmp_path_factory.mktemp("gpu_truth")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu_truth.py"), "--dry-run", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu_truth.py"), "--dry-run", "--out", str(out),
+                           "--json", str(out / "results.json")], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    with open(out / "gpu_truth.json") as f:
+    with open(out / "results.json") as f:
         results = json.load(f)
     assert (out / "gpu_truth.md").read_text().startswith("# GPU truth")
     return results["sections"]
