@@ -83,13 +83,23 @@ def test_pure_bf16_adamw_leaves_layernorm_weights_at_one_where_fp32_masters_move
 def dry_run(tmp_path_factory):
     """``bench/gpu_truth.py --dry-run``'s results (every section, CPU, tiny sizes)."""
     out = tmp_path_factory.mktemp("gpu_truth")
+    before = _repository_status()
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gpu_truth.py"), "--dry-run", "--out", str(out),
                            "--json", str(out / "results.json")], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     with open(out / "results.json") as f:
         results = json.load(f)
     assert (out / "gpu_truth.md").read_text().startswith("# GPU truth")
+    assert _repository_status() == before  # plans and generated models go to a temporary folder
     return results["sections"]
+
+
+def _repository_status() -> str | None:
+    try:
+        return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60).stdout
+    except OSError:  # no git: nothing to compare
+        return None
 
 
 def test_the_dry_run_runs_every_section_without_an_error(dry_run):
