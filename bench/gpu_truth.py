@@ -149,6 +149,28 @@ class Budget:
         return self.seconds - self.used()
 
 
+def reached(section: dict, budget: Budget, what: str) -> bool:
+    """Whether ``budget`` leaves time for ``what``; where it does not, the section's notes say so."""
+    if budget.left() >= 0:
+        return True
+    section["notes"].append(f"not reached within the budget: {what}")
+    return False
+
+
+def failure(exc: BaseException, first_line: bool = False) -> str:
+    """An exception as a short result: its type and message (``first_line``: its first line)."""
+    text = str(exc).splitlines()[0] if first_line and str(exc) else str(exc)
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def attempt(fn, *args, **fields) -> dict:
+    """``fn(*args)``'s row, or ``fields`` with the error it raised: one item's failure is its result."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001
+        return {**fields, "error": failure(exc)}
+
+
 class Watchdog(threading.Thread):
     """Ends a stuck section (interrupt_main) and the whole run at its deadline (os._exit)."""
 
@@ -1051,7 +1073,7 @@ def interleaved(ctx, loops: dict, warmup: int, steps: int, budget) -> tuple[dict
                     with clock.span(name):
                         loops[name].step()
             except Exception as exc:  # noqa: BLE001 - one variant's failure is its row's result
-                errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+                errors[name] = failure(exc, first_line=True)
     times = clock.ms()
     return {name: times.get(name, []) for name in names}, errors
 
@@ -1120,8 +1142,7 @@ def table_step_time(ctx, section, budget):
         plans[attn] = write_plan(ctx, path)
         section.setdefault("plans", {})[attn] = plans[attn][1]
     for attn, variants in STEP_GROUPS:
-        if budget.left() < 0:
-            section["notes"].append(f"not reached within the budget: {attn} {', '.join(variants)}")
+        if not reached(section, budget, f"{attn} {', '.join(variants)}"):
             continue
         cfg = dict(config, attn_implementation=attn)
         plan, plan_text = plans[attn]
@@ -1135,7 +1156,7 @@ def table_step_time(ctx, section, budget):
                     raise RuntimeError(plan_text)
                 loops[variant], handles[variant] = step_loop(ctx, cfg, batch, tokens, variant, plan)
             except Exception as exc:  # noqa: BLE001
-                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                row["error"] = failure(exc)
         times, errors = interleaved(ctx, loops, warmup, steps, budget)
         for row in group:
             loop = loops.get(row["variant"])
@@ -1254,7 +1275,7 @@ def table_gemm(ctx, section, budget):
                 ms = time_op(ctx, fn, reps, inner)
                 row.update(ms=ms, tflops=flops / ms / 1e9)
             except Exception as exc:  # noqa: BLE001
-                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                row["error"] = failure(exc)
             rows.append(row)
         _gemm_table(ctx, section)
     for label, m, k, n in (("N=50304 (16-divisible)", 4096, 768, 50304), ("N=50257", 4096, 768, 50257),
@@ -1274,7 +1295,7 @@ def table_gemm(ctx, section, budget):
             ms = time_op(ctx, fn, reps, inner)
             row.update(ms=ms, tflops=2 * m * n * k / ms / 1e9)
         except Exception as exc:  # noqa: BLE001 - the expected refusal of a non-divisible shape
-            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+            row["error"] = failure(exc, first_line=True)
         rows.append(row)
     _gemm_table(ctx, section)
 
@@ -1397,15 +1418,11 @@ def table_watch(ctx, section, budget):
         f"replay <= {WATCH_TARGETS['replay_steps']:g} plain steps")
     rows = section["rows"]
     for dtype in (torch.float16, torch.bfloat16):
-        if budget.left() < 0:
-            section["notes"].append(f"not reached within the budget: {dtype}")
+        if not reached(section, budget, str(dtype)):
             continue
-        try:
-            row = watch_overhead(ctx, dtype, budget)
-        except Exception as exc:  # noqa: BLE001
-            row = {"dtype": str(dtype).split(".")[-1], "error": f"{type(exc).__name__}: {exc}"[:300]}
-            if ctx.cuda:
-                torch.cuda.empty_cache()
+        row = attempt(watch_overhead, ctx, dtype, budget, dtype=str(dtype).split(".")[-1])
+        if ctx.cuda:
+            torch.cuda.empty_cache()
         rows.append(row)
         ctx.results.log(f"watch {row['dtype']}: default x{row.get('default_x_plain')}, "
                         f"replay {row.get('replay_steps')} steps {row.get('error', '')}")
@@ -1413,13 +1430,9 @@ def table_watch(ctx, section, budget):
     loops = load_watch_loops()
     demos = section.setdefault("demos", [])
     for name, model_name, batches_name in WATCH_DEMOS:
-        if budget.left() < 0:
-            section["notes"].append(f"not reached within the budget: {name}")
+        if not reached(section, budget, name):
             continue
-        try:
-            row = {"demo": name, **watch_demo(ctx, loops, model_name, batches_name)}
-        except Exception as exc:  # noqa: BLE001
-            row = {"demo": name, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        row = {"demo": name, **attempt(watch_demo, ctx, loops, model_name, batches_name)}
         demos.append(row)
         ctx.results.log(f"watch demo {name}: same module/op/phase {row.get('same_module_op_phase')}")
         _watch_table(ctx, section)
@@ -1548,13 +1561,9 @@ def table_cumsum(ctx, section, budget):
         "emulation. The emulation reproduces the size of the error, not its bits (CUB's tiling is the "
         "library's choice)" + ("; DRY RUN: the device side is CPU's kernel (fp32 accumulation)" if not ctx.cuda else ""))
     for case, path, fn, x in cumsum_cases(ctx):
-        if budget.left() < 0:
-            section["notes"].append(f"not reached within the budget: {case}")
+        if not reached(section, budget, case):
             continue
-        try:
-            row = cumsum_row(ctx, case, path, fn, x)
-        except Exception as exc:  # noqa: BLE001
-            row = {"case": case, "kernel": path, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        row = attempt(cumsum_row, ctx, case, path, fn, x, case=case, kernel=path)
         section["rows"].append(row)
         ctx.results.log(f"cumsum {case}: device {row.get('device_max_abs')}, emulated {row.get('emulated_max_abs')}")
         body = [[r["case"], r["kernel"], r.get("device_max_abs", ""), r.get("emulated_max_abs", ""),
@@ -1722,7 +1731,7 @@ def table_fp8(ctx, section, budget):
         *_, version = torchao_float8()
     except Exception as exc:  # noqa: BLE001 - not installed, or not importable with this torch
         section["status"] = "skipped: torchao not available"
-        section["notes"].append(f"torchao not available: {type(exc).__name__}: {exc}"[:300])
+        section["notes"].append(f"torchao not available: {failure(exc)}")
         return
     config, batch, tokens, warmup, steps = gpt2_sizes(ctx.dry)
     section["torchao"] = version
@@ -1754,18 +1763,13 @@ def table_fp8(ctx, section, budget):
             [("GPT-2 small, nn.Linear", gpt2.get_model, gpt2_inputs, recipe, tuple(gpt2_keep or ()))
              for recipe in FP8_RECIPES]
     for name, make_model, inputs, recipe, kept in items:
-        if budget.left() < 0:
-            section["notes"].append(f"not reached within the budget: {name} {recipe} keep {list(kept)}")
+        if not reached(section, budget, f"{name} {recipe} keep {list(kept)}"):
             continue
-        try:
-            row = fp8_error_row(ctx, make_model, inputs, recipe, kept)
-        except Exception as exc:  # noqa: BLE001
-            row = {"recipe": recipe, "kept_out": list(kept), "error": f"{type(exc).__name__}: {exc}"[:300]}
+        row = attempt(fp8_error_row, ctx, make_model, inputs, recipe, kept, recipe=recipe, kept_out=list(kept))
         rows.append({"model": name, **row})
         ctx.results.log(f"fp8 {name} {recipe} keep {list(kept)}: {row.get('real', row.get('error'))}")
         _fp8_table(ctx, section)
-    if budget.left() < 0:
-        section["notes"].append("not reached within the budget: the step times")
+    if not reached(section, budget, "the step times"):
         return
     loops = fp8_step_loops(ctx, gpt2.linear_gpt2, gpt2_keep)
     times, errors = interleaved(ctx, loops, warmup, steps, budget)
