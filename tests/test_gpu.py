@@ -1,4 +1,4 @@
-"""On a CUDA GPU only (issue 28): what precisionaudit emulates on CPU, checked against the real thing.
+"""On a CUDA GPU (issue 28): what precisionaudit emulates on CPU, checked against the real thing.
 
 Each CUDA test skips cleanly without CUDA. bench/gpu_truth.py runs them on the device machine and
 prints the full tables; these pin the facts the emulation stands on: the dtypes real
