@@ -1,9 +1,22 @@
-"""What precisionaudit says about CUDA, measured on a real GPU (issue 28).
+"""What precisionaudit says about CUDA, measured on a real GPU (issues 28 and 38).
 
 Everything precisionaudit says about CUDA is emulated on CPU. This script runs the same things
-on a GPU and prints five tables (markdown, ready for bench/README.md), then runs the GPU-only
-tests (tests/test_gpu.py):
+on a GPU and prints nine tables (markdown, ready for bench/README.md), then runs the GPU-only
+tests (tests/test_gpu.py). In the order they run (issue 38's measures first):
 
+7. watch     - ``precisionaudit.watch`` in a GPT-2-small training loop (8x512; fp16 AMP +
+               GradScaler, then bf16): plain, watched at the default ``every``, at ``every=1``,
+               side by side; one forced trigger, its replay's cost in steps (targets: 1.01 x
+               plain, 15 steps); the forward-overflow and masked-log demonstrations
+               (tests/watch_loops.py) on CPU and on the device: the same module, op and phase?
+4. step time - GPT-2-small training steps (CUDA events, medians): AMP and AMP + plan side by
+               side (issue 36's target, plan at most 1.03 x AMP), eager and SDPA, then fp32,
+               fp32+TF32, bf16; each variant's forward GEMM FLOPs in fp16 and the plan's entries
+8. cumsum    - fp16/bf16 ``cumsum`` (pa103_cumsum_hazard, transformers' position ids) on the
+               device and emulated (low_accumulation.py), each against fp64
+9. real FP8  - torchao's ``convert_to_float8_training`` against check --dtype float8's emulation
+               per recipe (the outlier demonstration, GPT-2 small with nn.Linear), and the step
+               time of bf16, FP8 and FP8 with the plan's filter (capability 8.9+, torchao needed)
 1. dtypes    - per model, the aten ops under real ``torch.autocast("cuda")`` against the scan's
                own record (its capture, emulated on CPU), compared per module as multisets of
                (aten op, input dtypes, output dtypes); the target is 0 mismatches
@@ -12,28 +25,27 @@ tests (tests/test_gpu.py):
 3. training  - standalone training steps under real CUDA AMP / pure fp16 / pure bf16 (issues
                23 and 24): clip before unscale, no GradScaler, Adam eps in fp16, bf16 AdamW
                stalls; each also run on CPU with CUDA's autocast emulated, side by side
-4. step time - GPT-2-small training steps (CUDA events, medians): fp32, AMP, AMP + plan, eager
-               and SDPA; each variant's forward GEMM FLOPs in fp16 and the plan's entries with
-               their ops; the verdict on issue 36's target, plan at most 1.03 x AMP
 5. GEMM time - the shapes the shape rules flag against their padded sizes, and FP8
 
-On the device (repo root; the missing packages travel as wheels in .whl/)::
+On the device (repo root; the missing packages travel as wheels in .whl/, torchao's too)::
 
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD && \\
-        PYTHONUNBUFFERED=1 python3 bench/gpu_truth.py
+        PYTHONUNBUFFERED=1 python3 bench/gpu_truth.py --json $OUT/results.json
 
 Results go to $OUT (else --out, else /tmp/gpu_truth): gpu_truth.json, gpu_truth.md and
-gpu_truth.log, rewritten as each result arrives, so a run cut short keeps what it measured.
-Each section has its own time budget and its own try/except; a watchdog ends the run at
---budget seconds (default 420) whatever happens. ``--dry-run`` runs every code path on CPU at
-tiny sizes (CUDA replaced by CPU with CUDA's policy emulated, or skipped with a note).
+gpu_truth.log (and --json FILE), rewritten as each result arrives, so a run cut short keeps
+what it measured. Each section has its own time budget (420 s in all) and its own try/except;
+a watchdog ends the run at --budget seconds (default 460: the run fits 8 minutes of GPU time)
+whatever happens. ``--dry-run`` runs every code path on CPU at tiny sizes (CUDA replaced by
+CPU with CUDA's policy emulated, or skipped with a note); tests/test_gpu.py runs it.
 """
 from __future__ import annotations
 
 import argparse
 import collections
 import contextlib
+import copy
 import json
 import math
 import os
@@ -73,9 +85,9 @@ ARCHITECTURES = [
 class Results:
     """The JSON document and the markdown tables, rewritten on every ``save``."""
 
-    def __init__(self, out_dir: str):
+    def __init__(self, out_dir: str, json_path: str | None = None):
         os.makedirs(out_dir, exist_ok=True)
-        self.out_dir = out_dir
+        self.out_dir, self.json_path = out_dir, json_path
         self.data: dict = {"environment": {}, "sections": {}}
         self.tables: dict[str, list[str]] = {}
         self.lock = threading.Lock()
@@ -94,9 +106,10 @@ class Results:
 
     def save(self) -> None:
         with self.lock:
-            for name, text in (("gpu_truth.json", json.dumps(self.data, indent=1, default=str)),
-                               ("gpu_truth.md", self.markdown())):
-                path = os.path.join(self.out_dir, name)
+            document = json.dumps(self.data, indent=1, default=str)
+            files = [(os.path.join(self.out_dir, "gpu_truth.json"), document),
+                     (os.path.join(self.out_dir, "gpu_truth.md"), self.markdown())]
+            for path, text in files + ([(self.json_path, document)] if self.json_path else []):
                 with open(path + ".tmp", "w") as f:
                     f.write(text)
                 os.replace(path + ".tmp", path)
@@ -134,6 +147,28 @@ class Budget:
 
     def left(self) -> float:
         return self.seconds - self.used()
+
+
+def reached(section: dict, budget: Budget, what: str) -> bool:
+    """Whether ``budget`` leaves time for ``what``; where it does not, the section's notes say so."""
+    if budget.left() >= 0:
+        return True
+    section["notes"].append(f"not reached within the budget: {what}")
+    return False
+
+
+def failure(exc: BaseException, first_line: bool = False) -> str:
+    """An exception as a short result: its type and message (``first_line``: its first line)."""
+    text = str(exc).splitlines()[0] if first_line and str(exc) else str(exc)
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def attempt(fn, *args, **fields) -> dict:
+    """``fn(*args)``'s row, or ``fields`` with the error it raised: one item's failure is its result."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001
+        return {**fields, "error": failure(exc)}
 
 
 class Watchdog(threading.Thread):
@@ -306,6 +341,7 @@ def emulated_record(path: str, entry: str, dtype: str):
     autocast emulated on CPU; the eager fallback where the scan takes it), its Recorder kept."""
     from precisionaudit.capture.pytorch import capture as capture_module
     from precisionaudit.core.target import Target
+    from precisionaudit.runtime.sources import LoadOptions
 
     kept = []
     original = capture_module.Recorder
@@ -317,7 +353,7 @@ def emulated_record(path: str, entry: str, dtype: str):
 
     capture_module.Recorder = Keeping
     try:
-        result = capture_module.capture_file(path, Target(dtype, "autocast", "cuda"), entry)
+        result = capture_module.capture_file(path, Target(dtype, "autocast", "cuda"), LoadOptions(entry))
     finally:
         capture_module.Recorder = original
     return kept[-1], result.frontend
@@ -586,7 +622,11 @@ def table_numerics(ctx, section, budget):
         "the same status for baseline and for planned. Metrics are of the first compared output."
         + (" DRY RUN: both sides ran on CPU (cuda falls back to the emulation)." if not ctx.cuda else ""))
     rows = section["rows"]
-    for path, dtype, mode, why, *extra in numerics_demos(ctx.tmp):
+    demos = numerics_demos(ctx.tmp)
+    if ctx.dry and not ctx.args.all_models:  # one demonstration of each kind: autocast, pure, --grad
+        keep = {"check_mask_fill.py", "check_exp_overflow.py", "pa103_cumsum_hazard.py", "cross_entropy_grad.py"}
+        demos = [d for d in demos if os.path.basename(d[0]) in keep]
+    for path, dtype, mode, why, *extra in demos:
         if budget.left() < 0:
             section["notes"].append(f"not reached within the budget: {os.path.basename(path)} {dtype} {mode}")
             continue
@@ -874,7 +914,7 @@ def table_training(ctx, section, budget):
         for side_name in sides:
             started = time.monotonic()
             try:
-                row[side_name] = fn(Side(side_name), steps if not ctx.dry else min(steps, 4))
+                row[side_name] = fn(Side(side_name), steps if not ctx.dry else min(steps, 2))
             except Exception as exc:  # noqa: BLE001
                 row[side_name] = {"verdict": f"failed: {type(exc).__name__}: {exc}"[:300]}
             row[side_name]["wall_s"] = round(time.monotonic() - started, 2)
@@ -928,75 +968,114 @@ def get_example_inputs():
 '''
 
 
-def _timer(ctx):
-    if ctx.cuda:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-        def begin():
-            start.record()
-
-        def finish() -> float:
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end)
-        return begin, finish
-    clock = {}
-
-    def begin():
-        clock["t"] = time.perf_counter()
-
-    def finish() -> float:
-        return (time.perf_counter() - clock["t"]) * 1e3
-    return begin, finish
+def gpt2_sizes(dry: bool) -> tuple[dict, int, int, int, int]:
+    """(GPT2Config kwargs, batch, tokens, warm-up steps, timed steps): GPT-2 small at 8 x 512,
+    5 + 30 steps; the dry run a two-layer model with a small vocabulary, 1 + 2 steps."""
+    if dry:
+        return dict(n_layer=2, n_embd=64, n_head=4, vocab_size=1024, n_positions=128, use_cache=False), 2, 32, 1, 2
+    return dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024, use_cache=False), 8, 512, 5, 30
 
 
-def gpt2_step_times(ctx, config: dict, batch: int, tokens: int, variant: str, plan: str | None,
-                    warmup: int, steps: int) -> dict:
-    """Median ms of ``steps`` training steps (forward, backward, AdamW) after ``warmup``."""
-    import precisionaudit
-    from transformers import GPT2Config, GPT2LMHeadModel
+class Clock:
+    """Spans timed with no host synchronisation between them: CUDA events recorded around each
+    span and read after the last one (a monitor that synchronises the host shows as its cost
+    instead of hiding behind the harness's own synchronisation); perf_counter on CPU."""
 
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(**config)).to(ctx.dev).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    amp = variant.startswith("amp")
-    dtype = torch.bfloat16 if "bf16" in variant else torch.float16
-    scaler = torch.amp.GradScaler(ctx.dev, enabled=amp and dtype == torch.float16)
-    ids = torch.randint(0, config["vocab_size"], (batch, tokens), device=ctx.dev)
-    handle = precisionaudit.apply_plan(model, plan) if plan else None
-    tf32 = "tf32" in variant
-    saved = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    begin, finish = _timer(ctx)
-    times, losses = [], []
-    try:
-        for step in range(warmup + steps):
-            begin()
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast(ctx.dev, dtype=dtype, enabled=amp):
-                loss = model(input_ids=ids, labels=ids).loss
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-            ms = finish()
-            if step >= warmup:
-                times.append(ms)
-            losses.append(loss.detach())
-        low_share = forward_gemm_low_share(model, ids, dtype, amp, ctx.dev)
-    finally:
-        torch.set_float32_matmul_precision(saved)
-        if handle is not None:
-            handle.remove()
-    losses = [v.item() for v in losses]
-    result = {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
-              "steps_timed": len(times), "loss_first": losses[0], "loss_last": losses[-1],
-              "finite": all(math.isfinite(v) for v in losses), "gemm_flops_low_precision": low_share}
-    if handle is not None:
-        result["plan_unmatched"] = [o.module for o in handle.unmatched]
-    del model, opt
-    if ctx.cuda:
-        torch.cuda.empty_cache()
-    return result
+    def __init__(self, ctx):
+        self.cuda = ctx.cuda
+        self.spans: dict = collections.defaultdict(list)
+
+    def _mark(self):
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    @contextlib.contextmanager
+    def span(self, key):
+        start = self._mark()
+        yield
+        self.spans[key].append((start, self._mark()))
+
+    def ms(self) -> dict[str, list[float]]:
+        if self.cuda:
+            torch.cuda.synchronize()
+            return {k: [a.elapsed_time(b) for a, b in v] for k, v in self.spans.items()}
+        return {k: [(b - a) * 1e3 for a, b in v] for k, v in self.spans.items()}
+
+
+class TrainLoop:
+    """One GPT-2 training loop as its user writes it: AdamW(lr=1e-4), the forward under
+    autocast in ``dtype`` (None: fp32, at ``matmul_precision``), GradScaler with fp16, the
+    loss of ``model(ids, labels=ids)``. ``prepare(model)`` changes the model on the device
+    first (a plan, an FP8 conversion); ``watch`` is attached by the caller."""
+
+    def __init__(self, ctx, config: dict, batch: int, tokens: int, dtype, prepare=None,
+                 matmul_precision: str = "highest"):
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(**config)).to(ctx.dev).train()
+        self.model = prepare(model) if prepare is not None else model
+        self.dev, self.dtype, self.precision = ctx.dev, dtype, matmul_precision
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        self.scaler = torch.amp.GradScaler(ctx.dev) if dtype == torch.float16 else None
+        self.ids = torch.randint(0, config["vocab_size"], (batch, tokens), device=ctx.dev)
+        self.watch = None
+        self.losses: list = []
+
+    def step(self) -> None:
+        saved = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision(self.precision)
+        try:
+            self.opt.zero_grad(set_to_none=True)
+            with torch.autocast(self.dev, dtype=self.dtype or torch.float16, enabled=self.dtype is not None):
+                loss = self.model(input_ids=self.ids, labels=self.ids).loss
+            if self.scaler is not None:
+                self.scaler.scale(loss).backward()
+                self.scaler.step(self.opt)
+                self.scaler.update()
+            else:
+                loss.backward()
+                self.opt.step()
+            if self.watch is not None:
+                self.watch.step(loss)
+            self.losses.append(loss.detach())
+        finally:
+            torch.set_float32_matmul_precision(saved)
+
+    def summary(self, times: list[float]) -> dict:
+        losses = [v.item() for v in self.losses]
+        out = {"steps_timed": len(times), "loss_first": losses[0] if losses else None,
+               "loss_last": losses[-1] if losses else None, "finite": all(math.isfinite(v) for v in losses)}
+        if times:
+            out.update(median_ms=statistics.median(times), min_ms=min(times), max_ms=max(times))
+        return out
+
+
+def interleaved(ctx, loops: dict, warmup: int, steps: int, budget) -> tuple[dict, dict]:
+    """Run ``loops`` side by side: each round steps every loop once, in an order that rotates,
+    so that drift and a step's position in the round hit all alike; the first ``warmup`` rounds
+    untimed. A loop that raises leaves the rotation with its error. ({name: step ms}, {name: error})."""
+    clock, errors = Clock(ctx), {}
+    names = list(loops)
+    for r in range(warmup + steps if names else 0):
+        if budget.left() < 0:
+            break
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if name in errors:
+                continue
+            try:
+                if r < warmup:
+                    loops[name].step()
+                else:
+                    with clock.span(name):
+                        loops[name].step()
+            except Exception as exc:  # noqa: BLE001 - one variant's failure is its row's result
+                errors[name] = failure(exc, first_line=True)
+    times = clock.ms()
+    return {name: times.get(name, []) for name in names}, errors
 
 
 def forward_gemm_low_share(model, ids, dtype, amp: bool, device: str):
@@ -1020,51 +1099,84 @@ def plan_entries(plan_text: str) -> list[str]:
     return [f"{o.get('module') or '<root>'}[{','.join(o['ops']) if o.get('ops') else '*'}]" for o in overrides]
 
 
+def write_plan(ctx, model_file: str, *flags) -> tuple[str | None, str]:
+    """``precisionaudit plan`` on ``model_file`` (in this process), written in the run's temporary
+    folder: (the plan's path or None, its text or the error)."""
+    plan = os.path.join(ctx.tmp, os.path.basename(model_file)[:-3] + "_plan.yaml")
+    code, _, err = cli("plan", model_file, *flags, "--timeout", "120", "-o", plan)
+    if code != 0:
+        return None, f"plan failed ({code}): {err.strip()[-300:]}"
+    with open(plan) as f:
+        return plan, f.read()
+
+
+#: AMP and AMP + plan side by side first (the target), then the rest
+STEP_GROUPS = [("eager", ["amp fp16", "amp fp16 + plan"]), ("sdpa", ["amp fp16", "amp fp16 + plan"]),
+               ("eager", ["fp32", "fp32+tf32"]), ("sdpa", ["fp32", "amp bf16"])]
+
+
+def step_loop(ctx, cfg: dict, batch: int, tokens: int, variant: str, plan: str | None):
+    """The TrainLoop of one table-4 variant, and the handle of the plan applied to it (or None)."""
+    import precisionaudit
+
+    dtype = None if variant.startswith("fp32") else torch.bfloat16 if "bf16" in variant else torch.float16
+    loop = TrainLoop(ctx, cfg, batch, tokens, dtype, matmul_precision="high" if "tf32" in variant else "highest")
+    return loop, precisionaudit.apply_plan(loop.model, plan) if "plan" in variant else None
+
+
 def table_step_time(ctx, section, budget):
-    if ctx.dry:
-        # a small vocabulary: every variant's steps fit the table's budget on a busy CPU
-        config = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=1024, n_positions=128, use_cache=False)
-        batch, tokens, warmup, steps = 2, 32, 1, 2
-    else:
-        config = dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024, use_cache=False)
-        batch, tokens, warmup, steps = 8, 512, 5, 30
+    config, batch, tokens, warmup, steps = gpt2_sizes(ctx.dry)
     section["notes"].append(f"GPT2LMHeadModel {config}, batch {batch}x{tokens}, AdamW(lr=1e-4, foreach), loss = "
-                            f"model(ids, labels=ids).loss; {warmup} warm-up steps, median of {steps}; "
-                            f"{'CUDA events' if ctx.cuda else 'perf_counter (DRY RUN, CPU)'}; fp32 = TF32 off "
-                            "(PyTorch's default), fp32+tf32 = set_float32_matmul_precision('high'); AMP fp16 with "
-                            "GradScaler; plan = `precisionaudit plan` on the same config, applied with apply_plan")
-    rows = section["rows"]
+                            f"model(ids, labels=ids).loss; {warmup} warm-up steps, median of {steps}; the variants "
+                            "of a line below run side by side (one step each per round, the order rotating); "
+                            f"{'CUDA events, no host sync between steps' if ctx.cuda else 'perf_counter (DRY RUN, CPU)'}; "
+                            "fp32 = TF32 off (PyTorch's default), fp32+tf32 = set_float32_matmul_precision('high'); "
+                            "AMP fp16 with GradScaler; plan = `precisionaudit plan` on the same config, applied with "
+                            "apply_plan")
+    rows, plans = section["rows"], {}
     for attn in ("eager", "sdpa"):
         cfg = dict(config, attn_implementation=attn)
         path = os.path.join(ctx.tmp, f"gpt2_{attn}.py")
         with open(path, "w") as f:
             f.write(GPT2_MODEL_FILE.format(config=cfg, vocab=cfg["vocab_size"], batch=batch, tokens=tokens))
-        plan = os.path.join(ctx.tmp, f"gpt2_{attn}_plan.yaml")
-        code, _, err = cli("plan", path, "--timeout", "120", "-o", plan)
-        plan_text = open(plan).read() if code == 0 else f"plan failed ({code}): {err.strip()[-300:]}"
-        section.setdefault("plans", {})[attn] = plan_text
-        overrides = plan_entries(plan_text) if code == 0 else []
-        # the most telling first: a section cut at its budget loses the extras
-        variants = ["fp32", "amp fp16", "amp fp16 + plan", "fp32+tf32"] if attn == "eager" else \
-            ["amp fp16", "fp32", "amp fp16 + plan", "amp bf16"]
+        plans[attn] = write_plan(ctx, path)
+        section.setdefault("plans", {})[attn] = plans[attn][1]
+    for attn, variants in STEP_GROUPS:
+        if not reached(section, budget, f"{attn} {', '.join(variants)}"):
+            continue
+        cfg = dict(config, attn_implementation=attn)
+        plan, plan_text = plans[attn]
+        loops, handles, group = {}, {}, []
         for variant in variants:
-            if budget.left() < 0:
-                section["notes"].append(f"not reached within the budget: {attn} {variant}")
-                continue
             row = {"attention": attn, "variant": variant,
-                   "plan_overrides": overrides if "plan" in variant else None}
+                   "plan_overrides": plan_entries(plan_text) if "plan" in variant else None}
+            group.append(row)
             try:
-                if "plan" in variant and code != 0:
+                if "plan" in variant and plan is None:
                     raise RuntimeError(plan_text)
-                row.update(gpt2_step_times(ctx, cfg, batch, tokens, variant, plan if "plan" in variant else None,
-                                           warmup, steps))
+                loops[variant], handles[variant] = step_loop(ctx, cfg, batch, tokens, variant, plan)
             except Exception as exc:  # noqa: BLE001
-                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-                if ctx.cuda:
-                    torch.cuda.empty_cache()
-            rows.append(row)
-            ctx.results.log(f"step time {attn} {variant}: {row.get('median_ms', row.get('error'))}")
-            _step_table(ctx, section)
+                row["error"] = failure(exc)
+        times, errors = interleaved(ctx, loops, warmup, steps, budget)
+        for row in group:
+            loop = loops.get(row["variant"])
+            if loop is None:
+                continue
+            row.update(loop.summary(times[row["variant"]]))
+            if row["variant"] in errors:
+                row["error"] = errors[row["variant"]]
+            else:
+                row["gemm_flops_low_precision"] = forward_gemm_low_share(
+                    loop.model, loop.ids, loop.dtype or torch.float16, loop.dtype is not None, ctx.dev)
+            if handles[row["variant"]] is not None:
+                row["plan_unmatched"] = [o.module for o in handles[row["variant"]].unmatched]
+        rows.extend(group)
+        del loops, handles
+        if ctx.cuda:
+            torch.cuda.empty_cache()
+        for row in group:
+            ctx.results.log(f"step time {attn} {row['variant']}: {row.get('median_ms', row.get('error'))}")
+        _step_table(ctx, section)
 
 
 def _step_table(ctx, section):
@@ -1103,13 +1215,12 @@ def time_op(ctx, fn, reps: int, inner: int) -> float:
     for _ in range(3):
         fn()
     ctx.sync()
-    begin, finish = _timer(ctx)
-    times = []
+    clock = Clock(ctx)
     for _ in range(reps):
-        begin()
-        for _ in range(inner):
-            fn()
-        times.append(finish() / inner)
+        with clock.span("op"):
+            for _ in range(inner):
+                fn()
+    times = [ms / inner for ms in clock.ms()["op"]]
     return statistics.median(times)
 
 
@@ -1164,7 +1275,7 @@ def table_gemm(ctx, section, budget):
                 ms = time_op(ctx, fn, reps, inner)
                 row.update(ms=ms, tflops=flops / ms / 1e9)
             except Exception as exc:  # noqa: BLE001
-                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                row["error"] = failure(exc)
             rows.append(row)
         _gemm_table(ctx, section)
     for label, m, k, n in (("N=50304 (16-divisible)", 4096, 768, 50304), ("N=50257", 4096, 768, 50257),
@@ -1184,7 +1295,7 @@ def table_gemm(ctx, section, budget):
             ms = time_op(ctx, fn, reps, inner)
             row.update(ms=ms, tflops=2 * m * n * k / ms / 1e9)
         except Exception as exc:  # noqa: BLE001 - the expected refusal of a non-divisible shape
-            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+            row["error"] = failure(exc, first_line=True)
         rows.append(row)
     _gemm_table(ctx, section)
 
@@ -1197,10 +1308,513 @@ def _gemm_table(ctx, section):
 
 
 # --------------------------------------------------------------------------------------
+# 7. the watch: its cost in a GPT-2 training loop, its replay, its demonstrations on CUDA
+# --------------------------------------------------------------------------------------
+WATCH_TARGETS = {"default_x_plain": 1.01, "replay_steps": 15.0}
+#: the demonstrations of tests/test_watch.py (tests/watch_loops.py), 20 steps as there
+WATCH_DEMOS = [("forward overflow: exp in Gated", "Gated", "gated_batch"),
+               ("masked log: where(p > 0, log p, 0) in Entropy", "Entropy", "entropy_batch")]
+WATCH_DEMO_STEPS = 20
+
+
+def default_every() -> int:
+    """``precisionaudit.watch``'s default sampling period."""
+    import inspect
+
+    from precisionaudit.watch import watch
+
+    return inspect.signature(watch).parameters["every"].default
+
+
+def watch_overhead(ctx, dtype, budget) -> dict:
+    """Three identical GPT-2 loops side by side: plain, watched at the default ``every``,
+    watched at ``every=1``; then one forced trigger of the default watch (its replay of the
+    last step, timed)."""
+    import precisionaudit
+    from precisionaudit.watch.log import read_log
+
+    config, batch, tokens, warmup, steps = gpt2_sizes(ctx.dry)
+    every = default_every()
+    loops = {name: TrainLoop(ctx, config, batch, tokens, dtype) for name in ("plain", "default", "every=1")}
+    logs = {}
+    for name, period in (("default", every), ("every=1", 1)):
+        loop = loops[name]
+        logs[name] = tempfile.mkdtemp(prefix=f"watch_{name}_", dir=ctx.tmp)
+        loop.watch = precisionaudit.watch(loop.model, loop.opt, loop.scaler, log_dir=logs[name], every=period)
+    times, errors = interleaved(ctx, loops, warmup, steps, budget)
+    row = {"dtype": str(dtype).split(".")[-1], "scaler": dtype == torch.float16, "every_default": every,
+           "batch": f"{batch}x{tokens}", **{name: loops[name].summary(times[name]) for name in loops}}
+    if errors:
+        row["errors"] = errors
+    watch = loops["default"].watch
+    ctx.sync()
+    started = time.perf_counter()
+    watch._trigger(watch.steps - 1, "forced")  # what a skipped step's trigger does: replay, gather, log
+    ctx.sync()
+    row["trigger_ms"] = (time.perf_counter() - started) * 1e3
+    for loop in loops.values():
+        if loop.watch is not None:
+            loop.watch.close()
+    triggers = [e for e in read_log(logs["default"])[0] if e["event"] == "trigger"]
+    replay = (triggers[-1].get("replays") or [None])[0] if triggers else None
+    row["trigger_logged"] = [t["why"] for t in triggers]
+    row["replay"] = {k: replay.get(k) for k in ("first", "seconds", "error")} if replay else None
+    plain, always_on, sampled = (row[k].get("median_ms") for k in ("plain", "default", "every=1"))
+    if plain and always_on and sampled:
+        amortised = always_on + (sampled - always_on) / every
+        row.update(default_x_plain=always_on / plain, every1_x_plain=sampled / plain,
+                   amortised_x_plain=amortised / plain, replay_steps=row["trigger_ms"] / plain)
+    del loops
+    if ctx.cuda:
+        torch.cuda.empty_cache()
+    return row
+
+
+def load_watch_loops():
+    """tests/watch_loops.py, the loops tests/test_watch.py trains, as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("watch_loops", os.path.join(ROOT, "tests", "watch_loops.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def watch_demo(ctx, loops, model_name: str, batches_name: str) -> dict:
+    """One demonstration trained with the watch on CPU (as the tests do) and on the device:
+    what each log names as the first non-finite op."""
+    from precisionaudit.watch.log import read_log, summarize
+
+    row = {}
+    for side, device in (("cpu", "cpu"), ("cuda", ctx.dev)):
+        torch.manual_seed(0)
+        log = tempfile.mkdtemp(prefix=f"watch_demo_{side}_", dir=ctx.tmp)
+        losses, _ = loops.train_fp16(getattr(loops, model_name)(), getattr(loops, batches_name), WATCH_DEMO_STEPS,
+                                     log, device=device)
+        report = summarize(read_log(log))
+        first = report["first_nonfinite"] or {}
+        row[side] = {"ran_on": device, **{k: first.get(k) for k in ("step", "phase", "module", "op", "aten", "dtype",
+                                                                   "fp32_finite")},
+                     "nonfinite_losses": sum(not math.isfinite(v) for v in losses),
+                     "skipped_steps": (report["scaler"] or {}).get("skipped_steps")}
+    row["same_module_op_phase"] = row["cpu"]["op"] is not None and all(
+        row["cpu"][k] == row["cuda"][k] for k in ("module", "op", "phase"))
+    return row
+
+
+def table_watch(ctx, section, budget):
+    config, batch, tokens, warmup, steps = gpt2_sizes(ctx.dry)
+    section["notes"].append(
+        f"GPT2LMHeadModel {config} (random init), batch {batch}x{tokens}, AdamW(lr=1e-4); fp16 autocast + "
+        f"GradScaler, then bf16 autocast without a scaler (the watch's fused gradient check runs every step); "
+        f"three identical loops side by side (one step each per round, order rotating), {warmup} warm-up rounds "
+        f"(the watches attached before them), median of {steps}; "
+        f"{'CUDA events, no host sync between steps' if ctx.cuda else 'perf_counter (DRY RUN, CPU)'}. "
+        "default = precisionaudit.watch at its default every (its timed steps are the always-on ones: "
+        "the sample falls in step 0); every=1 = every step sampled; amortised = default + (every=1 - default) "
+        "/ every. Forced trigger: Watch._trigger on the default watch after its last step (the replay of "
+        "that step with attribution, forward and backward, then the log), wall time with the device "
+        f"synchronised before and after; targets: default <= {WATCH_TARGETS['default_x_plain']}x plain, "
+        f"replay <= {WATCH_TARGETS['replay_steps']:g} plain steps")
+    rows = section["rows"]
+    for dtype in (torch.float16, torch.bfloat16):
+        if not reached(section, budget, str(dtype)):
+            continue
+        row = attempt(watch_overhead, ctx, dtype, budget, dtype=str(dtype).split(".")[-1])
+        if ctx.cuda:
+            torch.cuda.empty_cache()
+        rows.append(row)
+        ctx.results.log(f"watch {row['dtype']}: default x{row.get('default_x_plain')}, "
+                        f"replay {row.get('replay_steps')} steps {row.get('error', '')}")
+        _watch_table(ctx, section)
+    loops = load_watch_loops()
+    demos = section.setdefault("demos", [])
+    for name, model_name, batches_name in WATCH_DEMOS:
+        if not reached(section, budget, name):
+            continue
+        row = {"demo": name, **attempt(watch_demo, ctx, loops, model_name, batches_name)}
+        demos.append(row)
+        ctx.results.log(f"watch demo {name}: same module/op/phase {row.get('same_module_op_phase')}")
+        _watch_table(ctx, section)
+
+
+def _replay_found(replay) -> str:
+    if not replay:
+        return "no replay logged"
+    if replay.get("error"):
+        return f"error: {replay['error']}"
+    first = replay.get("first")
+    return "nothing non-finite" if not first else f"{first.get('phase')} {first.get('module')!r} {first.get('op')}"
+
+
+def _watch_table(ctx, section):
+    def ms(r, k):
+        return "" if r.get(k, {}).get("median_ms") is None else round(r[k]["median_ms"], 2)
+
+    body = [[r["dtype"], ms(r, "plain"), ms(r, "default"), ms(r, "every=1"), r.get("default_x_plain", ""),
+             r.get("amortised_x_plain", ""), r.get("every1_x_plain", ""),
+             "" if "trigger_ms" not in r else round(r["trigger_ms"], 1), r.get("replay_steps", ""),
+             _replay_found(r.get("replay")),
+             r.get("error", "") or "; ".join(f"{k}: {v}" for k, v in (r.get("errors") or {}).items())]
+            for r in section["rows"]]
+    lines = md_table(["autocast", "plain ms", "watch default ms", "watch every=1 ms", "default / plain",
+                      "amortised / plain", "every=1 / plain", "forced trigger ms", "replay in plain steps",
+                      "replay found", "error"], body)
+    for r in section["rows"]:
+        for key, target in WATCH_TARGETS.items():
+            if r.get(key) is not None:
+                lines.append(f"- {r['dtype']}: {key} = {r[key]:.3f} (target <= {target:g}: "
+                             f"{'met' if r[key] <= target else 'MISSED'})")
+    demos = section.get("demos", [])
+    if demos:
+        def named(side):
+            return f"step {side.get('step')}, {side.get('phase')}, {side.get('module')!r}, {side.get('op')} " \
+                   f"({side.get('aten')}, {side.get('dtype')}); skipped {side.get('skipped_steps')}"
+        lines += [""] + md_table(["demonstration", "CPU (fp16 CPU autocast)", "device", "same module, op, phase"],
+                                 [[d["demo"], named(d.get("cpu", {})), named(d.get("cuda", {})),
+                                   d.get("same_module_op_phase", d.get("error"))] for d in demos])
+        lines.append("- a difference is not by itself a watch bug: CUDA's autocast runs softmax in fp32 where "
+                     "CPU autocast keeps fp16 (what the masked-log demonstration relies on)")
+    ctx.results.table("7. watch", lines)
+    ctx.results.save()
+
+
+# --------------------------------------------------------------------------------------
+# 8. fp16 cumsum: CUDA's scan against the emulation's, each against fp64
+# --------------------------------------------------------------------------------------
+CUMSUM_MODEL = os.path.join(SAMPLES, "pa103_cumsum_hazard.py")
+POSITIONS_PAD = 1  # RoBERTa's padding_idx, as create_position_ids_from_input_ids takes it
+
+
+def hf_positions(ids: torch.Tensor, dtype) -> torch.Tensor:
+    """transformers' ``create_position_ids_from_input_ids`` with its mask in ``dtype`` (a model
+    that builds its masks in its own dtype, as tests/demos/positions_cumsum.py does)."""
+    mask = ids.ne(POSITIONS_PAD).to(dtype)
+    return (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + POSITIONS_PAD
+
+
+def padded_ids(rows: int, tokens: int) -> torch.Tensor:
+    """Token ids, row i right-padded by 64 * i (padding_idx 1)."""
+    ids = torch.randint(2, 1000, (rows, tokens), generator=torch.Generator().manual_seed(0))
+    for i in range(rows):
+        if i:
+            ids[i, tokens - 64 * i:] = POSITIONS_PAD
+    return ids
+
+
+def cumsum_cases(ctx) -> list[tuple[str, str, object, object]]:
+    """(case, CUDA kernel path, fn(x, on) -> result, its input): ``fn`` runs on CUDA, on CPU under
+    the check's emulation, and in fp64 (``on`` names which)."""
+    from precisionaudit.runtime.pytorch.source import open_source
+    from precisionaudit.runtime.sources import LoadOptions
+
+    source = open_source(CUMSUM_MODEL, LoadOptions())
+    torch.manual_seed(0)
+    model = source.make_model().eval()
+    (x,) = source.make_inputs()
+
+    def whole_model(v, on):
+        m = copy.deepcopy(model).to(v.device, torch.float64 if on == "fp64" else torch.float16)
+        return m(v)
+
+    with torch.no_grad():
+        scanned = model.proj(x).half()  # the values pa103's cumsum reads, in fp16
+    cases = [("pa103_cumsum_hazard, the model (pure fp16: Linear, then cumsum over 4096 steps)",
+              "outer dimension: one add after the other", whole_model, x),
+             ("pa103's cumsum alone, on its fp16 Linear output (1x4096x64, dim 1)",
+              "outer dimension: one add after the other", lambda v, on: v.cumsum(1), scanned)]
+    for dtype in (torch.float16, torch.bfloat16):
+        for rows, path in ((1, "one row: CUB device scan"), (8, "innermost dimension: tiles, Sklansky")):
+            ids = padded_ids(rows, 4096)
+            cases.append((f"positions (create_position_ids_from_input_ids), mask in {str(dtype)[6:]}, "
+                          f"{rows}x4096", path,
+                          lambda v, on, dtype=dtype: hf_positions(v, torch.float64 if on == "fp64" else dtype), ids))
+    return cases
+
+
+def cumsum_row(ctx, case: str, path: str, fn, x) -> dict:
+    emulated = Side("cpu-emulated")
+    floating = x.is_floating_point()
+    with torch.no_grad():
+        reference = fn(x.double() if floating else x, "fp64").double()
+        on_device = fn((x.half() if floating else x).to(ctx.dev), "device").cpu().double()
+        with emulated.numerics():
+            emulation = fn(x.half() if floating else x, "emulated").double()
+
+    def err(a, b):
+        return (a - b).abs().max().item()
+
+    return {"case": case, "kernel": path, "shape": list(x.shape),
+            "device_ran_on": ctx.dev if ctx.cuda else "cpu (DRY RUN: CPU's own kernel)",
+            "device_max_abs": err(on_device, reference), "emulated_max_abs": err(emulation, reference),
+            "device_vs_emulated_max_abs": err(on_device, emulation),
+            "equal_share": (on_device == emulation).double().mean().item(),
+            "reference_max_abs_value": reference.abs().max().item()}
+
+
+def table_cumsum(ctx, section, budget):
+    section["notes"].append(
+        "CUDA's cumsum keeps its running value in the input's dtype (scan_dim<scalar_t>); the check emulates it "
+        "(runtime/pytorch/low_accumulation.py, under the cpu-emulated runtime's numerics, as `check` runs it). "
+        "Each case runs on the device, emulated on CPU, and in fp64 from the same fp16 values (the model: from "
+        "the same fp32 weights and input); max_abs of each against fp64, and of the device against the "
+        "emulation. The emulation reproduces the size of the error, not its bits (CUB's tiling is the "
+        "library's choice)" + ("; DRY RUN: the device side is CPU's kernel (fp32 accumulation)" if not ctx.cuda else ""))
+    for case, path, fn, x in cumsum_cases(ctx):
+        if not reached(section, budget, case):
+            continue
+        row = attempt(cumsum_row, ctx, case, path, fn, x, case=case, kernel=path)
+        section["rows"].append(row)
+        ctx.results.log(f"cumsum {case}: device {row.get('device_max_abs')}, emulated {row.get('emulated_max_abs')}")
+        body = [[r["case"], r["kernel"], r.get("device_max_abs", ""), r.get("emulated_max_abs", ""),
+                 r.get("device_vs_emulated_max_abs", ""), r.get("equal_share", ""), r.get("error", "")]
+                for r in section["rows"]]
+        ctx.results.table("8. fp16 cumsum", md_table(
+            ["case", "CUDA kernel", "device max_abs vs fp64", "emulated max_abs vs fp64", "device vs emulated",
+             "equal elements", "error"], body))
+        ctx.results.save()
+
+
+# --------------------------------------------------------------------------------------
+# 9. real FP8 (torchao): its error against the emulation's, and its step time
+# --------------------------------------------------------------------------------------
+FP8_OUTLIER = os.path.join(SAMPLES, "check_fp8_outlier.py")
+FP8_RECIPES = ("tensorwise", "rowwise")
+#: GPT-2 with nn.Linear for transformers' Conv1D (the same x @ W + b): convert_to_float8_training
+#: swaps nn.Linear modules only, so transformers' GPT-2 itself would run no GEMM in FP8
+GPT2_LINEAR_MODEL_FILE = '''"""GPT-2, its Conv1D layers as nn.Linear, for bench/gpu_truth.py's FP8 table (generated)."""
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+from transformers.pytorch_utils import Conv1D
+
+
+def linear_gpt2(model):
+    """Every Conv1D (y = x @ W + b, W of shape (in, out)) replaced by the equal nn.Linear."""
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, Conv1D):
+                linear = torch.nn.Linear(*child.weight.shape, device=child.weight.device, dtype=child.weight.dtype)
+                with torch.no_grad():
+                    linear.weight.copy_(child.weight.t())
+                    linear.bias.copy_(child.bias)
+                setattr(module, name, linear)
+    return model
+
+
+def get_model():
+    torch.manual_seed(0)
+    return linear_gpt2(GPT2LMHeadModel(GPT2Config(**{config!r}))).eval()
+
+
+def get_example_inputs():
+    return {{"input_ids": torch.randint(0, {vocab}, ({batch}, {tokens}))}}
+'''
+
+
+def load_file(path: str):
+    """A Python file as a module (a generated model file)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def torchao_float8():
+    """torchao.float8's (convert_to_float8_training, Float8LinearConfig, version), quietly imported."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import torchao
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    return convert_to_float8_training, Float8LinearConfig, torchao.__version__
+
+
+def _logits(out):
+    return out.logits if hasattr(out, "logits") else out
+
+
+def _snr_db(x: torch.Tensor, reference: torch.Tensor) -> float | None:
+    noise = (x - reference).square().sum().item()
+    return 10 * math.log10(reference.square().sum().item() / noise) if noise else None
+
+
+def fp8_error_row(ctx, make_model, inputs: tuple, recipe: str, keep_out=()) -> dict:
+    """One model's output and per-GEMM SQNR under FP8 ``recipe``, real (torchao's
+    convert_to_float8_training on the device, bf16 autocast) and emulated (check --dtype
+    float8's path: CPU, CUDA's bf16 autocast emulated, runtime/pytorch/fp8.py's GEMMs), the
+    same Linears converted on both sides (the check's choice: dims multiples of 16, less
+    ``keep_out``), each against the fp64 forward of the same weights and inputs."""
+    from precisionaudit.check.pytorch import fp8 as check_fp8
+
+    convert, config_for, _ = torchao_float8()
+    torch.manual_seed(0)
+    model = make_model().eval()
+    with torch.no_grad():
+        reference = _logits(copy.deepcopy(model).double()(*[_double(t) for t in inputs])).double()
+    emulated_model = copy.deepcopy(model)
+    choice = check_fp8.choose(emulated_model, recipe, keep_out)
+    side = Side("cpu-emulated")
+    with torch.no_grad(), side.numerics(), side.autocast(torch.bfloat16), check_fp8.fp8_linears(emulated_model, choice):
+        emulated = _logits(emulated_model(*inputs)).double()
+    chosen = set(choice.modules)
+    real_model = convert(copy.deepcopy(model).to(ctx.dev), module_filter_fn=lambda mod, fqn: fqn in chosen,
+                         config=config_for.from_recipe_name(recipe))
+    sums: dict = {}
+    hooks = [module.register_forward_hook(
+        lambda m, args, out, path=path: check_fp8._measure(sums.setdefault(path, [0.0, 0.0]), args[0], m, out))
+        for path, module in real_model.named_modules() if path in chosen]
+    try:
+        with torch.no_grad(), torch.autocast(ctx.dev, dtype=torch.bfloat16):
+            real = _logits(real_model(*[t.to(ctx.dev) for t in inputs])).double().cpu()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    real_gemm = {p: 10 * math.log10(s / n) if s and n else None for p, (s, n) in sums.items()}
+    emulated_gemm = choice.gemm_snr_db()
+
+    def worst(snr):
+        known = {p: v for p, v in snr.items() if v is not None}
+        return min(known.items(), key=lambda kv: kv[1]) if known else None
+
+    return {"recipe": recipe, "kept_out": list(keep_out), "fp8_linears": len(chosen),
+            "real": {"max_abs": (real - reference).abs().max().item(), "snr_db": _snr_db(real, reference),
+                     "worst_gemm": worst(real_gemm)},
+            "emulated": {"max_abs": (emulated - reference).abs().max().item(), "snr_db": _snr_db(emulated, reference),
+                         "worst_gemm": worst(emulated_gemm)},
+            "real_vs_emulated_max_abs": (real - emulated).abs().max().item(),
+            "gemm_snr_db": {p: [real_gemm.get(p), emulated_gemm.get(p)] for p in sorted(chosen)}}
+
+
+def _double(t):
+    return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+
+
+def plan_keep_out(ctx, model_file: str, *flags) -> tuple[list[str] | None, str]:
+    """``plan --dtype float8``'s keep_out_of_fp8 for ``model_file`` (None and why where it failed)."""
+    import yaml
+
+    plan, text = write_plan(ctx, model_file, "--dtype", "float8", *flags)
+    if plan is None:
+        return None, text
+    return list((yaml.safe_load(text) or {}).get("keep_out_of_fp8") or []), text
+
+
+def fp8_step_loops(ctx, linear_gpt2, keep_out: list[str] | None) -> dict:
+    """bf16 and FP8 (tensorwise) GPT-2 loops: every Linear converted (torchao's default), the
+    plan's module_filter_fn (fqn not in keep_out_of_fp8), torchao's README filter (dims
+    multiples of 16, not the output head)."""
+    convert, config_for, _ = torchao_float8()
+    config, batch, tokens, _, _ = gpt2_sizes(ctx.dry)
+    fp8_config = config_for.from_recipe_name("tensorwise")
+    filters = {"fp8 tensorwise, every Linear": None,
+               "fp8 tensorwise + plan filter": (lambda mod, fqn: fqn not in set(keep_out or ())),
+               "fp8 tensorwise, torchao README filter": (
+                   lambda mod, fqn: fqn != "lm_head" and mod.in_features % 16 == 0 and mod.out_features % 16 == 0)}
+    loops = {"bf16": TrainLoop(ctx, config, batch, tokens, torch.bfloat16, prepare=linear_gpt2)}
+    for name, keep in filters.items():
+        if "plan" in name and keep_out is None:
+            continue
+        loops[name] = TrainLoop(ctx, config, batch, tokens, torch.bfloat16, prepare=lambda m, keep=keep: convert(
+            linear_gpt2(m), module_filter_fn=keep, config=fp8_config))
+    return loops
+
+
+def table_fp8(ctx, section, budget):
+    if ctx.cuda and torch.cuda.get_device_capability() < (8, 9):
+        major, minor = torch.cuda.get_device_capability()
+        section["status"] = f"skipped: compute capability {major}.{minor} < 8.9 (no FP8 GEMMs)"
+        return
+    try:
+        *_, version = torchao_float8()
+    except Exception as exc:  # noqa: BLE001 - not installed, or not importable with this torch
+        section["status"] = "skipped: torchao not available"
+        section["notes"].append(f"torchao not available: {failure(exc)}")
+        return
+    config, batch, tokens, warmup, steps = gpt2_sizes(ctx.dry)
+    section["torchao"] = version
+    section["notes"].append(
+        f"torchao {version}. Error rows: real = convert_to_float8_training on the device, forward under bf16 "
+        "autocast; emulated = check --dtype float8's path on CPU; the same Linears on both sides (dims multiples "
+        "of 16, less the plan's keep_out_of_fp8); each against the fp64 forward; worst GEMM = the lowest SQNR of "
+        "one FP8 GEMM against the fp32 GEMM of its own operands (check's gemm_snr_db). GPT-2: transformers' "
+        "GPT-2 with its Conv1D layers as the equal nn.Linear (torchao converts nn.Linear only), batch 1x128 "
+        f"for the errors; step times at {batch}x{tokens}, AdamW, bf16 autocast, {warmup} warm-up rounds, median "
+        f"of {steps}, loops side by side, eager (no torch.compile: torchao's speed-ups need it, so this "
+        "measures what the casts cost and what the plan's keep-outs change)"
+        + ("; DRY RUN: 'real' is torchao on CPU (torch._scaled_mm's CPU kernel)" if not ctx.cuda else ""))
+    rows = section["rows"]
+    outlier = load_file(FP8_OUTLIER)
+    keep, text = plan_keep_out(ctx, FP8_OUTLIER, "--data", "example")
+    section["outlier_plan_keep_out"] = keep if keep is not None else text
+    torch.manual_seed(0)
+    outlier_inputs = outlier.get_example_inputs()
+    gpt2_file = os.path.join(ctx.tmp, "gpt2_linear.py")
+    with open(gpt2_file, "w") as f:
+        f.write(GPT2_LINEAR_MODEL_FILE.format(config=config, vocab=config["vocab_size"], batch=batch, tokens=tokens))
+    gpt2 = load_file(gpt2_file)
+    gpt2_keep, text = plan_keep_out(ctx, gpt2_file)
+    section["gpt2_plan_keep_out"] = gpt2_keep if gpt2_keep is not None else text
+    gpt2_inputs = (torch.randint(0, config["vocab_size"], (1, 128)),)
+    items = [("check_fp8_outlier.py", outlier.get_model, outlier_inputs, recipe, kept)
+             for recipe in FP8_RECIPES for kept in ((), tuple(keep or ()))] + \
+            [("GPT-2 small, nn.Linear", gpt2.get_model, gpt2_inputs, recipe, tuple(gpt2_keep or ()))
+             for recipe in FP8_RECIPES]
+    for name, make_model, inputs, recipe, kept in items:
+        if not reached(section, budget, f"{name} {recipe} keep {list(kept)}"):
+            continue
+        row = attempt(fp8_error_row, ctx, make_model, inputs, recipe, kept, recipe=recipe, kept_out=list(kept))
+        rows.append({"model": name, **row})
+        ctx.results.log(f"fp8 {name} {recipe} keep {list(kept)}: {row.get('real', row.get('error'))}")
+        _fp8_table(ctx, section)
+    if not reached(section, budget, "the step times"):
+        return
+    loops = fp8_step_loops(ctx, gpt2.linear_gpt2, gpt2_keep)
+    times, errors = interleaved(ctx, loops, warmup, steps, budget)
+    section["step_times"] = [{"variant": name, **loop.summary(times[name]),
+                              **({"error": errors[name]} if name in errors else {})} for name, loop in loops.items()]
+    del loops
+    if ctx.cuda:
+        torch.cuda.empty_cache()
+    _fp8_table(ctx, section)
+
+
+def _fp8_table(ctx, section):
+    def side(r, key):
+        v = r.get(key) or {}
+        worst = v.get("worst_gemm")
+        return "" if not v else (f"max_abs {v['max_abs']:.3g}, SNR {_db(v['snr_db'])}; worst GEMM "
+                                 f"{worst[0] + ' ' + _db(worst[1]) if worst else '-'}")
+    body = [[r["model"], r["recipe"], ", ".join(r.get("kept_out") or []) or "-", r.get("fp8_linears", ""),
+             side(r, "real"), side(r, "emulated"), r.get("real_vs_emulated_max_abs", ""), r.get("error", "")]
+            for r in section["rows"]]
+    lines = md_table(["model", "recipe", "kept out of FP8", "FP8 Linears", "real (torchao)", "emulated (check)",
+                      "real vs emulated max_abs", "error"], body)
+    steps = section.get("step_times")
+    if steps:
+        bf16 = next((s.get("median_ms") for s in steps if s["variant"] == "bf16"), None)
+        lines += [""] + md_table(["GPT-2 small (nn.Linear) variant", "median ms/step", "time / bf16", "losses finite",
+                                  "error"],
+                                 [[s["variant"], "" if s.get("median_ms") is None else round(s["median_ms"], 2),
+                                   "" if s.get("median_ms") is None or not bf16 else round(s["median_ms"] / bf16, 3),
+                                   s.get("finite", ""), s.get("error", "")] for s in steps])
+    ctx.results.table("9. real FP8", lines)
+    ctx.results.save()
+
+
+def _db(value) -> str:
+    return "-" if value is None else f"{value:.1f} dB"
+
+
+# --------------------------------------------------------------------------------------
 # 6. the GPU-only tests
 # --------------------------------------------------------------------------------------
 def table_tests(ctx, section, budget):
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/test_gpu.py"]
+    # not the dry-run test: it runs this script, which would run these tests again
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "-k", "not dry_run",
+               "tests/test_gpu.py"]
     try:
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=max(30, budget.left()))
         tail = (proc.stdout + proc.stderr)[-3000:]
@@ -1213,23 +1827,28 @@ def table_tests(ctx, section, budget):
     ctx.results.save()
 
 
-#: (table, function, budget in seconds): 370 s in all, under the default --budget of 420
-SECTIONS = [("1. dtypes", table_dtypes, 130), ("2. numerics", table_numerics, 60),
-            ("3. training steps", table_training, 35), ("4. step time", table_step_time, 55),
-            ("5. GEMM time", table_gemm, 30), ("6. GPU tests", table_tests, 60)]
+#: (table, function, budget in seconds), in the order they run: issue 38's measures first (the
+#: watch, the plan's cost, cumsum, FP8), then tables 1-3 and 5 again, then the GPU tests; 420 s in
+#: all, under the default --budget of 460 (the whole run within 8 minutes of GPU time)
+SECTIONS = [("7. watch", table_watch, 60), ("4. step time", table_step_time, 60),
+            ("8. fp16 cumsum", table_cumsum, 20), ("9. real FP8", table_fp8, 60),
+            ("1. dtypes", table_dtypes, 85), ("2. numerics", table_numerics, 50),
+            ("3. training steps", table_training, 25), ("5. GEMM time", table_gemm, 20),
+            ("6. GPU tests", table_tests, 40)]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="CPU, tiny sizes: exercise every code path")
     parser.add_argument("--out", default=None, help="output folder (default: $OUT, else /tmp/gpu_truth)")
-    parser.add_argument("--budget", type=float, default=420.0, help="seconds before the watchdog ends the run")
-    parser.add_argument("--all-models", action="store_true", help="dry run: every model in the dtype table")
+    parser.add_argument("--json", default=None, help="also write the results JSON to this file")
+    parser.add_argument("--budget", type=float, default=460.0, help="seconds before the watchdog ends the run")
+    parser.add_argument("--all-models", action="store_true", help="dry run: every model of the dtype table and every numerics demonstration")
     parser.add_argument("--dtypes", default="float16,bfloat16", help="dtype table: the autocast dtypes")
     parser.add_argument("--only", default="", help="comma-separated section numbers to run (e.g. 1,4)")
     args = parser.parse_args(argv)
     out = args.out or os.environ.get("OUT") or "/tmp/gpu_truth"
-    results = Results(out)
+    results = Results(out, args.json)
     watchdog = Watchdog(results, args.budget)
     watchdog.start()
     ctx = Context(args, results, watchdog)

@@ -85,22 +85,25 @@ def entropy_batch(step: int) -> torch.Tensor:
     return torch.randn(8, 16, generator=torch.Generator().manual_seed(2000 + step))
 
 
-def train_fp16(model, batches, steps: int, log_dir=None, plan=None, every: int = 5, kill_at=None, lr=1e-3):
-    """fp16 CPU autocast + GradScaler("cpu") + SGD; the losses (as Python floats) and the
-    final parameters. ``log_dir``: watched; ``plan``: applied first."""
+def train_fp16(model, batches, steps: int, log_dir=None, plan=None, every: int = 5, kill_at=None, lr=1e-3,
+               device: str = "cpu"):
+    """fp16 autocast + GradScaler + SGD on ``device`` (CPU here; bench/gpu_truth.py runs the
+    same loop on CUDA); the losses (as Python floats) and the final parameters.
+    ``log_dir``: watched; ``plan``: applied first."""
     torch.manual_seed(0)
+    model = model.to(device)
     if plan is not None:
         precisionaudit.apply_plan(model, plan)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    scaler = torch.amp.GradScaler("cpu")
+    scaler = torch.amp.GradScaler(device)
     watch = precisionaudit.watch(model, opt, scaler, log_dir=log_dir, every=every) if log_dir else None
     losses = []
     for step in range(steps):
         if kill_at is not None and step == kill_at:
             os._exit(0)  # dies: no close(), no flush of anything but what was written
         opt.zero_grad()
-        with torch.autocast("cpu", dtype=torch.float16):
-            loss = model(batches(step))
+        with torch.autocast(device, dtype=torch.float16):
+            loss = model(batches(step).to(device))
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
