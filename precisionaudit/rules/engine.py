@@ -7,10 +7,12 @@ and those a settings file names in ``rule-packs``.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import pathlib
 import string
+import sys
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -108,14 +110,27 @@ def _bundled_pack():
 def _documents(pack=None):
     """(source, parsed YAML) for every rule file of ``pack`` (default: the bundled one), in
     name order; the source is the file name for the bundled pack, the path for others."""
-    directory = pathlib.Path(pack) if pack else _bundled_pack()
-    if pack and not directory.is_dir():
+    if not pack:
+        # a fresh copy each time: a caller may change its rules (a test sets a param)
+        return copy.deepcopy(_bundled_documents())
+    if not os.path.isdir(pack):
         raise UsageError(f"{pack}: no such rule pack directory")
+    return _read_pack(pathlib.Path(pack), str)
+
+
+@functools.cache
+def _bundled_documents() -> list:
+    """The bundled pack, parsed once per process: a scan asks for the catalog three times
+    (the ids for the settings, the frontends' rules, the rules it runs)."""
+    documents = list(_read_pack(_bundled_pack(), lambda f: f.name))
+    _BUNDLED_SOURCES.update(source for source, _ in documents)
+    return documents
+
+
+def _read_pack(directory, source_of):
     for f in sorted(directory.iterdir(), key=lambda f: f.name):
         if f.name.endswith((".yaml", ".yml")):
-            source = str(f) if pack else f.name
-            if not pack:
-                _BUNDLED_SOURCES.add(source)
+            source = source_of(f)
             try:
                 yield source, yaml.load(f.read_text(), Loader=_LOADER)
             except yaml.YAMLError as exc:
@@ -124,6 +139,14 @@ def _documents(pack=None):
 
 def installed_packs() -> list[str]:
     """The rule pack directories installed packages name in the ``precisionaudit.rules`` group."""
+    return list(_installed_packs(tuple(sys.path)))
+
+
+@functools.cache
+def _installed_packs(search_path: tuple) -> tuple:
+    """Installed packs as the entry points on ``search_path`` (``sys.path``) name them: read
+    once per process (reading every installed distribution's metadata takes milliseconds),
+    again when the path changes (a package added to it)."""
     from importlib.metadata import entry_points
 
     found = []
@@ -137,7 +160,7 @@ def installed_packs() -> list[str]:
         if not os.path.isdir(directory):
             raise UsageError(f"rule pack {ep.name!r} ({ep.value}): {directory} is not a directory")
         found.append(directory)
-    return found
+    return tuple(found)
 
 
 #: sources of the bundled pack's rules: the test suite holds them to the schema, so a
