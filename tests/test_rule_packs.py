@@ -149,3 +149,33 @@ def test_the_bundled_rules_conform_to_the_schema():
     assert len(files) >= 19
     errors = {f: schema_error(yaml.safe_load(open(os.path.join(bundled, f))), RULE_SCHEMA) for f in files}
     assert {f: e for f, e in errors.items() if e} == {}
+
+
+def test_a_scan_reads_the_bundled_pack_and_the_entry_points_once(cli, tmp_path, monkeypatch):
+    """rule_ids, discover and the rules a scan runs each ask for the catalog: the files are
+    parsed, and the installed distributions' entry points read, once per process."""
+    import importlib.metadata
+
+    import yaml
+
+    from precisionaudit.rules import engine
+
+    loads, scans = [], []
+    real_load, real_entry_points = yaml.load, importlib.metadata.entry_points
+    monkeypatch.setattr(yaml, "load", lambda *a, **k: loads.append(1) or real_load(*a, **k))
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **k: scans.append(1) or real_entry_points(**k))
+    engine._bundled_documents.cache_clear()
+    engine._installed_packs.cache_clear()
+    (tmp_path / "train.py").write_text("x = 1\n")
+    bundled = [f for f in os.listdir(os.path.join(os.path.dirname(TESTS), "rules")) if f.endswith(".yaml")]
+    for _ in range(2):
+        assert cli("scan", "--isolated", "--skip-non-models", tmp_path / "train.py").exit_code == 0
+    assert (len(loads), len(scans)) == (len(bundled), 1)
+
+
+def test_each_load_of_the_rules_is_its_own_copy():
+    (first,) = [r for r in load_rules(checks=False) if r.id == "PA103"]
+    (again,) = [r for r in load_rules(checks=False) if r.id == "PA103"]
+    first.params["short_extent"] = -1
+    assert again.params["short_extent"] != -1
+    assert [r.params for r in load_rules(checks=False) if r.id == "PA103"] == [again.params]
