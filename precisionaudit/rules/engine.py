@@ -18,7 +18,6 @@ from importlib import resources
 
 import yaml
 
-from ..analysis.facts import RECORDS, fact, flat, path_error
 from ..core.errors import UsageError
 from ..core.findings import Finding
 from ..core.schema import schema_error
@@ -61,13 +60,10 @@ class Rule:
 
 
 def _parse(data, source: str, checks: bool = True) -> Rule:
-    error = None if source in _BUNDLED_SOURCES else schema_error(data, RULE_SCHEMA)
-    if error:
-        where, why = error
-        raise UsageError(f"{source}: {where + ': ' if where else ''}{why}")
-    for key in (data.get("match") or {}).get("where") or {}:
-        if path_error(key):
-            raise UsageError(f"{source}: match.where: {path_error(key)}")
+    # the bundled rules are held to the schema and to the fact records by the test suite:
+    # reading them imports neither jsonschema nor the records (analysis/facts.py)
+    if source not in _BUNDLED_SOURCES:
+        _check_pack_rule(data, source)
     check = data.get("check")
     # a bundled rule's check is held to the registry by the test suite: resolving it would
     # import every model check (networkx, ...), which a scan of training scripts never runs
@@ -86,6 +82,19 @@ def _parse(data, source: str, checks: bool = True) -> Rule:
         except (KeyError, IndexError, ValueError) as exc:
             raise UsageError(f"{source}: severity_cases.{case}.when: names no param ({exc})") from exc
     return rule
+
+
+def _check_pack_rule(data, source: str) -> None:
+    """A rule pack's rule conforms to the schema, and its ``match.where`` keys name facts."""
+    from ..analysis.facts import path_error
+
+    error = schema_error(data, RULE_SCHEMA)
+    if error:
+        where, why = error
+        raise UsageError(f"{source}: {where + ': ' if where else ''}{why}")
+    for key in (data.get("match") or {}).get("where") or {}:
+        if path_error(key):
+            raise UsageError(f"{source}: match.where: {path_error(key)}")
 
 
 def _checks() -> dict:
@@ -206,12 +215,19 @@ def _matches(rule: Rule, node: dict) -> bool:
     ops = rule.match.get("ops")
     if ops and node["op"] not in ops:
         return False
-    return all(fact(node, k) == v for k, v in rule.match.get("where", {}).items())
+    where = rule.match.get("where")
+    if not where:
+        return True
+    from ..analysis.facts import fact
+
+    return all(fact(node, k) == v for k, v in where.items())
 
 
 def _node_values(node) -> dict:
     """What a message may name of a node: its OpNode fields and the passes' facts under their
     old flat names (``{why}``, ``{reduced_extent}``), not the records themselves."""
+    from ..analysis.facts import RECORDS, flat
+
     return {**{k: v for k, v in node.items() if k not in RECORDS}, **flat(node)}
 
 
