@@ -3,6 +3,8 @@ package names in the ``precisionaudit.rules`` entry point group. The example pac
 (tests/rule_pack) adds EX101; ``scan`` runs it and ``rules`` documents it."""
 import json
 import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -91,8 +93,8 @@ def test_an_invalid_rule_file_is_one_line_naming_the_key(cli, tmp_path, monkeypa
                                     "is not one of ['keep_fp32', 'disable_autocast', 'replace',")
 
 
-def test_an_installed_package_adds_its_pack_through_the_entry_point(tmp_path, monkeypatch):
-    site = tmp_path / "site"
+def install_example_pack(site, monkeypatch):
+    """A distribution in ``site`` (put on sys.path) that names tests/rule_pack in the group."""
     (site / "example_pack").mkdir(parents=True)
     (site / "example_pack" / "__init__.py").write_text(
         f"def rules_dir():\n    return {PACK!r}\n")
@@ -101,6 +103,10 @@ def test_an_installed_package_adds_its_pack_through_the_entry_point(tmp_path, mo
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: example-pack\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[precisionaudit.rules]\nexample = example_pack:rules_dir\n")
     monkeypatch.syspath_prepend(str(site))
+
+
+def test_an_installed_package_adds_its_pack_through_the_entry_point(tmp_path, monkeypatch):
+    install_example_pack(tmp_path / "site", monkeypatch)
     assert "EX101" in rule_ids()
     _, found = scan([HAZARD], Target("float16", "autocast", "cuda"), load_rules())
     assert [f.op for f in found if f.rule == "EX101"] == ["sigmoid"]
@@ -166,8 +172,8 @@ def test_the_bundled_rules_match_on_facts_that_exist():
 
 
 def test_a_scan_reads_the_bundled_pack_and_the_entry_points_once(cli, tmp_path, monkeypatch):
-    """rule_ids, discover and the rules a scan runs each ask for the catalog: the files are
-    parsed, and the installed distributions' entry points read, once per process."""
+    """rule_ids, discover and the rules a scan runs each ask for the catalog: the bundled
+    files are parsed, and the installed distributions' entry points read, once per process."""
     import importlib.metadata
 
     import yaml
@@ -179,12 +185,39 @@ def test_a_scan_reads_the_bundled_pack_and_the_entry_points_once(cli, tmp_path, 
     monkeypatch.setattr(yaml, "load", lambda *a, **k: loads.append(1) or real_load(*a, **k))
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **k: scans.append(1) or real_entry_points(**k))
     engine._bundled_documents.cache_clear()
-    engine._installed_packs.cache_clear()
     (tmp_path / "train.py").write_text("x = 1\n")
     bundled = [f for f in os.listdir(os.path.join(os.path.dirname(TESTS), "rules")) if f.endswith(".yaml")]
     for _ in range(2):
         assert cli("scan", "--isolated", "--skip-non-models", tmp_path / "train.py").exit_code == 0
-    assert (len(loads), len(scans)) == (len(bundled), 1)
+    assert (len(loads), scans) == (len(bundled), [])  # and no pack is installed: no entry point read
+    install_example_pack(tmp_path / "site", monkeypatch)
+    for _ in range(2):
+        assert cli("scan", "--isolated", "--skip-non-models", tmp_path / "train.py").exit_code == 0
+    assert len(scans) == 1
+
+
+def test_only_a_path_that_may_hold_a_pack_is_read_with_importlib_metadata(tmp_path):
+    from precisionaudit.rules.engine import _may_name_packs
+
+    site = tmp_path / "site"
+    (site / "other-1.0.dist-info").mkdir(parents=True)
+    (site / "other-1.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\nother = other:main\n")
+    (site / "legacy.egg-info").write_text("Metadata-Version: 1.0\n")  # a file: no entry points
+    assert not _may_name_packs((str(site), str(tmp_path / "missing")))
+    (tmp_path / "packed.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # importlib.metadata looks inside
+    assert _may_name_packs((str(site), str(tmp_path / "packed.zip")))
+    (site / "Named-2.0.DIST-INFO").mkdir()
+    (site / "Named-2.0.DIST-INFO" / "entry_points.txt").write_text("[precisionaudit.rules]\nx = named:rules\n")
+    assert _may_name_packs((str(site),))
+
+
+def test_a_scan_without_an_installed_pack_does_not_import_importlib_metadata(tmp_path):
+    (tmp_path / "train.py").write_text("x = 1\n")
+    code = ("import sys\nfrom precisionaudit.cli import main\n"
+            "try:\n    main(['scan', '--isolated', '--skip-non-models', 'train.py'], prog_name='precisionaudit')\n"
+            "except SystemExit as exit:\n    print(exit.code, 'importlib.metadata' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.stdout.splitlines()[-1] == "0 False", done.stderr
 
 
 def test_each_load_of_the_rules_is_its_own_copy():

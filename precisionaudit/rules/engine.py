@@ -156,6 +156,8 @@ def _installed_packs(search_path: tuple) -> tuple:
     """Installed packs as the entry points on ``search_path`` (``sys.path``) name them: read
     once per process (reading every installed distribution's metadata takes milliseconds),
     again when the path changes (a package added to it)."""
+    if not _may_name_packs(search_path):
+        return ()
     from importlib.metadata import entry_points
 
     found = []
@@ -170,6 +172,38 @@ def _installed_packs(search_path: tuple) -> tuple:
             raise UsageError(f"rule pack {ep.name!r} ({ep.value}): {directory} is not a directory")
         found.append(directory)
     return tuple(found)
+
+
+def _may_name_packs(search_path: tuple) -> bool:
+    """Whether an installed distribution may name a rule pack: whether an ``entry_points.txt``
+    that importlib.metadata would read on ``search_path`` mentions the group. Reading their
+    bytes takes a millisecond; importing importlib.metadata (email, zipfile, csv) ten, which
+    a scan without an installed pack is spared. Yes wherever it cannot tell: a zip file or
+    an entry that is not a path on ``search_path``, a finder of distributions other than the
+    path finder."""
+    from importlib.machinery import PathFinder
+
+    if any(hasattr(finder, "find_distributions") and finder is not PathFinder for finder in sys.meta_path):
+        return True
+    group = ENTRY_POINT_GROUP.encode()
+    for entry in search_path:
+        if not isinstance(entry, str):
+            return True
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            if os.path.isfile(entry):  # a zip file: importlib.metadata reads inside it
+                return True
+            continue
+        for name in names:  # the metadata directories importlib.metadata's FastPath looks into
+            if name.lower().endswith((".dist-info", ".egg-info")) or name.lower() == "egg-info":
+                try:
+                    with open(os.path.join(entry, name, "entry_points.txt"), "rb") as fh:
+                        if group in fh.read():
+                            return True
+                except OSError:
+                    continue
+    return False
 
 
 #: sources of the bundled pack's rules: the test suite holds them to the schema, so a
