@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import os
 import pathlib
 import string
 import sys
 from dataclasses import dataclass, field
-from importlib import resources
 
 import yaml
 
@@ -110,10 +110,17 @@ _SOURCE_PACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardi
 
 
 def _bundled_pack():
-    try:
-        return resources.files("precisionaudit._rules")
-    except ModuleNotFoundError:
+    """The installed pack's directory (found without importlib.resources, a few ms of
+    imports, where it is one: a wheel's), else its resources (a zip), else the checkout's."""
+    spec = importlib.util.find_spec("precisionaudit._rules")
+    if spec is None:
         return pathlib.Path(_SOURCE_PACK)
+    locations = list(spec.submodule_search_locations or ())
+    if len(locations) == 1 and os.path.isdir(locations[0]):
+        return pathlib.Path(locations[0])
+    from importlib import resources
+
+    return resources.files("precisionaudit._rules")
 
 
 def _documents(pack=None):
