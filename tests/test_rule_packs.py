@@ -184,6 +184,7 @@ def test_a_scan_reads_the_bundled_pack_and_the_entry_points_once(cli, tmp_path, 
     real_load, real_entry_points = yaml.load, importlib.metadata.entry_points
     monkeypatch.setattr(yaml, "load", lambda *a, **k: loads.append(1) or real_load(*a, **k))
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **k: scans.append(1) or real_entry_points(**k))
+    monkeypatch.setattr(engine, "kept_documents", lambda directory, names, parse: parse())  # none kept
     engine._bundled_documents.cache_clear()
     (tmp_path / "train.py").write_text("x = 1\n")
     bundled = [f for f in os.listdir(os.path.join(os.path.dirname(TESTS), "rules")) if f.endswith(".yaml")]

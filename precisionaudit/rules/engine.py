@@ -16,17 +16,14 @@ import string
 import sys
 from dataclasses import dataclass, field
 
-import yaml
-
 from ..core.errors import UsageError
 from ..core.findings import Finding
 from ..core.schema import schema_error
+from .catalog_cache import kept_documents
 from .registry import CHECKS, Hit, param, running_rule  # noqa: F401  (param: packs once read engine.param)
 from .schema import RULE_SCHEMA
 
 ENTRY_POINT_GROUP = "precisionaudit.rules"
-#: libyaml's safe loader where PyYAML was built with it (several times faster), else PyYAML's
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass
@@ -136,21 +133,39 @@ def _documents(pack=None):
 
 @functools.cache
 def _bundled_documents() -> list:
-    """The bundled pack, parsed once per process: a scan asks for the catalog three times
-    (the ids for the settings, the frontends' rules, the rules it runs)."""
-    documents = list(_read_pack(_bundled_pack(), lambda f: f.name))
+    """The bundled pack, parsed once per process (a scan asks for the catalog three times:
+    the ids for the settings, the frontends' rules, the rules it runs), and kept beside its
+    bytecode across processes (catalog_cache.py)."""
+    pack = _bundled_pack()
+    names = sorted(f.name for f in pack.iterdir() if _is_rule_file(f))
+
+    def parse():
+        return [(name, _load_yaml(pack / name, name)) for name in names]
+
+    documents = kept_documents(str(pack), names, parse) if isinstance(pack, pathlib.Path) else parse()
     _BUNDLED_SOURCES.update(source for source, _ in documents)
     return documents
 
 
 def _read_pack(directory, source_of):
     for f in sorted(directory.iterdir(), key=lambda f: f.name):
-        if f.name.endswith((".yaml", ".yml")):
+        if _is_rule_file(f):
             source = source_of(f)
-            try:
-                yield source, yaml.load(f.read_text(), Loader=_LOADER)
-            except yaml.YAMLError as exc:
-                raise UsageError(f"{source}: invalid YAML: {exc}") from exc
+            yield source, _load_yaml(f, source)
+
+
+def _is_rule_file(f) -> bool:
+    return f.name.endswith((".yaml", ".yml"))
+
+
+def _load_yaml(file, source: str):
+    import yaml  # not at import: the bundled pack is usually read from its kept copy
+
+    # libyaml's safe loader where PyYAML was built with it (several times faster), else PyYAML's
+    try:
+        return yaml.load(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{source}: invalid YAML: {exc}") from exc
 
 
 def installed_packs() -> list[str]:
@@ -213,8 +228,8 @@ def _may_name_packs(search_path: tuple) -> bool:
     return False
 
 
-#: sources of the bundled pack's rules: the test suite holds them to the schema, so a
-#: command that reads only them does not pay for importing jsonschema
+#: sources of the bundled pack's rules: the test suite holds them to the schema and the fact
+#: records, so a command that reads only them imports neither jsonschema nor the records
 _BUNDLED_SOURCES: set = set()
 
 
