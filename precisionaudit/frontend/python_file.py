@@ -23,6 +23,7 @@ import stat
 from dataclasses import dataclass, field
 
 from ..core.errors import UsageError
+from ..core.python_tree import keep
 
 #: statements whose bodies run at import, as the module's own
 _BLOCKS = (ast.If, ast.Try, ast.With, ast.For, ast.While, ast.AsyncWith, ast.AsyncFor)
@@ -97,7 +98,7 @@ def _read(path: str, size: int, mtime_ns: int) -> PythonFile:
     with open(path, encoding="utf-8", errors="replace") as fh:
         text = fh.read()
     try:
-        tree = ast.parse(text, filename=path)
+        tree = keep(text, ast.parse(text, filename=path))  # the training stage reads it next
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: NUL bytes
         line = getattr(exc, "lineno", None) or 1
         message = getattr(exc, "msg", None) or str(exc) or type(exc).__name__

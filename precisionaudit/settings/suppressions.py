@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ..core.findings import Finding, code_covers
 from ..core.globs import matches as glob_matches
+from ..core import python_tree
 
 _OWN = re.compile(r"#\s*precisionaudit:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
@@ -54,7 +55,7 @@ def _comments(source: str):
 def _statement_spans(source: str) -> dict[int, tuple[int, int]]:
     """line -> (first, last) line of the simple statement it belongs to, when that spans lines."""
     try:
-        tree = ast.parse(source)
+        tree = python_tree.kept(source) or ast.parse(source)  # the frontend's, for a script
     except (SyntaxError, ValueError):
         return {}
     spans = {}
