@@ -277,6 +277,8 @@ def test_the_definitions_inside_are_found_in_ast_walks_order():
     ("import tensorflow as tf\nwriter = tf.summary.create_file_writer('x')\n", False),
     ("# keras\nimport torch\n", False),
     ("import \uff4beras\n", True),  # a fullwidth k: the parser folds the name to keras
+    ("# \U0001f917\ndef build():\n    if True:\n        import keras.layers\n", True),  # non-ASCII text
+    ("# \U0001f917\nimport torch\n", False),
 ])
 def test_which_files_import_keras(tmp_path, source, keras):
     assert read_python(write(tmp_path, "m.py", source)).imports_keras is keras

@@ -176,7 +176,7 @@ def _imports_keras(tree, text: str) -> bool:
     if text.isascii() and "keras" not in text:  # (a name may be spelled in other letters NFKC folds)
         return False
     modules = set()
-    for node in ast.walk(tree):
+    for node in _statements(tree):  # an import is a statement
         if isinstance(node, ast.Import):
             modules.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
