@@ -163,14 +163,17 @@ def hook_table(script: str, old: str | None, repeat: int, work: str, no_bytecode
     for _ in range(repeat):
         for row in rows.values():
             row.run()
-    print(f"\nThe hook's command (precisionaudit {' '.join(HOOK[3:])} FILE), {repeat} runs of each row "
+    print(f"\nThe hook's command (precisionaudit {' '.join(HOOK[2:])} FILE), {repeat} runs of each row "
           f"interleaved, {'no bytecode (PYTHONDONTWRITEBYTECODE=1)' if no_bytecode else 'bytecode compiled'}:\n")
     names = [v for v, _ in versions]
-    print("| file | settings file | cache | " + " | ".join(f"{v} wall s | {v} CPU s" for v in names) + " |")
-    print("|---|---|---|" + "---:|---:|" * len(names))
+    ratio = len(names) == 2
+    print("| file | settings file | cache | " + " | ".join(f"{v} wall s | {v} CPU s" for v in names)
+          + (" | CPU now / before |" if ratio else " |"))
+    print("|---|---|---|" + "---:|---:|" * len(names) + ("---:|" if ratio else ""))
     for file, settings, state in dict.fromkeys(k[:3] for k in rows):
-        cells = [f"{statistics.median(r.walls):.3f} | {statistics.median(r.cpus):.3f}"
-                 for r in (rows[file, settings, state, v] for v in names)]
+        cpus = [statistics.median(rows[file, settings, state, v].cpus) for v in names]
+        cells = [f"{statistics.median(rows[file, settings, state, v].walls):.3f} | {cpu:.3f}"
+                 for v, cpu in zip(names, cpus)] + ([f"{cpus[1] / cpus[0]:.2f}"] if ratio else [])
         print(f"| {file} | {'none' if settings == 'none' else 'cache-dir = ...'} | {state} | {' | '.join(cells)} |")
     outputs = {re.sub(r"\([\d.]+ s\)", "", r.out.stdout) for k, r in rows.items() if k[0] == next(iter(files))}
     print(f"\noutputs on the script identical across rows: {'yes' if len(outputs) == 1 else 'NO'}")

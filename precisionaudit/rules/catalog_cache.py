@@ -44,15 +44,15 @@ def _key(directory: str, names: list[str]) -> tuple:
         info = os.stat(os.path.join(directory, name))
         files.append((name, info.st_size, info.st_mtime_ns))
     spec = importlib.util.find_spec("yaml")
-    origin = spec.origin if spec is not None and spec.origin else ""
+    origin = spec.origin if spec is not None and spec.origin else None
     loader = os.stat(origin) if origin else None
-    return tuple(files), (origin, loader.st_size, loader.st_mtime_ns) if loader else None
+    return tuple(files), ((origin, loader.st_size, loader.st_mtime_ns) if loader else None)
 
 
 def _kept_path(directory: str) -> str | None:
     """Where the copy of ``directory``'s catalog is kept: its bytecode's folder."""
     try:
-        bytecode = importlib.util.cache_from_source(os.path.join(directory, "rules.py"))
+        bytecode = importlib.util.cache_from_source(os.path.join(os.path.abspath(directory), "rules.py"))
     except NotImplementedError:  # an interpreter that keeps no bytecode
         return None
     return os.path.join(os.path.dirname(bytecode), f"rule-catalog.{sys.implementation.cache_tag}.marshal")

@@ -17,9 +17,9 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
+from ..core import python_tree
 from ..core.findings import Finding, code_covers
 from ..core.globs import matches as glob_matches
-from ..core import python_tree
 
 _OWN = re.compile(r"#\s*precisionaudit:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)

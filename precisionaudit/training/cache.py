@@ -59,9 +59,9 @@ class Cache:
     def put(self, key: str, found):
         """Keep ``found`` (findings, or the UsageError of a file that does not parse) under
         ``key``, atomically; returns ``found``."""
-        entry = {"error": str(found)} if isinstance(found, UsageError) else {"findings": [f.to_json() for f in found]}
         import tempfile  # not at import: a warm scan writes nothing
 
+        entry = {"error": str(found)} if isinstance(found, UsageError) else {"findings": [f.to_json() for f in found]}
         try:
             text = json.dumps(entry)
             self._prepare()
