@@ -3,11 +3,10 @@ package names in the ``precisionaudit.rules`` entry point group. The example pac
 (tests/rule_pack) adds EX101; ``scan`` runs it and ``rules`` documents it."""
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from conftest import imported_by_a_scan
 
 from precisionaudit.core.target import Target
 from precisionaudit.rules.docs import rule_url
@@ -214,11 +213,7 @@ def test_only_a_path_that_may_hold_a_pack_is_read_with_importlib_metadata(tmp_pa
 
 def test_a_scan_without_an_installed_pack_does_not_import_importlib_metadata(tmp_path):
     (tmp_path / "train.py").write_text("x = 1\n")
-    code = ("import sys\nfrom precisionaudit.cli import main\n"
-            "try:\n    main(['scan', '--isolated', '--skip-non-models', 'train.py'], prog_name='precisionaudit')\n"
-            "except SystemExit as exit:\n    print(exit.code, 'importlib.metadata' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert done.stdout.splitlines()[-1] == "0 False", done.stderr
+    assert imported_by_a_scan(tmp_path, "--isolated", "train.py", modules=["importlib.metadata"]) == "0 []"
 
 
 def test_each_load_of_the_rules_is_its_own_copy():

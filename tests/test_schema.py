@@ -2,11 +2,9 @@
 pass without importing jsonschema. It may say True only where jsonschema finds no error
 (else an error would go unreported); for the settings and baselines, whose keywords it
 knows, it must say so for every valid document (else the import is not saved)."""
-import subprocess
-import sys
-
 import jsonschema
 import pytest
+from conftest import imported_by_a_scan
 from fuzz_cases import BASELINES, CONFIGS, PLANS
 from hypothesis import HealthCheck, given, settings
 
@@ -87,8 +85,6 @@ def test_a_scan_with_a_valid_settings_file_does_not_import_jsonschema(tmp_path):
         'select = ["PA4"]\ncache-dir = "cache"\n[severity]\nPA401 = "warning"\n'
         '[[suppress]]\nrule = "PA402"\npath = "*.py"\n')
     (tmp_path / "train.py").write_text("x = 1\n")
-    code = ("import sys\nfrom precisionaudit.cli import main\n"
-            "try:\n    main(['scan', '--skip-non-models', 'train.py'], prog_name='precisionaudit')\n"
-            "except SystemExit as exit:\n    print(exit.code, 'jsonschema' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert done.stdout.splitlines()[-1] == "0 False", done.stderr
+    assert imported_by_a_scan(tmp_path, "train.py", modules=["jsonschema"]) == "0 []"
+    (tmp_path / "precisionaudit.toml").write_text('select = "PA4"\ndtype = 16\n')  # jsonschema words it
+    assert imported_by_a_scan(tmp_path, "train.py", modules=["jsonschema"]) == "2 ['jsonschema']"
