@@ -39,6 +39,21 @@ def gate_project(tmp_path, monkeypatch):
     return tmp_path
 
 
+def imported_by_a_scan(folder, *args, modules=()) -> str:
+    """'EXIT [the modules of ``modules`` imported]' after ``precisionaudit scan --skip-non-models
+    ARGS`` in a fresh interpreter, run in ``folder``: what a pre-commit hook's process loads."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom precisionaudit.cli import main\n"
+            "try:\n    main(['scan', '--skip-non-models', *sys.argv[2:]], prog_name='precisionaudit')\n"
+            "except SystemExit as exit:\n    print(exit.code, sorted(set(sys.argv[1].split()) & set(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", code, " ".join(modules), *map(str, args)], capture_output=True,
+                          text=True, cwd=folder, timeout=120)
+    assert done.stdout, done.stderr
+    return done.stdout.splitlines()[-1]
+
+
 def rule_ids(path, **kw) -> set:
     return {f.rule for f in findings_of(path, **kw)}
 

@@ -249,3 +249,36 @@ def test_a_file_is_parsed_once_per_content(tmp_path, monkeypatch):
     os.utime(path, ns=(1, 1))  # another version of the file is read again
     read_python(path)
     assert len(parsed) == 2
+
+
+def test_the_definitions_inside_are_found_in_ast_walks_order():
+    """python_file walks statements only (a definition is one): it must meet the functions
+    in the order ast.walk meets them, over every file of the package and the samples."""
+    import ast
+    import pathlib
+
+    from precisionaudit.frontend.python_file import _statements
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    files = [*(root / "precisionaudit").rglob("*.py"), *(root / "samples").rglob("*.py"),
+             *(root / "tests").glob("*.py")]
+    assert len(files) > 300
+    definitions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assert [n for n in _statements(tree) if isinstance(n, definitions)] == \
+            [n for n in ast.walk(tree) if isinstance(n, definitions)], path
+
+
+@pytest.mark.parametrize("source, keras", [
+    ("import keras\n", True),
+    ("from tensorflow import keras\n", True),
+    ("import tensorflow as tf\nmodel = tf.keras.Sequential()\n", True),
+    ("import tensorflow as tf\nwriter = tf.summary.create_file_writer('x')\n", False),
+    ("# keras\nimport torch\n", False),
+    ("import \uff4beras\n", True),  # a fullwidth k: the parser folds the name to keras
+    ("# \U0001f917\ndef build():\n    if True:\n        import keras.layers\n", True),  # non-ASCII text
+    ("# \U0001f917\nimport torch\n", False),
+])
+def test_which_files_import_keras(tmp_path, source, keras):
+    assert read_python(write(tmp_path, "m.py", source)).imports_keras is keras

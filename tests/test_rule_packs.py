@@ -6,6 +6,7 @@ import os
 import textwrap
 
 import pytest
+from conftest import imported_by_a_scan
 
 from precisionaudit.core.target import Target
 from precisionaudit.rules.docs import rule_url
@@ -91,8 +92,8 @@ def test_an_invalid_rule_file_is_one_line_naming_the_key(cli, tmp_path, monkeypa
                                     "is not one of ['keep_fp32', 'disable_autocast', 'replace',")
 
 
-def test_an_installed_package_adds_its_pack_through_the_entry_point(tmp_path, monkeypatch):
-    site = tmp_path / "site"
+def install_example_pack(site, monkeypatch):
+    """A distribution in ``site`` (put on sys.path) that names tests/rule_pack in the group."""
     (site / "example_pack").mkdir(parents=True)
     (site / "example_pack" / "__init__.py").write_text(
         f"def rules_dir():\n    return {PACK!r}\n")
@@ -101,6 +102,10 @@ def test_an_installed_package_adds_its_pack_through_the_entry_point(tmp_path, mo
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: example-pack\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[precisionaudit.rules]\nexample = example_pack:rules_dir\n")
     monkeypatch.syspath_prepend(str(site))
+
+
+def test_an_installed_package_adds_its_pack_through_the_entry_point(tmp_path, monkeypatch):
+    install_example_pack(tmp_path / "site", monkeypatch)
     assert "EX101" in rule_ids()
     _, found = scan([HAZARD], Target("float16", "autocast", "cuda"), load_rules())
     assert [f.op for f in found if f.rule == "EX101"] == ["sigmoid"]
@@ -149,3 +154,71 @@ def test_the_bundled_rules_conform_to_the_schema():
     assert len(files) >= 19
     errors = {f: schema_error(yaml.safe_load(open(os.path.join(bundled, f))), RULE_SCHEMA) for f in files}
     assert {f: e for f, e in errors.items() if e} == {}
+
+
+def test_the_bundled_rules_match_on_facts_that_exist():
+    """Loading the bundled pack skips the check of ``match.where`` against the fact records
+    (no import of analysis/facts.py for a training scan): this holds it."""
+    import yaml
+
+    from precisionaudit.analysis.facts import path_error
+
+    bundled = os.path.join(os.path.dirname(TESTS), "rules")
+    keys = [key for f in sorted(os.listdir(bundled)) if f.endswith(".yaml")
+            for key in (yaml.safe_load(open(os.path.join(bundled, f))).get("match") or {}).get("where", {})]
+    assert "precision.low_precision" in keys
+    assert {key: path_error(key) for key in keys if path_error(key)} == {}
+
+
+def test_a_scan_reads_the_bundled_pack_and_the_entry_points_once(cli, tmp_path, monkeypatch):
+    """rule_ids, discover and the rules a scan runs each ask for the catalog: the bundled
+    files are parsed, and the installed distributions' entry points read, once per process."""
+    import importlib.metadata
+
+    import yaml
+
+    from precisionaudit.rules import engine
+
+    loads, scans = [], []
+    real_load, real_entry_points = yaml.load, importlib.metadata.entry_points
+    monkeypatch.setattr(yaml, "load", lambda *a, **k: loads.append(1) or real_load(*a, **k))
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **k: scans.append(1) or real_entry_points(**k))
+    monkeypatch.setattr(engine, "kept_documents", lambda directory, names, parse: parse())  # none kept
+    engine._bundled_documents.cache_clear()
+    (tmp_path / "train.py").write_text("x = 1\n")
+    bundled = [f for f in os.listdir(os.path.join(os.path.dirname(TESTS), "rules")) if f.endswith(".yaml")]
+    for _ in range(2):
+        assert cli("scan", "--isolated", "--skip-non-models", tmp_path / "train.py").exit_code == 0
+    assert (len(loads), scans) == (len(bundled), [])  # and no pack is installed: no entry point read
+    install_example_pack(tmp_path / "site", monkeypatch)
+    for _ in range(2):
+        assert cli("scan", "--isolated", "--skip-non-models", tmp_path / "train.py").exit_code == 0
+    assert len(scans) == 1
+
+
+def test_only_a_path_that_may_hold_a_pack_is_read_with_importlib_metadata(tmp_path):
+    from precisionaudit.rules.engine import _may_name_packs
+
+    site = tmp_path / "site"
+    (site / "other-1.0.dist-info").mkdir(parents=True)
+    (site / "other-1.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\nother = other:main\n")
+    (site / "legacy.egg-info").write_text("Metadata-Version: 1.0\n")  # a file: no entry points
+    assert not _may_name_packs((str(site), str(tmp_path / "missing")))
+    (tmp_path / "packed.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # importlib.metadata looks inside
+    assert _may_name_packs((str(site), str(tmp_path / "packed.zip")))
+    (site / "Named-2.0.DIST-INFO").mkdir()
+    (site / "Named-2.0.DIST-INFO" / "entry_points.txt").write_text("[precisionaudit.rules]\nx = named:rules\n")
+    assert _may_name_packs((str(site),))
+
+
+def test_a_scan_without_an_installed_pack_does_not_import_importlib_metadata(tmp_path):
+    (tmp_path / "train.py").write_text("x = 1\n")
+    assert imported_by_a_scan(tmp_path, "--isolated", "train.py", modules=["importlib.metadata"]) == "0 []"
+
+
+def test_each_load_of_the_rules_is_its_own_copy():
+    (first,) = [r for r in load_rules(checks=False) if r.id == "PA103"]
+    (again,) = [r for r in load_rules(checks=False) if r.id == "PA103"]
+    first.params["short_extent"] = -1
+    assert again.params["short_extent"] != -1
+    assert [r.params for r in load_rules(checks=False) if r.id == "PA103"] == [again.params]

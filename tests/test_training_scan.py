@@ -232,3 +232,19 @@ def test_a_generated_file_is_only_syntax_checked(cli, tmp_path):
     generated.write_text(generated.read_text() + "def broken(:\n")
     broken = cli("scan", str(generated))
     assert broken.exit_code == 2 and "generated.py:20006:" in broken.output
+
+
+def test_a_script_is_parsed_once_by_a_scan(cli, tmp_path, monkeypatch):
+    """The frontend parses a file to tell a script from a model file; the training stage and
+    the suppression comments then read that same tree, not a parse of their own."""
+    import ast
+
+    parsed, parse = [], ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: parsed.append(1) or parse(*a, **k))
+    hazard = open(os.path.join(os.path.dirname(TESTS), "samples", "training",
+                               "pa401_clip_before_unscale_hazard.py"), encoding="utf-8").read()
+    (tmp_path / "train.py").write_text(hazard + "\nlr = 1e-4  # precisionaudit: ignore[PA403]\n")
+    monkeypatch.chdir(tmp_path)
+    result = cli("scan", "--isolated", "--format", "json", "--select", "PA4,PA001", "train.py")
+    assert sorted(f["rule"] for f in json.loads(result.stdout)["findings"]) == ["PA001", "PA401"]
+    assert len(parsed) == 1

@@ -1,11 +1,12 @@
 """Write a text file atomically: a crash or a full disk never leaves a truncated file behind."""
 import os
-import tempfile
 
 from .errors import UsageError
 
 
 def write_text_atomic(path: str, text: str, what: str) -> None:
+    import tempfile  # not at import: a scan that writes nothing (a hook's) never needs it
+
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".precisionaudit-{what}-", dir=directory)

@@ -15,6 +15,7 @@ time): a scan asks several frontends about the same file.
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import os
 import re
@@ -22,6 +23,7 @@ import stat
 from dataclasses import dataclass, field
 
 from ..core.errors import UsageError
+from ..core.python_tree import keep
 
 #: statements whose bodies run at import, as the module's own
 _BLOCKS = (ast.If, ast.Try, ast.With, ast.For, ast.While, ast.AsyncWith, ast.AsyncFor)
@@ -96,7 +98,7 @@ def _read(path: str, size: int, mtime_ns: int) -> PythonFile:
     with open(path, encoding="utf-8", errors="replace") as fh:
         text = fh.read()
     try:
-        tree = ast.parse(text, filename=path)
+        tree = keep(text, ast.parse(text, filename=path))  # the training stage reads it next
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # ValueError: NUL bytes
         line = getattr(exc, "lineno", None) or 1
         message = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
@@ -137,11 +139,27 @@ def _function(node) -> Definition:
 
 
 def _inside(owner, where: str, inside: dict) -> None:
-    """The functions defined in a class (methods) or a function (nested), first one of a name."""
+    """The functions defined in a class (methods) or a function (nested), first one of a name
+    in ``ast.walk``'s breadth-first order."""
     kind = "method" if isinstance(owner, ast.ClassDef) else "nested"
-    for node in ast.walk(owner):
+    for node in _statements(owner):
         if node is not owner and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             inside.setdefault(node.name, Definition(node.lineno, kind, where))
+
+
+#: what holds statements: a definition is a statement, so only these lead to one
+_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _statements(node):
+    """``ast.walk(node)`` without the expressions: the same statements in the same order
+    (every ancestor of a statement is a statement, a handler or a case), at a tenth of the
+    nodes."""
+    todo = collections.deque([node])
+    while todo:
+        node = todo.popleft()
+        todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _HOLDERS))
+        yield node
 
 
 def _names(targets):
@@ -155,8 +173,10 @@ def _names(targets):
 def _imports_keras(tree, text: str) -> bool:
     """Whether the file imports keras, or imports TensorFlow and names keras (``tf.keras``: a
     PyTorch model file may import TensorFlow for other things, TensorBoard's summaries)."""
+    if text.isascii() and "keras" not in text:  # (a name may be spelled in other letters NFKC folds)
+        return False
     modules = set()
-    for node in ast.walk(tree):
+    for node in _statements(tree):  # an import is a statement
         if isinstance(node, ast.Import):
             modules.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:

@@ -26,13 +26,14 @@ def audit(path: str, rules, cache_dir: str | None = None) -> list:
     """The training findings of ``path``: a script, or a config of its suffix's kind (no
     finding when the file is not one). A file that cannot be read or parsed is a UsageError."""
     from ..training.audit import audit_config, audit_script
-    from ..training.configs import read_config
 
     kind = config_kind(path)
     if kind is None:
         from ..training.cache import Cache
 
         return audit_script(path, rules, Cache(cache_dir) if cache_dir else None)
+    from ..training.configs import read_config
+
     config = read_config(path, kind)
     return audit_config(config, rules) if config is not None else []
 
@@ -57,12 +58,12 @@ class TrainingFrontend:
     def takes(self, path: str, entry: str, rules) -> bool:
         """Whether any of ``rules`` (those selected for the file) reads training code, and the
         file is a script or a DeepSpeed/accelerate config (told from its contents)."""
-        from ..training.configs import read_config
-
         if not any(r.scope == "training" for r in rules):
             return False
         if not self.configs:
             return True
+        from ..training.configs import read_config
+
         kind = config_kind(path)
         try:
             config = read_config(path, kind) if kind else None

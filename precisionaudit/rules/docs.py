@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 
 #: where docs/ of this repository is published; each rule's page is ``rules/<ID>.md`` below it
@@ -39,6 +38,8 @@ def render_catalog(rules, width: int | None = None) -> str:
     terminal): the severity and summary cells wrap. ``rules ID`` and ``--format json`` keep
     the full texts on one line."""
     if width is None:
+        import shutil
+
         width = shutil.get_terminal_size((100, 24)).columns
     rows = [("id", "name", "default", "summary")] + [(r.id, r.name, _severity(r), r.summary) for r in rules]
     longest = [max(len(row[i]) for row in rows) for i in range(4)]

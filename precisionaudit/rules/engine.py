@@ -7,25 +7,23 @@ and those a settings file names in ``rule-packs``.
 """
 from __future__ import annotations
 
+import copy
 import functools
+import importlib.util
 import os
 import pathlib
 import string
+import sys
 from dataclasses import dataclass, field
-from importlib import resources
 
-import yaml
-
-from ..analysis.facts import RECORDS, fact, flat, path_error
 from ..core.errors import UsageError
 from ..core.findings import Finding
 from ..core.schema import schema_error
+from .catalog_cache import kept_documents
 from .registry import CHECKS, Hit, param, running_rule  # noqa: F401  (param: packs once read engine.param)
 from .schema import RULE_SCHEMA
 
 ENTRY_POINT_GROUP = "precisionaudit.rules"
-#: libyaml's safe loader where PyYAML was built with it (several times faster), else PyYAML's
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass
@@ -59,13 +57,10 @@ class Rule:
 
 
 def _parse(data, source: str, checks: bool = True) -> Rule:
-    error = None if source in _BUNDLED_SOURCES else schema_error(data, RULE_SCHEMA)
-    if error:
-        where, why = error
-        raise UsageError(f"{source}: {where + ': ' if where else ''}{why}")
-    for key in (data.get("match") or {}).get("where") or {}:
-        if path_error(key):
-            raise UsageError(f"{source}: match.where: {path_error(key)}")
+    # the bundled rules are held to the schema and to the fact records by the test suite:
+    # reading them imports neither jsonschema nor the records (analysis/facts.py)
+    if source not in _BUNDLED_SOURCES:
+        _check_pack_rule(data, source)
     check = data.get("check")
     # a bundled rule's check is held to the registry by the test suite: resolving it would
     # import every model check (networkx, ...), which a scan of training scripts never runs
@@ -86,6 +81,19 @@ def _parse(data, source: str, checks: bool = True) -> Rule:
     return rule
 
 
+def _check_pack_rule(data, source: str) -> None:
+    """A rule pack's rule conforms to the schema, and its ``match.where`` keys name facts."""
+    from ..analysis.facts import path_error
+
+    error = schema_error(data, RULE_SCHEMA)
+    if error:
+        where, why = error
+        raise UsageError(f"{source}: {where + ': ' if where else ''}{why}")
+    for key in (data.get("match") or {}).get("where") or {}:
+        if path_error(key):
+            raise UsageError(f"{source}: match.where: {path_error(key)}")
+
+
 def _checks() -> dict:
     """The registered Python checks; the bundled ones are imported on first use because
     they import torch."""
@@ -99,31 +107,79 @@ _SOURCE_PACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardi
 
 
 def _bundled_pack():
-    try:
-        return resources.files("precisionaudit._rules")
-    except ModuleNotFoundError:
+    """The installed pack's directory (found without importlib.resources, a few ms of
+    imports, where it is one: a wheel's), else its resources (a zip), else the checkout's."""
+    spec = importlib.util.find_spec("precisionaudit._rules")
+    if spec is None:
         return pathlib.Path(_SOURCE_PACK)
+    locations = list(spec.submodule_search_locations or ())
+    if len(locations) == 1 and os.path.isdir(locations[0]):
+        return pathlib.Path(locations[0])
+    from importlib import resources
+
+    return resources.files("precisionaudit._rules")
 
 
 def _documents(pack=None):
     """(source, parsed YAML) for every rule file of ``pack`` (default: the bundled one), in
     name order; the source is the file name for the bundled pack, the path for others."""
-    directory = pathlib.Path(pack) if pack else _bundled_pack()
-    if pack and not directory.is_dir():
+    if not pack:
+        # a fresh copy each time: a caller may change its rules (a test sets a param)
+        return copy.deepcopy(_bundled_documents())
+    if not os.path.isdir(pack):
         raise UsageError(f"{pack}: no such rule pack directory")
+    return _read_pack(pathlib.Path(pack), str)
+
+
+@functools.cache
+def _bundled_documents() -> list:
+    """The bundled pack, parsed once per process (a scan asks for the catalog three times:
+    the ids for the settings, the frontends' rules, the rules it runs), and kept beside its
+    bytecode across processes (catalog_cache.py)."""
+    pack = _bundled_pack()
+    names = sorted(f.name for f in pack.iterdir() if _is_rule_file(f))
+
+    def parse():
+        return [(name, _load_yaml(pack / name, name)) for name in names]
+
+    documents = kept_documents(str(pack), names, parse) if isinstance(pack, pathlib.Path) else parse()
+    _BUNDLED_SOURCES.update(source for source, _ in documents)
+    return documents
+
+
+def _read_pack(directory, source_of):
     for f in sorted(directory.iterdir(), key=lambda f: f.name):
-        if f.name.endswith((".yaml", ".yml")):
-            source = str(f) if pack else f.name
-            if not pack:
-                _BUNDLED_SOURCES.add(source)
-            try:
-                yield source, yaml.load(f.read_text(), Loader=_LOADER)
-            except yaml.YAMLError as exc:
-                raise UsageError(f"{source}: invalid YAML: {exc}") from exc
+        if _is_rule_file(f):
+            source = source_of(f)
+            yield source, _load_yaml(f, source)
+
+
+def _is_rule_file(f) -> bool:
+    return f.name.endswith((".yaml", ".yml"))
+
+
+def _load_yaml(file, source: str):
+    import yaml  # not at import: the bundled pack is usually read from its kept copy
+
+    # libyaml's safe loader where PyYAML was built with it (several times faster), else PyYAML's
+    try:
+        return yaml.load(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{source}: invalid YAML: {exc}") from exc
 
 
 def installed_packs() -> list[str]:
     """The rule pack directories installed packages name in the ``precisionaudit.rules`` group."""
+    return list(_installed_packs(tuple(sys.path)))
+
+
+@functools.cache
+def _installed_packs(search_path: tuple) -> tuple:
+    """Installed packs as the entry points on ``search_path`` (``sys.path``) name them: read
+    once per process (reading every installed distribution's metadata takes milliseconds),
+    again when the path changes (a package added to it)."""
+    if not _may_name_packs(search_path):
+        return ()
     from importlib.metadata import entry_points
 
     found = []
@@ -137,11 +193,43 @@ def installed_packs() -> list[str]:
         if not os.path.isdir(directory):
             raise UsageError(f"rule pack {ep.name!r} ({ep.value}): {directory} is not a directory")
         found.append(directory)
-    return found
+    return tuple(found)
 
 
-#: sources of the bundled pack's rules: the test suite holds them to the schema, so a
-#: command that reads only them does not pay for importing jsonschema
+def _may_name_packs(search_path: tuple) -> bool:
+    """Whether an installed distribution may name a rule pack: whether an ``entry_points.txt``
+    that importlib.metadata would read on ``search_path`` mentions the group. Reading their
+    bytes takes a millisecond; importing importlib.metadata (email, zipfile, csv) ten, which
+    a scan without an installed pack is spared. Yes wherever it cannot tell: a zip file or
+    an entry that is not a path on ``search_path``, a finder of distributions other than the
+    path finder."""
+    from importlib.machinery import PathFinder
+
+    if any(hasattr(finder, "find_distributions") and finder is not PathFinder for finder in sys.meta_path):
+        return True
+    group = ENTRY_POINT_GROUP.encode()
+    for entry in search_path:
+        if not isinstance(entry, str):
+            return True
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            if os.path.isfile(entry):  # a zip file: importlib.metadata reads inside it
+                return True
+            continue
+        for name in names:  # the metadata directories importlib.metadata's FastPath looks into
+            if name.lower().endswith((".dist-info", ".egg-info")) or name.lower() == "egg-info":
+                try:
+                    with open(os.path.join(entry, name, "entry_points.txt"), "rb") as fh:
+                        if group in fh.read():
+                            return True
+                except OSError:
+                    continue
+    return False
+
+
+#: sources of the bundled pack's rules: the test suite holds them to the schema and the fact
+#: records, so a command that reads only them imports neither jsonschema nor the records
 _BUNDLED_SOURCES: set = set()
 
 
@@ -183,12 +271,19 @@ def _matches(rule: Rule, node: dict) -> bool:
     ops = rule.match.get("ops")
     if ops and node["op"] not in ops:
         return False
-    return all(fact(node, k) == v for k, v in rule.match.get("where", {}).items())
+    where = rule.match.get("where")
+    if not where:
+        return True
+    from ..analysis.facts import fact
+
+    return all(fact(node, k) == v for k, v in where.items())
 
 
 def _node_values(node) -> dict:
     """What a message may name of a node: its OpNode fields and the passes' facts under their
     old flat names (``{why}``, ``{reduced_extent}``), not the records themselves."""
+    from ..analysis.facts import RECORDS, flat
+
     return {**{k: v for k, v in node.items() if k not in RECORDS}, **flat(node)}
 
 

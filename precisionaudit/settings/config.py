@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import tomllib
 from dataclasses import dataclass, field
 
 from ..core.documents import reading, require_regular_file
@@ -93,6 +92,8 @@ def find_config(start: str | None = None) -> tuple[str, dict, str] | None:
 
 
 def _read(path: str) -> dict:
+    import tomllib  # only where there is a settings file
+
     try:
         with open(path, "rb") as fh, reading(_display(path), "config"):
             return tomllib.load(fh)

@@ -17,6 +17,7 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
+from ..core import python_tree
 from ..core.findings import Finding, code_covers
 from ..core.globs import matches as glob_matches
 
@@ -54,7 +55,7 @@ def _comments(source: str):
 def _statement_spans(source: str) -> dict[int, tuple[int, int]]:
     """line -> (first, last) line of the simple statement it belongs to, when that spans lines."""
     try:
-        tree = ast.parse(source)
+        tree = python_tree.kept(source) or ast.parse(source)  # the frontend's, for a script
     except (SyntaxError, ValueError):
         return {}
     spans = {}

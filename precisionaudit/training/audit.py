@@ -16,12 +16,12 @@ from .registry import CHECKS, MAX_LINES, MENTIONS
 def audit_script(path: str, rules, cache=None) -> list:
     """Findings of the ``scope: training`` rules among ``rules`` for the Python script at
     ``path``, parsed and never run; a file that cannot be read or parsed is a UsageError
-    naming it. ``cache``: a ``cache.Cache`` (None: none)."""
-    from . import checks  # noqa: F401 - registers the bundled checks
+    naming it. ``cache``: a ``cache.Cache`` (None: none). A warm entry is keyed by every
+    selected training rule, so that the checks need not be imported to find it."""
     from .source import read_text
 
-    chosen = [r for r in rules if r.scope == "training" and (r.id, "script") in CHECKS]
-    if not [r for r in rules if r.scope == "training"]:
+    chosen = [r for r in rules if r.scope == "training"]
+    if not chosen:
         return []
     text = read_text(path)
     if cache is None:

@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 
 from .. import __version__
 from ..core.errors import UsageError
@@ -60,6 +59,8 @@ class Cache:
     def put(self, key: str, found):
         """Keep ``found`` (findings, or the UsageError of a file that does not parse) under
         ``key``, atomically; returns ``found``."""
+        import tempfile  # not at import: a warm scan writes nothing
+
         entry = {"error": str(found)} if isinstance(found, UsageError) else {"findings": [f.to_json() for f in found]}
         try:
             text = json.dumps(entry)

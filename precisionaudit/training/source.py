@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 
 from ..core.errors import UsageError
+from ..core.python_tree import keep, kept
 from .index import Index
 from .syntax import DEFS
 
@@ -91,8 +92,11 @@ class Script:
 
 
 def parse(path: str, text: str) -> ast.Module:
+    tree = kept(text)  # parsed already by the frontend that took the file
+    if tree is not None:
+        return tree
     try:
-        return ast.parse(text, filename=path)
+        return keep(text, ast.parse(text, filename=path))
     except SyntaxError:
         pass
     except (RecursionError, MemoryError):
