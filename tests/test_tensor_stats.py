@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from precisionaudit.capture.pytorch.tensor_stats import tensor_stats
-from precisionaudit.core.values import SAMPLE, value_stats
+from precisionaudit.capture.pytorch.tensor_stats import EXTREMES, tensor_extremes, tensor_stats
+from precisionaudit.core.values import SAMPLE, merge, value_stats
 
 F16_MAX, F32_MAX = 65504.0, float(torch.finfo(torch.float32).max)
 SPECIAL = [0.0, -0.0, math.inf, -math.inf, math.nan, F16_MAX, -F16_MAX, F32_MAX, -F32_MAX,
@@ -29,7 +29,11 @@ def _same(got: dict, want: dict):
        dtype=st.sampled_from(["float16", "bfloat16"]))
 def test_equal_to_value_stats_on_any_values(values, dtype):
     x = torch.tensor(values, dtype=torch.float32)
-    _same(tensor_stats(x, dtype), value_stats(x.numpy(), dtype))
+    want = value_stats(x.numpy(), dtype)
+    _same(tensor_stats(x, dtype), want)
+    _same(tensor_extremes(x, dtype), {key: want[key] for key in EXTREMES})
+    low = x.to(getattr(torch, dtype))  # the run under the target's results: its own dtype
+    _same(tensor_extremes(low, dtype), {key: value_stats(low.float().numpy(), dtype)[key] for key in EXTREMES})
 
 
 @pytest.mark.parametrize("storage", [torch.float16, torch.bfloat16, torch.float64])
@@ -67,3 +71,16 @@ def test_a_bound_above_the_percentile_falls_back_to_every_value():
 def test_no_values():
     _same(tensor_stats(torch.zeros(0), "float16"), value_stats(np.zeros(0, np.float32), "float16"))
     _same(tensor_stats(torch.full((5,), math.nan), "float16"), value_stats(np.full(5, np.nan, np.float32), "float16"))
+
+
+def test_extremes_merge_over_batches_as_the_full_statistics_do():
+    """The run under the target keeps the extremes only; merged over batches they are the
+    full statistics' extremes, with the batch of the largest |x| and of the first inf."""
+    batches = [torch.tensor([1.0, -3.0]), torch.tensor([7.0, float("inf")]), torch.tensor([-9.0, 2.0])]
+    full = extremes = None
+    for batch, x in enumerate(batches):
+        full = merge(full, value_stats(x.numpy(), "float16"), batch)
+        extremes = merge(extremes, tensor_extremes(x, "float16"), batch)
+    assert extremes == {key: full[key] for key in (*EXTREMES, "batch", "nonfinite_batch")}
+    assert (extremes["max_abs"], extremes["batch"], extremes["nonfinite_batch"]) == (9.0, 2, 1)
+    assert (extremes["lo"], extremes["hi"], extremes["nonfinite"]) == (-9.0, math.inf, 1 / 6)

@@ -3,22 +3,25 @@
 For each batch the run under the target policy (emulated CUDA autocast on CPU, or the pure
 low-precision model; CUDA's kernel numerics emulated) runs with the capture's ``Recorder``
 watching: it follows the target's control flow as the capture does, so its statistics are
-the values the program that runs computes. Code that branches on the dtype (``-1e4 if
-x.dtype == torch.float16 else -1e30``, T5's fp16 clamp, ``finfo(self.dtype).min`` masks) runs
-another program in fp32. The fp32 reference (the values that would have existed without
-rounding: how far past the dtype's max an overflow goes, which values round to 0) is recorded
-only on the batches whose target run needs it (``needs_reference``): one that raised, made an
-inf/NaN, or came within the headroom of its low dtype's max. Everything that reads the
-reference reads it there only: PA301 where the target run is hot or inf, PA302 where its pole
-turned inf, the value-range pass where the target run's interval is not finite. A healthy
-batch costs one recorded forward instead of two. Under an FP8 target the fp32 forward still
-runs on every batch, unrecorded on healthy ones, for the FP8 counts of each Linear's fp32 input
-(``fp8_ranges``). Both runs of a batch start from the same random state.
+the values the program that runs computes. Of it the pass keeps where each result lies (its
+interval, max |x| and shares of inf/NaN: ``tensor_extremes``), what the rules read of it.
+Code that branches on the dtype (``-1e4 if x.dtype == torch.float16 else -1e30``, T5's fp16
+clamp, ``finfo(self.dtype).min`` masks) runs another program in fp32. The fp32 reference (the
+values that would have existed without rounding: how far past the dtype's max an overflow
+goes, which values round to 0; all of ``tensor_stats``) is recorded only on the batches whose
+target run needs it (``needs_reference``): one that raised, made an inf/NaN, or came within
+the headroom of its low dtype's max. Everything that reads the reference reads it there
+only: PA301 where the target run is hot or inf, PA302 where its pole turned inf, the
+value-range pass where the target run's interval is not finite. A healthy batch costs one
+recorded forward instead of two. Under an FP8 target the fp32 forward still runs on every
+batch, unrecorded on healthy ones, for the FP8 counts of each Linear's fp32 input
+(``fp8_ranges``). Both runs of a batch start from the same random state, and freed memory is
+reused rather than paged in again (``memory.reuse_freed_memory``).
 
 Each user-level call that becomes an IR node is keyed by ``module|op|k`` (its k-th call of
 that op in that module: the key the IR's nodes get in ``analysis/measured.py``) and
-summarised when it finishes (``tensor_stats``), so no activation outlives its call: memory
-is constant in the number of batches. The reference's calls are matched to the target run's
+summarised when it finishes, so no activation outlives its call: memory is constant in the
+number of batches. The reference's calls are matched to the target run's
 (``core.values.matched_calls``): a call only one run makes gets that run's statistics alone.
 Statistics merge across batches.
 """
@@ -37,17 +40,18 @@ from ...runtime.pytorch.cuda_autocast import autocast_policy
 from ..data import pytorch_batches
 from .capture import is_significant
 from .fp8_ranges import LinearCounts
+from .memory import reuse_freed_memory
 from .model_file import call_user, entry_point, import_model_file, split_inputs
 from .offload import checkpoint_stats, load_offloaded, needs_offload
 from .recorder import AtenOp, Recorder, calls_the_model
-from .tensor_stats import tensor_stats
+from .tensor_stats import tensor_extremes, tensor_stats
 from .user_code import describe, user_code
 from .weights import load_model
 
 @dataclass
 class Measurement:
     calls: dict = field(default_factory=dict)  # key → the fp32 reference's merged statistics of that call
-    target_calls: dict = field(default_factory=dict)  # key → merged statistics in the run under the target
+    target_calls: dict = field(default_factory=dict)  # key → merged extremes in the run under the target
     weights: dict = field(default_factory=dict)  # parameter name → statistics
     batches: int = 0
     first_nonfinite: dict = field(default_factory=dict)  # batch → key of the target run's first inf/NaN
@@ -131,7 +135,8 @@ def measure_model(model, module, path: str, target, inputs_name: str, values: Va
     low_model = _low_model(model, target)
     batches = pytorch_batches(values.data, module, path, example, values.batches)
     linears = LinearCounts(model, enabled=bool(getattr(target, "recipe", None)))
-    with user_code(path, "forward"):  # the data function and the forwards are the model's code
+    # the data function and the forwards are the model's code
+    with user_code(path, "forward"), reuse_freed_memory():
         for batch, (args, kwargs) in enumerate(batches):
             start = torch.get_rng_state()
             low = _target_pass(low_model, args, kwargs, target)
@@ -150,7 +155,7 @@ def measure_model(model, module, path: str, target, inputs_name: str, values: Va
 class TargetRun:
     """One batch's run under the target policy."""
 
-    calls: list  # [(key, statistics)] in call order
+    calls: list  # [(key, tensor_extremes)] in call order
     dtypes: set  # the target's dtype and the low dtypes its results were held in
 
 
@@ -232,7 +237,7 @@ def _target_pass(model, args, kwargs, target) -> TargetRun | None:
         args, kwargs = _cast((args, kwargs), target.torch_dtype)
 
     def on_call(key, t):
-        run.calls.append((key, tensor_stats(t, target.dtype)))
+        run.calls.append((key, tensor_extremes(t, target.dtype)))
         if dtype_name(t.dtype) in LOW_PRECISION_NAMES:
             run.dtypes.add(dtype_name(t.dtype))
 

@@ -16,6 +16,7 @@ stays the definition, and the ONNX range pass's.
 """
 from __future__ import annotations
 
+import functools
 import math
 import struct
 import threading
@@ -32,18 +33,46 @@ _BOUND_STRIDE = 64  # the percentile's lower bound is read from every 64th sampl
 _INT32_MAX = 0x7FFFFFFF
 
 
+#: the keys of value_stats that say where the values lie (not what rounding them loses)
+EXTREMES = ("max_abs", "numel", "lo", "hi", "nonfinite", "nan")
+
+
+def _one_thread(fn):
+    """Run ``fn`` on one thread: its ops are short, and waking a second thread for each cost
+    more than it saved (5-10x slower on a loaded 2-core machine)."""
+    @functools.wraps(fn)
+    def wrapper(*args):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args)
+        finally:
+            torch.set_num_threads(threads)
+    return wrapper
+
+
+@_one_thread
 def tensor_stats(t: torch.Tensor, dtype: str) -> dict:
     """``value_stats`` (core/values.py) of ``t``'s values widened to fp32, judged against
     ``dtype`` ("float16", "bfloat16"): max |x|, the 99.9th percentile of |x|, min non-zero |x|,
     the shares below the smallest normal and below half the smallest subnormal, the shares of
-    inf/NaN and the signed interval. On one thread: its ops are short, and waking a second
-    thread for each cost more than it saved (5-10x slower on a loaded 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _tensor_stats(t.detach().reshape(-1), dtype)
-    finally:
-        torch.set_num_threads(threads)
+    inf/NaN and the signed interval."""
+    return _tensor_stats(t.detach().reshape(-1), dtype)
+
+
+@_one_thread
+def tensor_extremes(t: torch.Tensor, dtype: str) -> dict:
+    """The ``EXTREMES`` of ``tensor_stats``: the interval, max |x| and the shares of inf/NaN.
+    Of a tensor without inf/NaN or fills (the usual case) that is one ``aminmax``, in its own
+    dtype (no fp32 copy of an fp16 result)."""
+    x = t.detach().reshape(-1)
+    if x.numel():
+        lo, hi = (float(v) for v in torch.aminmax(x))
+        largest = max(-lo, hi)
+        if largest < min(_FLOAT32_MAX, LARGEST_FINITE[dtype]):
+            return {"max_abs": largest, "numel": x.numel(), "lo": lo, "hi": hi, "nonfinite": 0.0, "nan": 0.0}
+    stats = _tensor_stats(x, dtype)
+    return {key: stats[key] for key in EXTREMES}
 
 
 def _tensor_stats(x: torch.Tensor, dtype: str) -> dict:
@@ -80,12 +109,14 @@ def _stats(x: torch.Tensor, n: int, dtype: str, limit: float) -> dict | None:
     lo, hi, below, flushed, least, above = math.inf, -math.inf, 0, 0, _INT32_MAX, []
     for start in range(0, x.numel(), chunk):
         part = x[start:start + chunk]
-        a, w, m = values[:part.numel()].copy_(part), bits[:part.numel()], mask[:part.numel()]
-        low, high = (float(v) for v in torch.aminmax(a))
+        a, w, m = values[:part.numel()], bits[:part.numel()], mask[:part.numel()]
+        if part.dtype != torch.float32:
+            part = a.copy_(part)  # widened: |x| is then taken in place
+        low, high = (float(v) for v in torch.aminmax(part))
         if not max(-low, high) < limit:
             return None
         lo, hi = min(lo, low), max(hi, high)
-        a.abs_()
+        torch.abs(part, out=a)
         # w: |x|'s bit pattern less 1, 0 wrapped to the largest int32: the order of the non-zero
         # values, with every 0 above them all; "0 < |x| < t" is "w < pattern(t) - 1"
         torch.sub(a.view(torch.int32), 1, out=w).bitwise_and_(_INT32_MAX)
