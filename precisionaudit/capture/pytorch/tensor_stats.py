@@ -1,18 +1,20 @@
-"""``core.values.value_stats`` of a torch tensor, computed with torch: the same numbers at a
-fraction of the cost.
+"""``core.values.value_stats`` of a torch tensor: the same numbers at a fraction of the cost.
 
 The range pass summarises the result of every op on every batch, and every weight once. With
 numpy that cost about as much as the forwards (GPT-2 small: 30 s of a 120 s profiled pass, 7 s
 of it in ``np.partition`` for the high percentile), most of it spent making full-size
-temporaries (``abs``, masks, filtered copies). Here a tensor without inf/NaN or fills (the
-usual case) is read once whole (``aminmax``: its interval and largest |x|), then in chunks of
-about a million values whose temporaries stay small and in cache: per chunk, counts of the
-zeros and of the values below the smallest normal and below half the smallest subnormal, the
-least non-zero value, and the sampled values at or above a lower bound of the percentile
-(found beforehand from a sparser sample), of which the percentile is a small ``topk``. A tensor
-with inf/NaN or fills has them filtered out first, as value_stats does. The result equals
+temporaries (``abs``, masks, filtered copies), whose fresh pages cost more than the ops. Here
+a tensor is read in chunks of about a million values into buffers kept between calls: per
+chunk one ``aminmax`` (the interval and largest |x|; a value that is inf/NaN or a fill sends
+the tensor to the path that filters them out first, as value_stats does), |x|, and, on |x|'s
+bit patterns, the least non-zero value and the counts below the smallest normal and below
+half the smallest subnormal, and the sampled values at or above a lower bound of the
+percentile (read beforehand from a sparser sample), of which the percentile is a small
+``topk``. Comparisons, counts and the selection run in numpy on views of the buffers: torch's
+bool-producing kernels and ``nonzero`` are 5-10x slower on CPU. The result equals
 ``value_stats`` of the same values key for key (tests/test_tensor_stats.py); ``value_stats``
-stays the definition, and the ONNX range pass's.
+stays the definition, and the ONNX range pass's. ``tensor_extremes`` keeps where the values
+lie (one ``aminmax``), all the range pass reads of the run under the target.
 """
 from __future__ import annotations
 
