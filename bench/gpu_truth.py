@@ -8,11 +8,13 @@ tests (tests/test_gpu.py):
                own record (its capture, emulated on CPU), compared per module as multisets of
                (aten op, input dtypes, output dtypes); the target is 0 mismatches
 2. numerics  - ``check --device cuda`` against ``check --device cpu-emulated`` on the check
-               demonstrations (sample_models/check_*.py, tests/demos, the fp16 cumsum limit)
+               demonstrations (sample_models/check_*.py, tests/demos, the fp16 cumsum)
 3. training  - standalone training steps under real CUDA AMP / pure fp16 / pure bf16 (issues
                23 and 24): clip before unscale, no GradScaler, Adam eps in fp16, bf16 AdamW
                stalls; each also run on CPU with CUDA's autocast emulated, side by side
-4. step time - GPT-2-small training steps (CUDA events, medians): fp32, AMP, AMP + plan
+4. step time - GPT-2-small training steps (CUDA events, medians): fp32, AMP, AMP + plan, eager
+               and SDPA; each variant's forward GEMM FLOPs in fp16 and the plan's entries with
+               their ops; the verdict on issue 36's target, plan at most 1.03 x AMP
 5. GEMM time - the shapes the shape rules flag against their padded sizes, and FP8
 
 On the device (repo root; the missing packages travel as wheels in .whl/)::
@@ -324,13 +326,16 @@ def emulated_record(path: str, entry: str, dtype: str):
 def real_record(path: str, entry: str, dtype: str, device: str):
     """The same Recorder around the model's real forward on ``device`` under the real
     ``torch.autocast`` (device "cpu": CUDA's policy emulated on real CPU tensors, the dry run)."""
-    from precisionaudit.capture.pytorch.model_file import entry_points, split_inputs
+    from precisionaudit.runtime.pytorch.model_file import split_inputs
+    from precisionaudit.runtime.pytorch.source import open_source
+    from precisionaudit.runtime.sources import LoadOptions
     from precisionaudit.capture.pytorch.recorder import Recorder
     from precisionaudit.core.target import Target
     from precisionaudit.runtime.pytorch.cuda_autocast import autocast_policy
     from precisionaudit.runtime.pytorch.execution import to_device
 
-    make_model, make_inputs = entry_points(path, entry, "get_example_inputs")
+    source = open_source(path, LoadOptions(entry))
+    make_model, make_inputs = source.make_model, source.make_inputs
     torch.manual_seed(0)
     model = make_model().to(device)  # in the mode get_model() gives it, as the scan captures it
     args, kwargs = to_device(split_inputs(make_inputs(), path, "get_example_inputs"), device)
@@ -533,14 +538,14 @@ def numerics_demos(tmp: str) -> list[tuple[str, str, str, str]]:
                               ("layernorm_eps.py", "float16", "pure")]:
         demos.append((os.path.join(DEMOS, name), dtype, mode, "tests/test_demos.py"))
     demos.append((os.path.join(SAMPLES, "pa103_cumsum_hazard.py"), "float16", "pure",
-                  "known limit: CUDA's fp16 cumsum accumulates in fp16 (README)"))
+                  "CUDA's fp16 cumsum accumulates in fp16 (emulated: low_accumulation.py)"))
     demos.append((os.path.join(DEMOS, "positions_cumsum.py"), "float16", "pure",
-                  "cumsum positions in fp16 (the limit, on a demo)"))
+                  "cumsum positions in fp16 (the same scan, on a demo)"))
     ce = os.path.join(tmp, "cross_entropy_grad.py")
     with open(ce, "w") as f:
         f.write(CROSS_ENTROPY_MODEL)
     demos.append((ce, "float16", "autocast", "check --grad: the emulation raised in log_softmax's backward "
-                  "on CPU (expected scalar type Float but found Half)", ["--grad"]))
+                  "on CPU before issue 36 (expected scalar type Float but found Half)", ["--grad"]))
     return demos
 
 
@@ -977,6 +982,7 @@ def gpt2_step_times(ctx, config: dict, batch: int, tokens: int, variant: str, pl
             if step >= warmup:
                 times.append(ms)
             losses.append(loss.detach())
+        low_share = forward_gemm_low_share(model, ids, dtype, amp, ctx.dev)
     finally:
         torch.set_float32_matmul_precision(saved)
         if handle is not None:
@@ -984,7 +990,7 @@ def gpt2_step_times(ctx, config: dict, batch: int, tokens: int, variant: str, pl
     losses = [v.item() for v in losses]
     result = {"median_ms": statistics.median(times), "min_ms": min(times), "max_ms": max(times),
               "steps_timed": len(times), "loss_first": losses[0], "loss_last": losses[-1],
-              "finite": all(math.isfinite(v) for v in losses)}
+              "finite": all(math.isfinite(v) for v in losses), "gemm_flops_low_precision": low_share}
     if handle is not None:
         result["plan_unmatched"] = [o.module for o in handle.unmatched]
     del model, opt
@@ -993,10 +999,32 @@ def gpt2_step_times(ctx, config: dict, batch: int, tokens: int, variant: str, pl
     return result
 
 
+def forward_gemm_low_share(model, ids, dtype, amp: bool, device: str):
+    """The share of one forward's GEMM FLOPs in fp16/bf16 as they ran (check's
+    ``gemm_flops_low_precision``), with the plan applied if it is."""
+    from precisionaudit.check.pytorch.flops import GemmFlops
+
+    with torch.no_grad(), torch.autocast(device, dtype=dtype, enabled=amp), GemmFlops() as flops:
+        model(input_ids=ids)
+    return flops.low_share()
+
+
+def plan_entries(plan_text: str) -> list[str]:
+    """A written plan's overrides as ``module[ops]`` (``*``: the whole module)."""
+    import yaml
+
+    try:
+        overrides = (yaml.safe_load(plan_text) or {}).get("overrides") or []
+    except yaml.YAMLError:
+        return []
+    return [f"{o.get('module') or '<root>'}[{','.join(o['ops']) if o.get('ops') else '*'}]" for o in overrides]
+
+
 def table_step_time(ctx, section, budget):
     if ctx.dry:
-        config = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=50257, n_positions=128, use_cache=False)
-        batch, tokens, warmup, steps = 2, 32, 1, 3
+        # a small vocabulary: every variant's steps fit the table's budget on a busy CPU
+        config = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=1024, n_positions=128, use_cache=False)
+        batch, tokens, warmup, steps = 2, 32, 1, 2
     else:
         config = dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024, use_cache=False)
         batch, tokens, warmup, steps = 8, 512, 5, 30
@@ -1015,7 +1043,7 @@ def table_step_time(ctx, section, budget):
         code, _, err = cli("plan", path, "--timeout", "120", "-o", plan)
         plan_text = open(plan).read() if code == 0 else f"plan failed ({code}): {err.strip()[-300:]}"
         section.setdefault("plans", {})[attn] = plan_text
-        overrides = [ln for ln in plan_text.splitlines() if ln.startswith("- module:")]
+        overrides = plan_entries(plan_text) if code == 0 else []
         # the most telling first: a section cut at its budget loses the extras
         variants = ["fp32", "amp fp16", "amp fp16 + plan", "fp32+tf32"] if attn == "eager" else \
             ["amp fp16", "fp32", "amp fp16 + plan", "amp bf16"]
@@ -1024,7 +1052,7 @@ def table_step_time(ctx, section, budget):
                 section["notes"].append(f"not reached within the budget: {attn} {variant}")
                 continue
             row = {"attention": attn, "variant": variant,
-                   "plan_overrides": [ln.split(":", 1)[1].strip() for ln in overrides] if "plan" in variant else None}
+                   "plan_overrides": overrides if "plan" in variant else None}
             try:
                 if "plan" in variant and code != 0:
                     raise RuntimeError(plan_text)
@@ -1047,14 +1075,22 @@ def _step_table(ctx, section):
         amp = med.get((r["attention"], "amp fp16"))
         fp32 = med.get((r["attention"], "fp32"))
         m = r.get("median_ms")
+        share = r.get("gemm_flops_low_precision")
         body.append([r["attention"], r["variant"], "" if m is None else round(m, 2),
                      "" if m is None or not fp32 else round(fp32 / m, 2),
                      "" if m is None or not amp else round(m / amp, 3),
-                     r.get("plan_overrides") if r.get("plan_overrides") is not None else "",
+                     "" if share is None else f"{100 * share:.1f}%",
+                     "; ".join(r["plan_overrides"]) if r.get("plan_overrides") is not None else "",
                      r.get("finite", ""), r.get("error", "")])
     lines = md_table(["attention", "variant", "median ms/step", "speed-up over fp32", "time / AMP fp16",
-                      "plan overrides", "losses finite", "error"], body)
-    lines += ["", "targets (issue 28): plan at most 1.03 x AMP; AMP at least 2 x fp32"]
+                      "GEMM FLOPs low (forward)", "plan overrides", "losses finite", "error"], body)
+    lines += ["", "targets (issues 28, 36): plan at most 1.03 x AMP, eager and SDPA; AMP at least 2 x fp32; "
+              "at least 97% of GEMM FLOPs in fp16 with the plan"]
+    for attn in ("eager", "sdpa"):
+        amp, planned = med.get((attn, "amp fp16")), med.get((attn, "amp fp16 + plan"))
+        if amp and planned:
+            verdict = "met" if planned / amp <= 1.03 else "MISSED"
+            lines.append(f"- {attn}: plan / AMP = {planned / amp:.3f} ({verdict})")
     ctx.results.table("4. step time", lines)
     ctx.results.save()
 

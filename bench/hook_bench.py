@@ -100,6 +100,7 @@ PER_MODEL = textwrap.dedent('''\
     from precisionaudit.core.values import NO_VALUES
     from precisionaudit.rules.engine import load_rules
     from precisionaudit.frontend import frontend_for
+    from precisionaudit.runtime.sources import DEFAULT_LOAD
     isolation.command_started()  # as the command line does: this process has not imported torch
     rules, target = load_rules(), Target()
     frontend_for(sys.argv[1]).preload_all()
@@ -108,7 +109,7 @@ PER_MODEL = textwrap.dedent('''\
         start = time.perf_counter()
         frontend.scan(path, target, rules)  # in a forked child, as the commands run it
         middle = time.perf_counter()
-        frontend.scan_here(path, target, rules, "get_model", "get_example_inputs", None, NO_VALUES)  # in-process
+        frontend.scan_here(path, target, rules, DEFAULT_LOAD, None, NO_VALUES)  # in-process
         print(middle - start, time.perf_counter() - middle)
     ''')
 

@@ -1,4 +1,5 @@
-"""Issue 25's extended incident set: documented fp16/bf16 failures of real model code.
+"""Issue 25's extended incident set: documented fp16/bf16 failures of real model code (and
+issue 36's two held-out pure-fp16 cases, SD 2.1's attention and Qwen's stop-word scores).
 
     python bench/incident_bench.py [NAME ...]      # every incident, or the ones named
 
@@ -62,6 +63,9 @@ INCIDENT_SET = [
     Incident("normalize_eps", "float16", "pure", "block.norm", ("normalize", "clamp_min", "div"), True),
     Incident("moe_scaling", "float16", "pure", "layer.mlp", ("mul", "add"), True),
     Incident("box_iou_area", "float16", "pure", "head", ("mul", "add", "sub", "div"), True),
+    # issue 36's two held-out pure-fp16 cases, rebuilt from the upstream code
+    Incident("sd21_attention", "float16", "pure", "attn1", ("baddbmm",), True),
+    Incident("qwen_stop_words", "float16", "pure", "", ("div",), True),
 ]
 
 
@@ -123,8 +127,7 @@ def search(incident, plan) -> dict:
     from precisionaudit.prune.pytorch import pruned_plan
 
     started = time.perf_counter()
-    pruned = pruned_plan(plan, incident.path(), Target(incident.dtype, incident.mode, "cuda"), 0,
-                         "get_model", "get_example_inputs")
+    pruned = pruned_plan(plan, incident.path(), Target(incident.dtype, incident.mode, "cuda"), 0)
     return {"written": entries(pruned.plan), "runs": pruned.runs, "wall_s": time.perf_counter() - started,
             "passed": pruned.passed, "added": "; ".join(pruned.added) or "-", "stuck": pruned.stuck}
 

@@ -7,7 +7,10 @@
   more broadly, every ``.endswith(`` of a file suffix (a literal such as ``".py"`` or
   ``(".py", ".onnx")``, or the frontends' ``SUFFIXES``): each one a place that decides
   something by the kind of file;
-- the lines of the longest command function in ``cli.py``.
+- the lines of the longest command function in ``cli.py``;
+- the training stage's own measures (issue 37, ``training_counts``): value types, condition
+  wordings, visitors that index calls, per-script caches, GradScaler name tables, and the
+  longest class.
 
 The walk reads the source with ``ast`` (nothing is imported, so imports inside functions
 count too). ``LAYERS`` is the one statement of the stage order: tests/test_layout.py imports
@@ -33,10 +36,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("precisionaudit", "core"),
     ("ir", "plan.file"),
     ("runtime",),          # runs models: device moves, CUDA-policy and kernel emulation, sessions
-    ("capture",),          # model file -> IR (and measured values)
+    ("capture", "watch"),  # model file -> IR (and measured values); the monitor inside the training job
     ("analysis",),         # passes that annotate the IR
     ("rules",),            # IR -> findings
-    ("training",),         # training scripts and configs, read statically -> findings
+    ("training", "watch.findings"),  # training scripts and configs, read statically -> findings; a watch log -> findings
     ("settings",),         # config, suppressions, baselines: data and policy over findings
     ("report", "plan"),    # findings -> text/json/sarif; findings -> override plan
     ("apply",),            # plan -> a model in low precision
@@ -46,6 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("scanner",),          # the scan manager: files -> settings -> frontend scan -> policy
     ("cli",),
     ("reference_docs", "__main__"),  # generated docs of the commands; ``python -m``
+    ("integrations",),     # training frameworks' callbacks around the watch; nothing imports them
 )
 RANK = {stage: rank for rank, layer in enumerate(LAYERS) for stage in layer}
 
@@ -155,6 +159,68 @@ def longest_command() -> tuple[str, int]:
     return max(commands, key=lambda c: c[1])
 
 
+TRAINING = PACKAGE / "training"
+
+
+def _training_trees():
+    return [(p, ast.parse(p.read_text())) for p in sorted(TRAINING.rglob("*.py"))]
+
+
+def training_counts() -> dict:
+    """The training stage's layout, counted from its source (issue 37's targets are 1, 1, 1,
+    1, 1 and under 250):
+
+    - value types: classes of a value under a path condition (a ``value``/``dtype`` field
+      beside a ``guard``/``condition``/``conditions`` field);
+    - condition wordings: functions that put a path condition into words (they hold the
+      literal ``"when "``);
+    - visitors that index calls: classes that collect a file's calls as they walk it (a
+      ``visit_Call`` method, or ``self.calls.append``);
+    - per-script caches: the ways an analysis is kept per script (``Script.once``, a
+      ``WeakKeyDictionary``, a module-level dict that keys by ``id()``);
+    - GradScaler name tables: literal collections every entry of which names a GradScaler;
+    - the longest class: its name and lines.
+    """
+    value_types, wordings, indexers, tables, classes = [], [], [], [], []
+    caches = set()
+    for path, tree in _training_trees():
+        name = str(path.relative_to(PACKAGE.parent))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                fields = {t.target.id for t in node.body
+                          if isinstance(t, ast.AnnAssign) and isinstance(t.target, ast.Name)}
+                if fields & {"value", "dtype"} and fields & {"guard", "condition", "conditions"}:
+                    value_types.append(f"{name}:{node.name}")
+                source = ast.unparse(node)
+                if any(isinstance(f, ast.FunctionDef) and f.name == "visit_Call" for f in node.body) \
+                        or "self.calls.append" in source:
+                    indexers.append(f"{name}:{node.name}")
+                classes.append((node.end_lineno - node.lineno + 1, f"{name}:{node.name}"))
+            elif isinstance(node, ast.FunctionDef):
+                if any(isinstance(c, ast.Constant) and c.value == "when " for c in ast.walk(node)):
+                    wordings.append(f"{name}:{node.name}")
+                if node.name == "once":
+                    caches.add("Script.once")
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
+                    == "WeakKeyDictionary":
+                caches.add("WeakKeyDictionary")
+        module_dicts = [n for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                         and isinstance(n.value, ast.Dict) and not n.value.keys]
+        keyed_by_id = any(isinstance(n, ast.Tuple) and any(isinstance(e, ast.Call) and getattr(e.func, "id", "") == "id"
+                                                             for e in n.elts) for n in ast.walk(tree))
+        if module_dicts and keyed_by_id:
+            caches.add("module-level memo keyed by id()")
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Dict, ast.Set, ast.Call)):
+                literal = node.value.args[0] if isinstance(node.value, ast.Call) and node.value.args else node.value
+                items = literal.keys if isinstance(literal, ast.Dict) else getattr(literal, "elts", [])
+                names = [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+                if names and len(names) == len(items) and all(n.endswith("GradScaler") for n in names):
+                    tables.append(f"{name}:{node.targets[0].id}")
+    return {"value types": value_types, "condition wordings": wordings, "visitors that index calls": indexers,
+            "per-script caches": sorted(caches), "GradScaler name tables": tables, "longest class": max(classes)}
+
+
 def main() -> None:
     graph = import_graph()
     upward, loops, sites = upward_imports(graph), cycles(graph), dispatch_sites()
@@ -170,6 +236,11 @@ def main() -> None:
     print(f"file-suffix tests (endswith of .py/.onnx/.json/.yaml or SUFFIXES): {len(suffixes)}")
     print("".join(f"  {s}\n" for s in suffixes), end="")
     print(f"longest cli.py command: {name} ({lines} lines)")
+    for measure, found in training_counts().items():
+        if measure == "longest class":
+            print(f"training: longest class: {found[1]} ({found[0]} lines)")
+        else:
+            print(f"training: {measure}: {len(found)} ({', '.join(found)})")
     if unknown_stages(graph):
         print(f"modules of no stage in LAYERS: {', '.join(unknown_stages(graph))}")
     if "-v" in sys.argv[1:]:

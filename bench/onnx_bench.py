@@ -57,7 +57,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))  # onnx_models.export: the tests
 #: (tests/onnx_models.ENCODERS: BERT and RoBERTa with their pooler, DistilBERT)
 SAMPLES = ["check_clean.py", "check_exp_overflow.py", "check_mask_fill.py", "pa107_mask_hazard.py",
            "pa106_logits_hazard.py", os.path.join(HERE, "models", "onnx_softplus_gate.py"),
-           "bert", "roberta", "distilbert"]
+           "bert", "roberta", "distilbert", os.path.join(HERE, "models", "resnet50.py")]
 
 
 class Counter:
@@ -126,7 +126,7 @@ def shares(model, block_list, flops):
 
 
 def ours(path, tol):
-    from precisionaudit.capture.onnx.model import load_onnx
+    from precisionaudit.runtime.onnx.load import load_onnx
     from precisionaudit.check.onnx.runner import run_onnx_check
     from precisionaudit.core.target import Target
     from precisionaudit.plan.onnx import make_onnx_plan
@@ -149,7 +149,7 @@ def ours(path, tol):
 
 def ours_pruned(path, tol, feeds, flops):
     from precisionaudit.apply.onnx import convert
-    from precisionaudit.capture.onnx.model import load_onnx
+    from precisionaudit.runtime.onnx.load import load_onnx
     from precisionaudit.core.target import Target
     from precisionaudit.prune.onnx import pruned_plan
     from precisionaudit.rules.engine import load_rules
@@ -163,7 +163,7 @@ def ours_pruned(path, tol, feeds, flops):
     wall = time.perf_counter() - started
     nodes, gemm = shares(model, set(convert(model, plan).kept), flops)
     status, rel = final_error(convert(model, plan, keep_io_types=True).model, model, feeds, tol)
-    return {"runs": 2 + len(pruned.attempts), "wall": wall, "nodes": nodes, "gemm": gemm,
+    return {"runs": pruned.runs, "wall": wall, "nodes": nodes, "gemm": gemm,
             "status": status, "error": rel}
 
 
@@ -281,7 +281,7 @@ def main() -> int:
 
     from precisionaudit.runtime.onnx.float16 import _no_op_casts_to_identity
     from precisionaudit.runtime.onnx.graph import name_nodes
-    from precisionaudit.capture.onnx.model import load_onnx
+    from precisionaudit.runtime.onnx.load import load_onnx
     from precisionaudit.runtime.onnx.inputs import make_inputs, resolve_shapes
     from precisionaudit.check.onnx.runner import _gemm_flops, _typed
     from precisionaudit.check.tolerance import tolerance_for

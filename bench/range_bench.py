@@ -56,22 +56,22 @@ def child(kind: str, weights: str) -> dict:
     import torch
 
     from precisionaudit.capture.pytorch.calibration import measure_model
-    from precisionaudit.capture.pytorch.model_file import import_model_file
-    from precisionaudit.capture.pytorch.weights import load_model
     from precisionaudit.core.numerics import Target
     from precisionaudit.core.values import ValueOptions
+    from precisionaudit.runtime.pytorch.source import open_source
 
     if kind == "small":
         return small_child()
     torch.manual_seed(0)
-    module = import_model_file(MODEL)
+    source = open_source(MODEL)
+    module = source.module
     if kind == "write":
         model = module.GPT()  # real tensors: random init
         from safetensors.torch import save_model
         save_model(model, weights)
         return {"params": sum(p.numel() for p in model.parameters())}
     started = time.perf_counter()
-    model = load_model(module, MODEL, "get_model", weights)
+    model = source.build_loaded(weights)
     out = {"load_s": time.perf_counter() - started,
            "model_bytes": sum(p.numel() * p.element_size() for p in model.parameters())}
     with _timed(out):
@@ -81,8 +81,7 @@ def child(kind: str, weights: str) -> dict:
                     model(ids)
         else:
             values = ValueOptions(weights=weights, data="calibration_batches")
-            measured = measure_model(model, module, MODEL, Target("float16", "autocast", "cuda"),
-                                     "get_example_inputs", values)
+            measured = measure_model(model, source, Target("float16", "autocast", "cuda"), values)
     if kind == "range":
         out |= _counts(measured)
     return out
@@ -137,7 +136,7 @@ def write_shards(directory: str) -> int:
     import torch
     from safetensors.torch import save_file
 
-    from precisionaudit.capture.pytorch.model_file import import_model_file
+    from precisionaudit.runtime.pytorch.model_file import import_model_file
 
     model = import_model_file(OFFLOAD_MODEL).get_model()  # on meta: names and shapes only
     groups: dict[str, list] = {}
@@ -194,11 +193,12 @@ def small_child() -> dict:
     import torch
 
     from precisionaudit.capture.pytorch.calibration import measure_model
-    from precisionaudit.capture.pytorch.model_file import import_model_file
     from precisionaudit.core.numerics import Target
     from precisionaudit.core.values import ValueOptions
+    from precisionaudit.runtime.pytorch.source import open_source
 
-    module = import_model_file(SMALL_MODEL)
+    source = open_source(SMALL_MODEL)
+    module = source.module
     torch.manual_seed(0)
     model = module.get_model().eval()
     (ids, *rest) = module.get_example_inputs()
@@ -214,8 +214,8 @@ def small_child() -> dict:
                 model(*batch)
 
     def ranged():
-        return measure_model(model, module, SMALL_MODEL, Target("float16", "autocast", "cuda"),
-                             "get_example_inputs", ValueOptions(data="calibration_batches"))
+        return measure_model(model, source, Target("float16", "autocast", "cuda"),
+                             ValueOptions(data="calibration_batches"))
 
     plain(), ranged()
     out = {}

@@ -63,7 +63,7 @@ def main():
         static, static_s = static_plan(path, dtype, mode)
         for start, plan in (("static plan", static), ("empty", OverridePlan(target=static.target))):
             started = time.perf_counter()
-            pruned = pruned_plan(plan, path, target, 0, "get_model", "get_example_inputs")
+            pruned = pruned_plan(plan, path, target, 0)
             wall = time.perf_counter() - started
             print(f"| {os.path.basename(rel)} | {dtype} {mode} | {start} | "
                   f"{static_s:.1f} | {pruned.runs} | {wall:.1f} | {entries(pruned.plan)} | "

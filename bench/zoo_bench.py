@@ -4,6 +4,7 @@
     python bench/zoo_bench.py --models gpt2 bert --targets float16:pure
     python bench/zoo_bench.py --verdicts bench/zoo/verdicts.md   # + false-positive share
     python bench/zoo_bench.py --data example      # + measured ranges from each model's example inputs
+    python bench/zoo_bench.py --zoo new --fork --verdicts bench/zoo/new_verdicts.md   # the held-out zoo
 
 A distinct site is (rule, source line): the library line the finding points at. With
 ``--verdicts`` each distinct warning+ site is looked up in the hand-judged table of that
@@ -16,8 +17,9 @@ it again); one that matches no row is judged nowhere. The false-positive share o
 sites is printed per target, with every site not judged true. Exit status 1 when a scan
 failed or (with ``--verdicts``) a site is judged false, changed or judged nowhere.
 
-Scans each model of ``bench/zoo/hf_zoo.py`` (built from transformers configs) in one process
-per target set and prints a Markdown table: model, target, frontend, ops, findings at warning
+Scans each model of ``bench/zoo/hf_zoo.py`` (built from transformers configs; with ``--zoo
+new``, of ``bench/zoo/new_zoo.py``: the held-out architectures the rules were not tuned on) in
+one process per target set and prints a Markdown table: model, target, frontend, ops, findings at warning
 or above by rule (distinct sites in parentheses when they differ), wall and peak RSS. Run it
 on two checkouts to compare (``PYTHONPATH=OTHER python bench/zoo_bench.py``).
 
@@ -45,12 +47,21 @@ from typing import NamedTuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 ZOO = os.path.join(HERE, "zoo", "hf_zoo.py")
 VERDICTS = os.path.join(HERE, "zoo", "verdicts.md")
+#: the zoos: the familiar one (hf_zoo.py) and the held-out one (new_zoo.py), judged in new_verdicts.md
+ZOOS = {"familiar": ZOO, "new": os.path.join(HERE, "zoo", "new_zoo.py")}
+NEW_VERDICTS = os.path.join(HERE, "zoo", "new_verdicts.md")
 sys.path.append(os.path.dirname(HERE))  # this checkout's package, unless PYTHONPATH names another
 TARGETS = ("float16:autocast", "bfloat16:autocast", "float16:pure")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--zoo", choices=sorted(ZOOS), default="familiar",
+                        help="familiar: bench/zoo/hf_zoo.py; new: bench/zoo/new_zoo.py (held out)")
+    parser.add_argument("--fork", action="store_true",
+                        help="scan each model in a forked child, as the command line does, so that no "
+                             "library cache carries one scan's tensors into the next (RT-DETR's "
+                             "lru_cache'd anchors break its pure-fp16 scan after its autocast one)")
     parser.add_argument("--models", nargs="*")
     parser.add_argument("--targets", nargs="*", default=list(TARGETS))
     parser.add_argument("--verdicts", help="hand-judged sites (Markdown table) for the FP share")
@@ -60,10 +71,15 @@ def main(argv=None):
                         help="calibration data for the range pass, as scan's --data ('example': "
                              "each model's example inputs)")
     args = parser.parse_args(argv)
+    if args.fork:
+        from precisionaudit.core.isolation import command_started
+
+        command_started()  # forks only if torch is not imported yet, as the CLI's check
     from precisionaudit.rules.engine import load_rules
 
     rules = load_rules()
-    models = args.models or list(zoo().ZOO)
+    zoo_file = ZOOS[args.zoo]
+    models = args.models or list(zoo(zoo_file).ZOO)
     print("| model | target | frontend | ops | warning+ by rule: findings (distinct sites) | total | wall s | peak RSS MiB |")
     print("|---|---|---|---:|---|---:|---:|---:|")
     totals = collections.Counter()
@@ -75,7 +91,7 @@ def main(argv=None):
         dtype, mode = target_text.split(":")
         for name in models:
             start = time.perf_counter()
-            result, findings = scan_model(name, target_text, rules, data=args.data)
+            result, findings = scan_model(name, target_text, rules, data=args.data, zoo_file=zoo_file)
             wall = time.perf_counter() - start
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             loud = loud_findings(findings)
@@ -111,24 +127,23 @@ def main(argv=None):
     return 1 if errors or not_true else 0
 
 
-def zoo():
-    """The ``hf_zoo`` module (bench/zoo/hf_zoo.py): ``ZOO`` maps a model name to its builders."""
-    if os.path.dirname(ZOO) not in sys.path:
-        sys.path.insert(0, os.path.dirname(ZOO))
-    import hf_zoo
-
-    return hf_zoo
+def zoo(zoo_file: str = ZOO):
+    """The zoo module of ``zoo_file`` (bench/zoo/hf_zoo.py): ``ZOO`` maps a model name to its builders."""
+    if os.path.dirname(zoo_file) not in sys.path:
+        sys.path.insert(0, os.path.dirname(zoo_file))
+    return importlib.import_module(os.path.splitext(os.path.basename(zoo_file))[0])
 
 
-def scan_model(name: str, target_text: str, rules, data: str | None = None):
-    """(scan result, findings) of zoo model ``name`` under ``target_text`` ("float16:pure");
-    with ``data`` ("example", as scan's ``--data``) the range pass measures the model too."""
+def scan_model(name: str, target_text: str, rules, data: str | None = None, zoo_file: str = ZOO):
+    """(scan result, findings) of model ``name`` of ``zoo_file`` under ``target_text``
+    ("float16:pure"); with ``data`` ("example", as scan's ``--data``) the range pass measures
+    the model too."""
     from precisionaudit.core.numerics import Target
     from precisionaudit.core.values import ValueOptions
     from precisionaudit.scanner import scan
 
     dtype, mode = target_text.split(":")
-    results, findings = scan([ZOO], Target(dtype, mode, "cuda"), rules,
+    results, findings = scan([zoo_file], Target(dtype, mode, "cuda"), rules,
                              entry=f"get_{name}", inputs=f"inputs_{name}", values=ValueOptions(data=data))
     return results[0], findings
 

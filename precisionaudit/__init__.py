@@ -2,7 +2,7 @@
 __version__ = "0.1.0"
 
 _LAZY = {"apply_plan": "apply.pytorch", "to_low_precision": "apply.pytorch", "load_plan": "plan.file",
-         "PlanError": "plan.file", "apply_keras_plan": "apply.keras"}
+         "PlanError": "plan.file", "apply_keras_plan": "apply.keras", "watch": "watch"}
 
 
 def __getattr__(name):

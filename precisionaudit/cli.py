@@ -9,9 +9,9 @@ import click
 
 from .core.documents import require_regular_file
 from .core.errors import UsageError
-from .core.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, OneLineErrors, guarded
+from .core.exits import EXIT_FINDINGS, EXIT_OK, OneLineErrors, guarded
 from .core.outputs import checked_output
-from .core.target import (  # not .policy: keep torch out until a model is scanned
+from .core.target import (  # torch-free: torch is imported only when a model is scanned
     DEVICES,
     DTYPES,
     FP8_RECIPES,
@@ -20,6 +20,7 @@ from .core.target import (  # not .policy: keep torch out until a model is scann
     Target,
 )
 from .core.values import DEFAULT_HEADROOM, ValueOptions
+from .runtime.sources import BESIDE, LoadOptions, source_kind
 
 
 class FiniteRange(click.FloatRange):
@@ -55,11 +56,29 @@ def target_options(fn):
                      help="autocast (mixed precision) or pure (model.half() / .to(bfloat16))."),
         click.option("--device", type=click.Choice(DEVICES), default="cuda", show_default=True,
                      help="Whose autocast policy applies (CUDA's is emulated without a GPU)."),
+        TIMEOUT_OPTION,
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def load_options(fn):
+    """--entry / --inputs / --input-shape / --pythonpath: how scan, explain, plan and check load
+    the model (a model file, a Hugging Face directory, a module:callable, an ONNX file)."""
+    for option in reversed([
         click.option("--entry", default="get_model", show_default=True,
                      help="Function of the model file that returns the nn.Module."),
         click.option("--inputs", "inputs_name", default="get_example_inputs", show_default=True,
-                     help="Function of the model file that returns the example inputs."),
-        TIMEOUT_OPTION,
+                     help="Function of the model file that returns the example inputs, or a "
+                     "module:callable that does (any model)."),
+        click.option("--input-shape", "input_shapes", multiple=True, metavar="[NAME=]DIMS",
+                     help="Generated example inputs: ONNX models, Hugging Face directories "
+                     "(input_ids=2x128; pixel_values=1x3x224x224) and module:callable specs "
+                     "(1x3x224x224, float32 normal values)."),
+        click.option("--pythonpath", multiple=True, metavar="DIR",
+                     type=click.Path(exists=True, file_okay=False),
+                     help="Search DIR for the model's imports too (repeatable); the settings' "
+                     "pythonpath adds more."),
     ]):
         fn = option(fn)
     return fn
@@ -68,8 +87,10 @@ def target_options(fn):
 def value_options(fn):
     """--weights / --data / --batches / --headroom, shared by scan, explain, plan and check."""
     for option in reversed([
-        click.option("--weights", metavar="PATH", help="Real weights: a .safetensors file, a "
-                     "directory of safetensors shards, or a state_dict (torch.load weights_only)."),
+        click.option("--weights", metavar="[PATH]", is_flag=False, flag_value=BESIDE,
+                     help="Real weights: a .safetensors file, a directory of safetensors shards, or a "
+                     "state_dict (torch.load weights_only); without PATH, a Hugging Face directory's "
+                     "own shards."),
         click.option("--data", metavar="SOURCE", help="Calibration data: 'example', a function of "
                      "the model file yielding batches, or a .pt/.safetensors/.npz file of batches; "
                      "turns on the measured value-range rules (PA3xx)."),
@@ -87,6 +108,10 @@ def _values(weights, data, batches, headroom) -> ValueOptions:
     if batches is not None and data is None:
         raise UsageError("--batches needs --data")
     return ValueOptions(weights, data, batches, headroom)
+
+
+def _load(entry, inputs_name, input_shapes, pythonpath) -> LoadOptions:
+    return LoadOptions(entry, inputs_name, tuple(input_shapes)).searching(pythonpath)
 
 
 def _split(values) -> list[str]:
@@ -142,16 +167,19 @@ Examples:
 @click.option("--diff", is_flag=True, help="Print the --fix rewrites as a unified diff and write nothing "
               "(exit 1 when there is one).")
 @target_options
+@load_options
 @value_options
 @guarded
 def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_settings, select,
          extend_select, ignore, config_file, isolated, baseline, write_baseline, skip_non_models, fix, diff,
-         dtype, recipe, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
-    """Scan model files, training scripts and configs (or directories of them) for precision hazards.
+         dtype, recipe, mode, device, timeout, entry, inputs_name, input_shapes, pythonpath, weights, data,
+         batches, headroom):
+    """Scan models, training scripts and configs (or directories of them) for precision hazards.
 
-    A Python file without the entry point is a training script, read and never run. A named
-    file no selected rule applies to is an error unless --skip-non-models. Each file is judged
-    under the nearest settings file above it (as ruff does); flags win over it."""
+    A model is a model file, an ONNX or Keras file, a Hugging Face directory (config.json) or a
+    module:callable. A Python file without the entry point is a training script, read and never
+    run. A named file no selected rule applies to is an error unless --skip-non-models. Each file
+    is judged under the nearest settings file above it (as ruff does); flags win over it."""
     from .report.scan_output import ScanPrinter, check_format
     from .report.settings_report import render_settings
     from .rules.engine import rule_ids
@@ -163,7 +191,8 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
     flags = _flags(dtype=dtype, mode=mode, device=device, fail_on=fail_on, recipe=recipe)
     resolver = SettingsResolver(rule_ids(), config_file, isolated, flags, _split(select), _split(extend_select),
                                 _split(ignore), baseline)
-    manager = ScanManager(resolver, entry, inputs_name, timeout, values, baseline, recording=bool(write_baseline))
+    manager = ScanManager(resolver, _load(entry, inputs_name, input_shapes, pythonpath), timeout, values, baseline,
+                          recording=bool(write_baseline))
     manager.discover(paths, skip_non_models)
     if show_settings:
         click.echo(render_settings(resolver.groups(manager.files)), nl=False)
@@ -225,15 +254,22 @@ Examples:
   precisionaudit explain model.onnx                 the dtypes an ONNX file holds""")
 @click.argument("path")
 @target_options
+@load_options
 @value_options
 @guarded
-def explain(path, dtype, recipe, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
+def explain(path, dtype, recipe, mode, device, timeout, entry, inputs_name, input_shapes, pythonpath, weights,
+            data, batches, headroom):
     """Show what every op computes in under the policy, and why."""
     from .frontend import frontend_for
+    from .rules.engine import rule_ids
+    from .scanner import model_options
+    from .settings.resolve import SettingsResolver
 
-    values = _values(weights, data, batches, headroom)
-    click.echo(frontend_for(path).explain(path, named_target(dtype, mode, device, recipe), entry, inputs_name,
-                                          timeout, values), nl=False)
+    load, values = model_options(path, SettingsResolver(rule_ids()).for_path(path),
+                                 _load(entry, inputs_name, input_shapes, pythonpath),
+                                 _values(weights, data, batches, headroom))
+    target = named_target(dtype, mode, device, recipe)
+    click.echo(frontend_for(path, entry).explain(path, target, load, timeout, values), nl=False)
 
 
 @main.command(epilog="""\b
@@ -279,24 +315,24 @@ Examples:
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
 @click.option("--prune", is_flag=True, help="Keep only the plan entries the check's runs need (PyTorch: "
               "on the example inputs, one forward per entry, and a plan that fails grows from each run's "
-              "first divergence; ONNX: a float16 run on generated inputs, 2-5 onnxruntime runs); the "
-              "plan written is verified.")
-@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
-              help="With --prune: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
+              "first divergence; ONNX: float16 runs on generated inputs, 2-5 onnxruntime runs, more when "
+              "a failing plan grows from its first divergence); the plan written is verified.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="With --prune: the seed of the runs.")
 @click.option("--train", is_flag=True, help="The training entries (keep_fp32_modules, master_weights, "
               "loss_scale) that fix what check --train finds, from --steps optimizer steps.")
 @click.option("--steps", type=int, default=20, show_default=True, help="--train: optimizer steps per variant.")
 @click.option("--lr", type=float, default=1e-4, show_default=True, help="--train: learning rate of the default AdamW.")
 @target_options
+@load_options
 @value_options
 @guarded
-def plan(path, output, min_severity, config_file, isolated, prune, input_shapes, seed, train, steps, lr, dtype,
-         recipe, mode, device, entry, inputs_name, timeout, weights, data, batches, headroom):
+def plan(path, output, min_severity, config_file, isolated, prune, seed, train, steps, lr, dtype, recipe, mode,
+         device, timeout, entry, inputs_name, input_shapes, pythonpath, weights, data, batches, headroom):
     """Write the override plan that fixes a model's precision findings.
 
-    For a PyTorch model file: autocast / pure-mode regions by module. For an ONNX model:
-    the nodes its float16 conversion keeps in float32 (`precisionaudit convert`).
+    For a PyTorch model (a model file, a Hugging Face directory, a module:callable): autocast /
+    pure-mode regions by module. For an ONNX model: the nodes its float16 conversion keeps in
+    float32 (`precisionaudit convert`).
     """
     from .frontend import PlanRequest, frontend_for
     from .rules.engine import load_rules, rule_ids
@@ -304,7 +340,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
     from .settings.resolve import SettingsResolver
 
     values = _values(weights, data, batches, headroom)
-    frontend = frontend_for(path)
+    frontend = frontend_for(path, entry)
     frontend.validate_plan(prune, input_shapes, values)
     resolver = SettingsResolver(rule_ids(), config_file, isolated,
                                 _flags(dtype=dtype, mode=mode, device=device, recipe=recipe))
@@ -313,21 +349,29 @@ def plan(path, output, min_severity, config_file, isolated, prune, input_shapes,
         raise UsageError("plan --dtype float8 writes the modules to keep out of FP8; it takes neither "
                          "--train nor --prune")
     output_path = checked_output(output, [path, settings.config.path], "plan") if output != "-" else None
+    log = getattr(frontend, "whole_directory", False)  # a watch log: its findings, read whole
+    if train and log:
+        raise UsageError(f"{path}: a watch log's plan has its training entries already (plan takes no --train)")
+    manager = ScanManager(resolver, _load(entry, inputs_name, input_shapes, pythonpath), timeout, values)
+    load, values = manager.model_options(path, settings)
     if train:
-        return _write_plan(*_training_plan(frontend, path, settings.target, steps, lr, seed, entry, inputs_name,
-                                           timeout, prune or values.weights or values.measure), output, output_path)
-    manager = ScanManager(resolver, entry, inputs_name, timeout, values)
-    result, findings = manager.scan_named(path, settings, load_rules(packs=settings.config.rule_packs))
+        return _write_plan(*_training_plan(frontend, path, settings.target, steps, lr, seed, load, timeout,
+                                           prune or values.weights or values.measure), output, output_path)
+    rules = load_rules(packs=settings.config.rule_packs)
+    if log:
+        result, findings = frontend.scan(path, settings.target, rules)
+    else:
+        result, findings = manager.scan_named(path, settings, rules)
     if result.status == "error":
         raise UsageError(result.error)
     made = frontend.plan(PlanRequest(path, frontend.judged_target(settings.target), result, findings, min_severity,
-                                     prune, input_shapes, seed, entry, inputs_name, timeout, values, output))
+                                     prune, seed, load, timeout, values, output))
     for warning in made.warnings:
         click.echo(f"precisionaudit: warning: {warning}", err=True)
     _write_plan(made.plan, made.header, output, output_path)
 
 
-def _training_plan(frontend, path, target, steps, lr, seed, entry, inputs_name, timeout, forward_options):
+def _training_plan(frontend, path, target, steps, lr, seed, load, timeout, forward_options):
     """(plan, header) of ``plan --train``: the entries that fix check --train's findings."""
     from .check.tolerance import tolerance_for
 
@@ -337,9 +381,8 @@ def _training_plan(frontend, path, target, steps, lr, seed, entry, inputs_name, 
     from .frontend import CheckRequest
     from .plan.training import training_plan
 
-    report = frontend.check(CheckRequest(path, None, target.dtype, target.mode, "auto",
-                                         tolerance_for(target.dtype, None, None, None), seed, entry=entry,
-                                         inputs=inputs_name, timeout=timeout, train=True, steps=steps, lr=lr))
+    report = frontend.check(CheckRequest(path, None, target, "auto", tolerance_for(target.dtype, None, None, None),
+                                         seed, load=load, timeout=timeout, train=True, steps=steps, lr=lr))
     findings = [Finding(**f) for f in report["findings"]]
     header = [f"precisionaudit plan --train {path}: fixes {len(findings)} finding(s) of check --train "
               f"({steps} steps, lr {lr:g}); prove it with check --train --plan"]
@@ -385,6 +428,11 @@ Examples:
 @click.option("--atol", type=float, help="Absolute tolerance (default per dtype).")
 @click.option("--rtol", type=float, help="Tolerance relative to max |reference| (default per dtype).")
 @click.option("--cosine", type=float, help="Minimum cosine similarity (default per dtype).")
+@click.option("--snr", type=float, metavar="DB", help="Minimum signal-to-noise ratio of each output (and "
+              "intermediate result) against the reference, in dB (default: float8 20, none for "
+              "float16/bfloat16).")
+@click.option("--gemm-snr", type=float, metavar="DB", help="With --dtype float8: minimum SNR of each FP8 "
+              "GEMM against the same GEMM in float32 on its operands, in dB  [default: 25]")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed for weights and inputs.")
 @click.option("--grad", is_flag=True, help="Also compare gradients and recommend a loss scale.")
 @click.option("--train", is_flag=True, help="Train instead: --steps optimizer steps of fp32, the target and "
@@ -395,20 +443,16 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--html", "html_file", metavar="FILE", help="Also write the report as one self-contained "
               "HTML page (variants, error growth and gradient plots; --train: the loss curves, the loss "
-              "scale and its skipped steps, updates lost per module).")
-@click.option("--entry", default="get_model", show_default=True,
-              help="Function of the model file that returns the nn.Module.")
-@click.option("--inputs", "inputs_name", default="get_example_inputs", show_default=True,
-              help="Function of the model file that returns the example inputs.")
-@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=DIMS",
-              help="ONNX models: the shape of an input with dynamic dims, e.g. input_ids=2x128.")
+              "scale and its skipped steps, each per-module measure a finding is about).")
 @click.option("--config", "config_file", metavar="FILE", help="Settings file (as for scan).")
 @click.option("--isolated", is_flag=True, help="Ignore every settings file.")
 @TIMEOUT_OPTION
+@load_options
 @value_options
 @guarded
-def check(path, plan_path, dtype, recipe, mode, device, atol, rtol, cosine, seed, grad, train, steps, lr, fmt, html_file,
-          entry, inputs_name, input_shapes, config_file, isolated, timeout, weights, data, batches, headroom):
+def check(path, plan_path, dtype, recipe, mode, device, atol, rtol, cosine, snr, gemm_snr, seed, grad, train, steps, lr,
+          fmt, html_file, config_file, isolated, timeout, entry, inputs_name, input_shapes, pythonpath, weights, data,
+          batches, headroom):
     """A/B check: fp32 reference vs the policy (baseline) vs the policy with the plan.
 
     ONNX models: fp32 vs converted to float16 vs converted with the plan, in onnxruntime (CPU).
@@ -416,6 +460,7 @@ def check(path, plan_path, dtype, recipe, mode, device, atol, rtol, cosine, seed
     from .check.tolerance import tolerance_for
     from .frontend import CheckRequest, frontend_for
     from .rules.engine import rule_ids
+    from .scanner import model_options
     from .settings.resolve import SettingsResolver
 
     flags = _flags(dtype=dtype, mode=mode, device=device, recipe=recipe)
@@ -426,16 +471,15 @@ def check(path, plan_path, dtype, recipe, mode, device, atol, rtol, cosine, seed
         device = "cpu"  # the settings' policy device; "cuda" is what auto does already
     if plan_path is not None:
         require_regular_file(plan_path, "plan", missing="no such plan file")
-    if not os.path.isfile(path):
+    if not source_kind(path) and not os.path.isfile(path):
         raise UsageError(f"{path}: {'not a regular file' if os.path.exists(path) else 'no such file'}")
-    values = _values(weights, data, batches, headroom)
-    tolerance = tolerance_for(settings.target.dtype, atol, rtol, cosine)
+    load, values = model_options(path, settings, _load(entry, inputs_name, input_shapes, pythonpath),
+                                 _values(weights, data, batches, headroom))
+    tolerance = tolerance_for(settings.target.named_dtype, atol, rtol, cosine, snr, gemm_snr)
     if html_file is not None:  # a missing plotly is said before the check
         html_file = _html_output(html_file, [path, plan_path])
-    report = frontend_for(path).check(CheckRequest(path, plan_path, settings.target.dtype, settings.target.mode,
-                                                   device, tolerance, seed, grad, entry, inputs_name,
-                                                   input_shapes, timeout, values, train, steps, lr,
-                                                   settings.target.recipe))
+    report = frontend_for(path, entry).check(CheckRequest(path, plan_path, settings.target, device, tolerance, seed,
+                                                          grad, load, timeout, values, train, steps, lr))
     _show_check(report, fmt, html_file)
     sys.exit(EXIT_OK if report["passed"] else EXIT_FINDINGS)
 
@@ -469,6 +513,51 @@ def _show_check(report: dict, fmt: str, html_file: str | None) -> None:
 
 @main.command(epilog="""\b
 Examples:
+  precisionaudit watch precisionaudit-watch            what the training job's monitor logged
+  precisionaudit watch logs/ --format html -o watch.html   timeline and per-module heat maps
+  precisionaudit plan precisionaudit-watch -o amp_plan.yaml   the plan the log's evidence calls for""")
+@click.argument("log_dir")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True,
+              help="Output format (json: docs/watch.md).")
+@click.option("-o", "--output-file", metavar="FILE", help="Write the report to FILE instead of stdout.")
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error", show_default=True,
+              help="Exit 1 when a finding has this severity or a worse one.")
+@guarded
+def watch(log_dir, fmt, output_file, fail_on):
+    """Read the log of precisionaudit.watch (a training job's monitor): the first non-finite
+    op, the loss scaler, per-module statistics and their findings (PA7xx).
+
+    The ranks' event files are merged, also when the job died before close().
+    """
+    from .core.atomic import write_text_atomic
+    from .core.findings import SEVERITY_RANK
+    from .frontend import WATCH
+    from .report.watch_report import render_json, render_text, watch_document
+
+    report, ranks = WATCH.read(log_dir)
+    if fmt == "html":
+        from .report.html import require_plotly
+
+        require_plotly()
+    output_path = checked_output(output_file, [log_dir], "watch report") if output_file else None
+    document = watch_document(report, WATCH.findings(report, log_dir), log_dir)
+    if fmt == "html":
+        from .report.watch_html import render_watch
+        from .watch.log import samples, timeline
+
+        text = render_watch(document, timeline(ranks), samples(ranks))
+    else:
+        text = (render_json if fmt == "json" else render_text)(document)
+    if output_path:
+        write_text_atomic(output_path, text, "watch report")
+    else:
+        click.echo(text, nl=False)
+    worst = min((SEVERITY_RANK[f["severity"]] for f in document["findings"]), default=None)
+    sys.exit(EXIT_FINDINGS if worst is not None and worst <= SEVERITY_RANK[fail_on] else EXIT_OK)
+
+
+@main.command(epilog="""\b
+Examples:
   precisionaudit convert model.onnx --plan plan.yaml -o model_fp16.onnx
   precisionaudit convert model.onnx --plan plan.yaml -o model_fp16.onnx --keep-io-types""")
 @click.argument("path")
@@ -489,7 +578,7 @@ def convert(path, plan_path, output, dtype, keep_io_types):
     from .frontend import frontend_for
     from .report.words import plural
 
-    conversion = frontend_for(path).convert(path, plan_path, output, dtype, keep_io_types,
+    conversion = frontend_for(path, entry=None).convert(path, plan_path, output, dtype, keep_io_types,
                                             lambda line: click.echo(f"precisionaudit: warning: {line}", err=True))
     total, kept = len(conversion.nodes), len(conversion.kept)
     by_plan = len(conversion.by_plan)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .core.errors import UsageError
 from .core.findings import SEVERITY_RANK, fingerprint_all, sort_key
@@ -18,6 +18,7 @@ from .core.report import ScanReport
 from .core.results import ModelResult
 from .core.values import NO_VALUES
 from .frontend import SUFFIXES, frontend_for, is_model_file, not_scanned, scan_frontends
+from .runtime.sources import DEFAULT_LOAD, LoadOptions, resolve_weights, source_kind
 from .settings.baseline import Baselines
 from .settings.policy import apply_settings
 from .settings.resolve import FileSettings, SettingsResolver
@@ -37,9 +38,12 @@ def named_paths(paths, keep=None):
     """(path, directory it came from or None) for each file: files named directly as they are,
     directories every .py/.onnx file below them (hidden directories left out) that ``keep``
     takes (each directory must yield one: ``keep`` says none). Every file is checked to exist
-    and to be a regular file."""
+    and to be a regular file. A Hugging Face directory and a ``module:callable`` spec name one
+    model each (runtime/sources.py)."""
     for path in paths:
-        if os.path.isdir(path):
+        if source_kind(path):
+            yield path, None
+        elif os.path.isdir(path):
             found = sorted(
                 os.path.join(root, f) for root, dirs, names in os.walk(path)
                 for f in names if f.endswith(tuple(SUFFIXES)) and os.path.isfile(os.path.join(root, f))
@@ -65,18 +69,28 @@ def expand_paths(paths, entry: str = "get_model") -> list[str]:
             files.append(path)
             yielded.add(directory)
     for path in paths:
-        if os.path.isdir(path) and path not in yielded:
+        if os.path.isdir(path) and path not in yielded and not source_kind(path):
             raise no_model_files(path, entry)
     return files
 
 
+def model_options(path: str, settings: FileSettings, load: LoadOptions, values) -> tuple[LoadOptions, object]:
+    """(load options, value options) of one model: the command line's, with the settings'
+    ``pythonpath`` searched after ``--pythonpath``, and a bare ``--weights`` made the shards
+    beside the model (a Hugging Face directory's)."""
+    return (load.searching(settings.config.pythonpath),
+            replace(values, weights=resolve_weights(path, values.weights)))
+
+
 def scan(paths, target, rules, entry="get_model", inputs="get_example_inputs", root=None,
          timeout=None, values=NO_VALUES):
-    """Results and findings of every model file, without settings (the Python API);
-    fingerprints use paths relative to ``root``."""
+    """Results and findings of every model, without settings (the Python API); fingerprints
+    use paths relative to ``root``."""
     results, findings = [], []
+    load = LoadOptions(entry, inputs)
     for path in expand_paths(paths, entry):
-        result, found = frontend_for(path).scan(path, target, rules, entry, inputs, timeout, values)
+        model_values = replace(values, weights=resolve_weights(path, values.weights))
+        result, found = frontend_for(path, entry).scan(path, target, rules, load, timeout, model_values)
         results.append(result)
         findings.extend(found)
     fingerprint_all(findings, root)
@@ -105,10 +119,10 @@ class ScanManager:
     baselines and the file list are read in the constructor and in ``prepare``.
     """
 
-    def __init__(self, resolver: SettingsResolver, entry: str = "get_model",
-                 inputs: str = "get_example_inputs", timeout: float | None = None, values=NO_VALUES,
-                 baseline: str | None = None, recording: bool = False):
-        self.resolver, self.entry, self.inputs = resolver, entry, inputs
+    def __init__(self, resolver: SettingsResolver, load: LoadOptions = DEFAULT_LOAD,
+                 timeout: float | None = None, values=NO_VALUES, baseline: str | None = None,
+                 recording: bool = False):
+        self.resolver, self.load, self.entry = resolver, load, load.entry
         self.timeout, self.values = timeout, values
         self.baselines = Baselines(baseline, recording=recording)
         self.files: list[str] = []
@@ -147,7 +161,7 @@ class ScanManager:
             else:
                 refused.append(path)
         for path in paths:
-            if os.path.isdir(path) and path not in yielded:
+            if os.path.isdir(path) and path not in yielded and not source_kind(path):
                 raise no_model_files(path, self.entry)
         if refused:
             raise not_scanned(refused[0], self.entry)
@@ -197,9 +211,10 @@ class ScanManager:
         chosen = [r for r in (rules if rules is not None else self.rules()) if r.id in settings.rule_ids]
         frontends = frontends or self.frontends[path]
         results, found = [], []
+        load, values = self.model_options(path, settings)
         for frontend in frontends:
             target = frontend.judged_target(settings.target)
-            result, more = frontend.scan(path, target, chosen, self.entry, self.inputs, self.timeout, self.values)
+            result, more = frontend.scan(path, target, chosen, load, self.timeout, values, settings.cache_dir)
             results.append(result)
             found += more
         result = next((r for r in results if r.status == "error"), results[0])
@@ -209,12 +224,15 @@ class ScanManager:
         target = frontends[0].judged_target(settings.target)
         return result, apply_settings(found, [result], chosen, self.resolver.known, settings.config, target)
 
+    def model_options(self, path: str, settings: FileSettings) -> tuple[LoadOptions, object]:
+        return model_options(path, settings, self.load, self.values)
+
     def scan_named(self, path: str, settings: FileSettings, rules):
         """(first result, findings) of the files ``path`` names, all judged under ``settings``
         (``plan`` scans one model file so)."""
         results, findings = [], []
         for file in expand_paths([path], self.entry):
-            result, found = self.scan_file(file, settings, rules, [frontend_for(file)])
+            result, found = self.scan_file(file, settings, rules, [frontend_for(file, self.entry)])
             results.append(result)
             findings += found
         return results[0], sorted(findings, key=sort_key)

@@ -27,11 +27,16 @@ DEFECTS = {"traceback": "tracebacks", "internal": "internal errors", "hang": "ha
            "leftover": "files left behind", "exit": "other exit codes", "unclear": "unclear errors"}
 
 
+#: caches the tools keep for themselves: Python's, and the training findings cache a scan
+#: keeps beside its settings (settings key ``cache-dir``, docs/settings.md)
+OWN_CACHES = ("__pycache__", ".precisionaudit_cache")
+
+
 def snapshot(folder: str) -> dict[str, str]:
-    """sha256 of every regular file under ``folder`` (Python's own __pycache__ left out)."""
+    """sha256 of every regular file under ``folder`` (the caches of ``OWN_CACHES`` left out)."""
     digests = {}
     for root, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        dirs[:] = [d for d in dirs if d not in OWN_CACHES]
         for name in files:
             path = os.path.join(root, name)
             if os.path.isfile(path) and not os.path.islink(path):

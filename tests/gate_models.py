@@ -47,7 +47,9 @@ NOT_A_MODEL = "import os\n\n\ndef helper():\n    return os.sep\n"
 
 
 def write(directory, name: str, source: str) -> str:
+    """``source`` written to ``directory/name`` (its folders made); the path."""
     path = os.path.join(str(directory), name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as fh:
         fh.write(source)
     return path

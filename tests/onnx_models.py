@@ -5,7 +5,7 @@ import warnings
 import torch
 from conftest import sample
 
-from precisionaudit.capture.pytorch.model_file import import_model_file
+from precisionaudit.runtime.pytorch.model_file import import_model_file
 
 
 def export(name: str, directory: str, dynamo: bool) -> str:

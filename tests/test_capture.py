@@ -10,6 +10,7 @@ from conftest import ROOT, findings_of, sample
 from precisionaudit.analysis import run_passes
 from precisionaudit.capture.pytorch.capture import capture_file
 from precisionaudit.core.numerics import Target
+from precisionaudit.runtime.sources import LoadOptions
 
 MODELS = os.path.join(ROOT, "tests", "models")
 
@@ -135,7 +136,7 @@ def test_values_read_while_building_keep_the_fake_path():
 
 
 def test_building_without_weights_keeps_ties_flags_and_attributes_and_undoes_itself():
-    from precisionaudit.capture.pytorch.model_file import build_without_weights
+    from precisionaudit.runtime.pytorch.model_file import build_without_weights
 
     class Frozen(torch.nn.Module):
         def __init__(self):
@@ -200,7 +201,7 @@ def get_example_inputs():
 def test_a_constructor_computing_with_a_parameter_is_built_again_with_weights(tmp_path, inputs):
     path = tmp_path / "anchored.py"
     path.write_text(COMPUTES_WITH_A_PARAMETER)
-    captured = capture_file(str(path), Target(), inputs=inputs)
+    captured = capture_file(str(path), Target(), LoadOptions(inputs=inputs))
     (note,) = [n for n in captured.notes if n.startswith("built with its weights allocated")]
     assert "Tensor on device meta is not on the expected device cpu" in note
     assert captured.frontend == ("fake" if inputs == "get_example_inputs" else "structure")
@@ -209,7 +210,7 @@ def test_a_constructor_computing_with_a_parameter_is_built_again_with_weights(tm
 
 
 def test_a_constructor_that_fails_for_its_own_reason_is_not_built_twice():
-    from precisionaudit.capture.pytorch.model_file import build_without_weights
+    from precisionaudit.runtime.pytorch.model_file import build_without_weights
 
     calls = []
 

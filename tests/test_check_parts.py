@@ -126,6 +126,34 @@ def test_bf16_tolerances_are_looser_than_fp16():
     assert tolerance_for("float16", atol=0.5).atol == 0.5
 
 
+def test_fp8_is_judged_by_snr_with_no_max_abs_bound_unless_one_is_given():
+    from precisionaudit.check.metrics import compare
+    from precisionaudit.core.errors import UsageError
+
+    fp8 = tolerance_for("float8")
+    assert (fp8.atol, fp8.rtol, fp8.snr_db, fp8.gemm_snr_db) == (None, None, 20.0, 25.0) and fp8.bound(5.0) is None
+    ref = torch.linspace(-1, 1, 1000)
+    noise = torch.where(torch.arange(1000) % 2 == 0, 1.0, -1.0)  # orthogonal to ref: SNR set by its size
+    # SNR = 10 log10(sum ref^2 / sum e^2): e = 0.05 of ref's RMS is 26 dB, 0.2 is 14 dB
+    rms = ref.square().mean().sqrt()
+    good, bad = compare("y", ref, ref + 0.05 * rms * noise, fp8), compare("y", ref, ref + 0.2 * rms * noise, fp8)
+    assert good["snr_db"] == pytest.approx(26.02, abs=0.01) and good["status"] == "ok"
+    assert bad["snr_db"] == pytest.approx(13.98, abs=0.01) and bad["status"] == "exceeds_tolerance"
+    assert good["bound"] is None
+    # --atol alone adds a max-abs bound (rtol counts 0); --snr moves the bar
+    atol = tolerance_for("float8", atol=0.01)
+    assert compare("y", ref, ref + 0.05 * rms * noise, atol)["status"] == "exceeds_tolerance"
+    # at 14 dB the cosine is 1 / sqrt(1 + 0.2^2) = 0.9806: the 0.995 floor binds once --snr is lowered
+    lowered = compare("y", ref, ref + 0.2 * rms * noise, tolerance_for("float8", snr=10))
+    assert lowered["cosine"] == pytest.approx(1 / 1.04 ** 0.5, abs=1e-4) and lowered["status"] == "exceeds_tolerance"
+    assert compare("y", ref, ref + 0.2 * rms * noise, tolerance_for("float8", snr=10, cosine=0.98))["status"] == "ok"
+    assert tolerance_for("float16", snr=30).snr_db == 30 and FP16.snr_db is None
+    with pytest.raises(UsageError, match="--gemm-snr judges FP8 GEMMs"):
+        tolerance_for("bfloat16", gemm_snr=20)
+    with pytest.raises(UsageError, match="--snr nan"):
+        tolerance_for("float8", snr=float("nan"))
+
+
 def test_underflow_shares_and_the_recommended_loss_scale():
     h = GradHistogram()
     h.add(torch.tensor([2.0 ** -30, 2.0 ** -20, 2.0 ** -10, 1.0, 0.0]))
@@ -210,9 +238,9 @@ def test_the_readme_documents_the_default_tolerances():
     from precisionaudit.check.tolerance import DEFAULTS
 
     with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as fh:
-        rows = re.findall(r"^\| (float16|bfloat16) \| ([\d.e-]+) \| ([\d.e-]+) \| ([\d.]+) \|$", fh.read(), re.M)
-    assert {d: tuple(map(float, v)) for d, *v in rows} == {
-        d: (t.atol, t.rtol, t.cosine) for d, t in DEFAULTS.items()}
+        rows = re.findall(r"^\| (float16|bfloat16|float8) \|" + r" ([\d.e-]+) \|" * 5 + "$", fh.read(), re.M)
+    assert {d: tuple(None if x == "-" else float(x) for x in v) for d, *v in rows} == {
+        d: (t.atol, t.rtol, t.cosine, t.snr_db, t.gemm_snr_db) for d, t in DEFAULTS.items()}
 
 
 def test_a_variant_model_is_keyed_by_the_plans_content_not_its_identity():

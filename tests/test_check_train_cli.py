@@ -14,7 +14,7 @@ def test_a_failing_training_check_names_the_module_and_exits_1(cli):
     result = cli("check", NORM, "--train", *PURE_BF16)
     assert result.exit_code == 1, result.output
     assert "PA304 [error] norm:" in result.output
-    assert "baseline   diverges" in result.output and "FAILED: baseline is diverges" in result.output
+    assert "baseline   diverges" in result.output and "FAILED: the baseline variant diverges" in result.output
 
 
 def test_the_json_report_is_the_train_report(cli):
@@ -31,7 +31,7 @@ def test_plan_train_writes_the_entries_that_make_the_check_pass(cli, tmp_path):
     assert "keep_fp32_modules: [norm]" in plan.read_text()
     proved = cli("check", NORM, "--train", *PURE_BF16, "--plan", plan)
     assert proved.exit_code == 0, proved.output
-    assert "PASSED: planned is ok" in proved.output
+    assert "PASSED: the planned variant is within tolerance" in proved.output
 
 
 @pytest.mark.parametrize("args,message", [
@@ -83,3 +83,30 @@ def test_bad_training_code_is_one_line_and_exit_2(cli, tmp_path, extra, message)
     assert result.exit_code == 2, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("passed,status,line", [
+    (False, "diverges", "FAILED: the baseline variant diverges"),
+    (False, "exceeds_tolerance", "FAILED: the baseline variant is out of tolerance"),
+    (False, "nonfinite", "FAILED: the baseline variant went non-finite (inf/NaN)"),
+    (False, "error", "FAILED: the baseline variant raised an error"),
+    (True, "ok", "PASSED: the baseline variant is within tolerance"),
+])
+def test_every_status_of_check_and_check_train_reads_as_a_sentence(passed, status, line):
+    """The verdict words of check, check --train and their pages (report/words.py)."""
+    from precisionaudit.report.check_report import render_text
+    from precisionaudit.report.train_report import render_train_text
+    from precisionaudit.report.words import verdict
+
+    assert verdict(passed, "baseline", status) == line
+    variant = {"name": "baseline", "status": status, "loss": [1.0], "outputs": [],
+               "error": "boom" if status == "error" else None}
+    train = {"path": "m.py", "steps": 1, "lr": 1e-4, "target": {"dtype": "float16", "mode": "pure", "device": "cuda"},
+             "device": "cpu", "variants": [variant], "findings": [], "passed": passed}
+    assert line in render_train_text(train)
+    if not passed and status != "diverges":  # check --train's own status; check's are the others
+        check = {"path": "m.py", "entry": "get_model", "target": train["target"], "device": "cpu",
+                 "tolerance": {"atol": 0.01, "rtol": 0.01, "cosine": 0.999},
+                 "executions": {"forward": 2, "backward": 0},
+                 "wall_s": 0.1, "variants": [variant], "passed": False}
+        assert render_text(check).rstrip().endswith(line)

@@ -84,6 +84,46 @@ def test_the_updates_lost_per_module_are_the_measured_shares(norm_page):
     assert "PA304" in text and 'id="no-loss-scale"' in text  # the finding; pure bf16 scales nothing
 
 
+def test_the_verdict_is_a_sentence_about_the_last_variant(norm_page, tmp_path, cli):
+    _, page = norm_page
+    verdict = next(text for attrs, text in _texts(page.read_text()) if attrs.get("id") == "verdict")
+    assert verdict == "PASSED: the planned variant is within tolerance"
+    failing = tmp_path / "failing.html"
+    cli("check", NORM, "--train", *PURE_BF16, "--html", failing)
+    verdict = next(text for attrs, text in _texts(failing.read_text()) if attrs.get("id") == "verdict")
+    assert verdict == "FAILED: the baseline variant diverges"
+
+
+def _texts(page: str):
+    """(attributes, text) of each <p> of the page."""
+    import html
+    import re
+
+    for attrs, text in re.findall(r"<p ([^>]*)>(.*?)</p>", page):
+        yield dict(re.findall(r'(\w[\w-]*)="([^"]*)"', attrs)), html.unescape(text)
+
+
+def test_the_measure_a_finding_is_about_is_charted_and_no_other(tmp_path, cli):
+    """fp16 autocast without a scaler (PA306): 96% of the first Linear's gradient elements
+    flush to 0 while no update is lost to rounding. The page charts the gradients flushed per
+    module, as the report measured them, and draws no updates-lost chart of zeros."""
+    page = tmp_path / "flushed.html"
+    result = cli("check", sample("pa306_no_scaler_hazard.py"), "--train", "--dtype", "float16", "--mode",
+                 "autocast", "--steps", "10", "--format", "json", "--html", page)
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert {f["rule"] for f in report["findings"]} == {"PA306"}
+    assert {f["evidence"]["measure"] for f in report["findings"]} == {"grad_flushed"}
+    drawn = figures(page.read_text())
+    assert "grad-flushed" in drawn and "updates-lost" not in drawn and "state-underflow" not in drawn
+    baseline = report["variants"][1]
+    bars = traces(drawn["grad-flushed"])["baseline (float16)"]
+    assert dict(zip(bars["x"], bars["y"])) == {m["module"]: m["grad_flushed"] for m in baseline["modules"]}
+    # gradients of about 1e-8 at the last Linear's fp16 output are below 2^-24: most flush
+    assert dict(zip(bars["x"], bars["y"]))["a"] > 0.5
+    assert all(m["updates_lost"] == 0.0 for m in baseline["modules"])
+
+
 SKIPPING = textwrap.dedent("""\
     import torch
 

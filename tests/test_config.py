@@ -165,8 +165,10 @@ def test_the_readme_settings_example_is_valid(tmp_path):
     example = section.split("```toml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "pyproject.toml").write_text(example)
     (tmp_path / "lint" / "precision-rules").mkdir(parents=True)  # its rule-packs directory
+    (tmp_path / "src").mkdir()  # a pythonpath directory
     config = load_config(start=str(tmp_path), known_ids=KNOWN)
     assert config.dtype == "bfloat16" and config.severity == {"PA111": "warning"}
     assert config.rule_packs == [str(tmp_path / "lint" / "precision-rules")]
+    assert config.pythonpath == [str(tmp_path / "src"), str(tmp_path)]
     assert config.baseline == str(tmp_path / "precisionaudit-baseline.json")
     assert config.suppress[0]["module"] == "lm_head"

@@ -55,7 +55,7 @@ def test_every_flag_of_every_command_is_documented():
                     assert re.search(rf"(^|[\s,]){re.escape(opt)}\b", section, re.M), (name, opt)
 
 
-@pytest.mark.parametrize("name", ["scan", "explain", "rules", "plan", "check", "convert"])
+@pytest.mark.parametrize("name", ["scan", "explain", "rules", "plan", "check", "convert", "watch"])
 def test_every_command_shows_examples_that_its_own_parser_accepts(name):
     """Each --help ends with examples; each parses with the command it names (a renamed or
     removed flag fails here), and one at least is of the command itself."""

@@ -18,6 +18,7 @@ from precisionaudit.core.target import Target
 from precisionaudit.core.values import ValueOptions
 from precisionaudit.frontend import frontend_for
 from precisionaudit.ir.graph import CAPTURE_KEYS, OpNode
+from precisionaudit.runtime.sources import DEFAULT_LOAD
 from precisionaudit.rules.engine import Rule, _matches, _parse, format_template, _node_values
 
 OPNODE_FIELDS = {f.name for f in dataclasses.fields(OpNode)}
@@ -39,20 +40,19 @@ class CosineAttention(nn.Module):
 def _captured():
     """Captured graphs, before the passes: the samples, cosine attention, and a graph with
     calibration statistics (--data)."""
-    graphs = [frontend_for(path).capture(path, Target(dtype, mode, "cuda"), "get_model", "get_example_inputs").graph
+    graphs = [frontend_for(path).capture(path, Target(dtype, mode, "cuda"), DEFAULT_LOAD).graph
               for path, (dtype, mode) in SAMPLES]
     graphs.append(capture(CosineAttention, lambda: (torch.randn(2, 4, 8), torch.randn(2, 4, 8)),
                           Target("float16", "autocast", "cuda")).graph)
     fp8 = sample("pa602_fp8_head_hazard.py")  # an FP8 target: the fp8 pass writes its record
     fp8_target = Target("bfloat16", "autocast", "cuda", "tensorwise")
-    graphs.append(frontend_for(fp8).capture(fp8, fp8_target, "get_model", "get_example_inputs").graph)
+    graphs.append(frontend_for(fp8).capture(fp8, fp8_target, DEFAULT_LOAD).graph)
     # with --data as well: the fp8_ranges pass writes its record on the measured Linears
-    frontend_for(fp8).measure(graphs[-1], fp8, fp8_target, "get_model", "get_example_inputs",
-                              ValueOptions(data="example"))
+    frontend_for(fp8).measure(graphs[-1], fp8, fp8_target, DEFAULT_LOAD, ValueOptions(data="example"))
     measured = sample("pa105_exp_hazard.py")
     frontend, target = frontend_for(measured), Target("float16", "pure", "cuda")
-    with_data = frontend.capture(measured, target, "get_model", "get_example_inputs")
-    frontend.measure(with_data.graph, measured, target, "get_model", "get_example_inputs", ValueOptions(data="example"))
+    with_data = frontend.capture(measured, target, DEFAULT_LOAD)
+    frontend.measure(with_data.graph, measured, target, DEFAULT_LOAD, ValueOptions(data="example"))
     return graphs + [with_data.graph]
 
 

@@ -162,7 +162,7 @@ def test_check_cannot_be_forged_either(tmp_path, case):
 
 
 def test_ctrl_c_in_the_python_api_stays_a_keyboard_interrupt():
-    from precisionaudit.capture.pytorch.user_code import user_code
+    from precisionaudit.runtime.pytorch.user_code import user_code
 
     # outside the command line it may be the user's Ctrl-C
     with pytest.raises(KeyboardInterrupt), user_code("m.py", "get_model()"):
@@ -388,7 +388,8 @@ def test_a_time_limit_lost_once_comes_again(tmp_path, body):
     assert "Exception ignored" not in proc.stderr
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["Ctrl-C", "SIGTERM"])
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+                         ids=["Ctrl-C", "SIGTERM", "SIGHUP"])
 def test_a_signal_dropped_in_a_finalizer_comes_again(tmp_path, sig, code):
     import time
 
@@ -492,12 +493,13 @@ def test_an_unreadable_model_file_says_so(tmp_path):
 
 
 def test_an_unreadable_model_file_says_so_even_as_root(monkeypatch):
-    from precisionaudit.frontend import pytorch
+    from precisionaudit.frontend import python_file
 
     def denied(path, *args, **kwargs):
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(pytorch, "open", denied, raising=False)
+    python_file._read.cache_clear()  # read before by another test: what is on disk now is unreadable
+    monkeypatch.setattr(python_file, "open", denied, raising=False)
     one_error_line(run("scan", HAZARD), "cannot read: Permission denied")
 
 

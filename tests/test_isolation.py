@@ -4,10 +4,12 @@ processes it leaves behind). The command-line tests run the real command, in a p
 has not run torch before the fork, as a pre-commit hook does."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import time
+from types import SimpleNamespace
 
 import pytest
 from conftest import sample
@@ -220,3 +222,82 @@ def test_what_the_child_prints_reaches_the_parent_where_its_streams_are_no_files
     monkeypatch.setattr(sys, "stderr", err)
     assert in_child(lambda: print("from the model") or 7) == 7
     assert err.getvalue() == "from the model\n" and sys.stdout.getvalue() == ""
+
+
+# --- whatever ends the scan, no process of it remains (issue 36)
+
+FOREVER = """\
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a model that ignores SIGTERM
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+# and a process it spawns that ignores them too (dispositions set to ignore survive exec)
+sleeper = subprocess.Popen(["sh", "-c", "trap '' TERM HUP INT; exec sleep 1000"])
+with open({pids!r} + ".tmp", "w") as f:
+    f.write(f"{{os.getpid()}} {{sleeper.pid}}")
+os.rename({pids!r} + ".tmp", {pids!r})
+while True:
+    pass
+"""
+
+
+def processes() -> dict[int, tuple[int, int, str]]:
+    """pid -> (parent pid, process group, state) of every process (Linux /proc)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            found[int(entry)] = (int(fields[1]), int(fields[2]), fields[0])
+    return found
+
+
+def descendants(root: int) -> set[int]:
+    table, found, frontier = processes(), set(), {root}
+    while frontier:
+        frontier = {pid for pid, (parent, _, _) in table.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def running(pids: set[int], groups: set[int]) -> set[int]:
+    """Those of ``pids``, or members of ``groups``, still running (zombies are not)."""
+    return {pid for pid, (_, group, state) in processes().items()
+            if (pid in pids or group in groups) and state != "Z"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig,code,line", [
+    (signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated"),
+    (signal.SIGHUP, 129, "terminated: its terminal hung up (SIGHUP)"), (signal.SIGKILL, -signal.SIGKILL, None)],
+    ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
+def test_no_process_of_a_scan_outlives_it(tmp_path, sig, code, line):
+    """A cancelled CI job (SIGTERM, then SIGKILL), a closed terminal (SIGHUP), Ctrl-C or the
+    OOM killer (SIGKILL) ends a scan whose model loops for ever: the model's process, which
+    ignores SIGTERM and SIGHUP, and what it spawned end with it."""
+    pids = tmp_path / "pids"
+    path = model_file(tmp_path, "forever.py", "import signal\n" + FOREVER.format(pids=str(pids)))
+    with open(tmp_path / "out", "w") as out:
+        scan = subprocess.Popen([sys.executable, "-m", "precisionaudit", "scan", path, "--timeout", "0"],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        until = time.monotonic() + 300
+        while not pids.exists() and scan.poll() is None and time.monotonic() < until:
+            time.sleep(0.2)
+        assert pids.exists(), (tmp_path / "out").read_text()
+        child, sleeper = map(int, pids.read_text().split())
+        scan_processes = descendants(scan.pid)
+        assert {child, sleeper} <= scan_processes
+        os.kill(scan.pid, sig)
+        assert scan.wait(timeout=120) == code, (tmp_path / "out").read_text()
+        if line:  # docs/exit-codes.md
+            assert error_lines(SimpleNamespace(stderr=(tmp_path / "out").read_text())) == [
+                f"precisionaudit: error: {line}"]
+    finally:
+        if scan.poll() is None:
+            scan.kill()
+    until = time.monotonic() + 30
+    while running(scan_processes, {child}) and time.monotonic() < until:
+        time.sleep(0.2)
+    assert not running(scan_processes, {child}), "a process of the scan outlived it"

@@ -57,7 +57,7 @@ def test_apply_keras_plan_gives_the_layers_float32_and_restore_gives_their_polic
     import keras
     import numpy as np
 
-    from precisionaudit.capture.pytorch.model_file import import_model_file
+    from precisionaudit.runtime.pytorch.model_file import import_model_file
 
     module = import_model_file(CLASSIFIER)
     try:

@@ -170,5 +170,5 @@ def test_the_kind_of_a_file_is_decided_in_the_frontends_only():
     assert dispatch_sites() == []
     assert {s.rsplit(":", 1)[0] for s in dispatch_sites(SUFFIX_TEST)} <= {
         "precisionaudit/frontend/__init__.py", "precisionaudit/scanner.py",
-        "precisionaudit/capture/pytorch/weights.py", "precisionaudit/rules/engine.py",
+        "precisionaudit/runtime/pytorch/weights.py", "precisionaudit/rules/engine.py",
         "precisionaudit/settings/suppressions.py"}

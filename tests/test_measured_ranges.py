@@ -7,8 +7,9 @@ from click.testing import CliRunner
 from conftest import sample
 from safetensors.torch import save_file
 
-from precisionaudit.capture.pytorch.model_file import import_model_file
+from precisionaudit.runtime.pytorch.model_file import import_model_file
 from precisionaudit.cli import main
+from precisionaudit.runtime.sources import DEFAULT_LOAD
 
 CASES = {  # sample, data source, needs the trained weights
     "t5_ff": ("pa301_t5_ff", "example", True),
@@ -118,7 +119,7 @@ def test_plan_fixes_it_and_check_proves_it_on_the_data(cli, weights, case, tmp_p
 PLANNED = {  # (module, ops) entries: a module that is nothing but the overflowing op is named whole
     "t5_ff": [("block", ["add", "layer_norm"]), ("block.ff.wo", None)],
     "vae_decoder": [("", ["group_norm", "add"]), ("up.*.conv2", None)],
-    "attention": [("attn", ["matmul", "softmax"])],
+    "attention": [("attn", ["matmul#1", "softmax"])],  # the logits GEMM, not probs @ v
 }
 
 
@@ -151,11 +152,11 @@ def test_every_batch_gets_the_run_under_the_target_and_only_hot_ones_the_referen
     from precisionaudit.core.values import ValueOptions
 
     path, target = sample("pa301_attention_hazard.py"), Target("float16", "autocast", "cuda")
-    clean = calibration.measure_file(path, target, "get_model", "get_example_inputs",
+    clean = calibration.measure_file(path, target, DEFAULT_LOAD,
                                      ValueOptions(data="example"))
     assert clean.low_runs == clean.batches == 1 and clean.first_nonfinite == {}
     assert clean.target_calls and clean.calls == {} and clean.reference_runs == 0
-    hot = calibration.measure_file(path, target, "get_model", "get_example_inputs",
+    hot = calibration.measure_file(path, target, DEFAULT_LOAD,
                                    ValueOptions(data="calibration_batches"))
     assert hot.low_runs == hot.batches == hot.reference_runs == 4 and set(hot.first_nonfinite) == {0, 1, 2, 3}
     assert set(hot.target_calls) == set(hot.calls) and hot.unmatched == 0

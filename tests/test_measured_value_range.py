@@ -12,6 +12,7 @@ from precisionaudit.cli import main
 from precisionaudit.core.target import Target
 from precisionaudit.core.values import ValueOptions
 from precisionaudit.frontend import frontend_for
+from precisionaudit.runtime.sources import DEFAULT_LOAD
 
 PA105 = sample("pa105_exp_hazard.py")
 PURE = Target("float16", "pure", "cuda")
@@ -19,9 +20,9 @@ PURE = Target("float16", "pure", "cuda")
 
 def _graph(values=None):
     frontend = frontend_for(PA105)
-    captured = frontend.capture(PA105, PURE, "get_model", "get_example_inputs")
+    captured = frontend.capture(PA105, PURE, DEFAULT_LOAD)
     if values is not None:
-        frontend.measure(captured.graph, PA105, PURE, "get_model", "get_example_inputs", values)
+        frontend.measure(captured.graph, PA105, PURE, DEFAULT_LOAD, values)
     return run_passes(captured.graph)
 
 
@@ -44,14 +45,18 @@ def test_a_gemm_output_is_unknown_without_data_and_measured_with_it():
 
 
 def test_the_static_pass_propagates_from_the_measured_range():
-    """exp's range is computed from the measured argument (not measured itself)."""
+    """exp's range is computed from the measured argument (not measured itself), its ends
+    stored in the op's fp16 output."""
     import math
+
+    import torch
 
     graph = _graph(ValueOptions(data="example"))
     lo, hi = _node(graph, "linear")["range"].value_range
     exp = _node(graph, "exp")["range"]
     assert exp.source == "static"
-    assert exp.value_range == (math.exp(lo), math.exp(hi))
+    stored = torch.tensor([math.exp(lo), math.exp(hi)], dtype=torch.float64).half().double().tolist()
+    assert exp.value_range == tuple(stored)
 
 
 def _pa105(*extra):

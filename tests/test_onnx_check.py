@@ -12,7 +12,7 @@ from onnx import TensorProto, helper  # noqa: E402
 from onnx_graphs import build, const, exp_softmax_by_hand, save, tensor, untyped_square  # noqa: E402
 from onnx_models import export  # noqa: E402
 
-from precisionaudit.capture.onnx.model import load_onnx  # noqa: E402
+from precisionaudit.runtime.onnx.load import load_onnx  # noqa: E402
 from precisionaudit.runtime.onnx.emulate import emulate  # noqa: E402
 from precisionaudit.runtime.onnx.inputs import make_inputs, resolve_shapes  # noqa: E402
 
@@ -84,7 +84,7 @@ def test_text_report_names_the_first_diverging_node(cli, tmp_path):
     result = cli("check", exp_softmax_by_hand(tmp_path))
     assert result.exit_code == 1
     assert "first divergence: gate · exp [/gate/Exp]" in result.stdout
-    assert "FAILED: the baseline variant is nonfinite" in result.stdout
+    assert "FAILED: the baseline variant went non-finite (inf/NaN)" in result.stdout
 
 
 # --------------------------------------------------------------------------- float16 numerics

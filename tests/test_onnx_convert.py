@@ -20,7 +20,7 @@ from onnx_graphs import (  # noqa: E402
 from onnx_models import export  # noqa: E402
 
 from precisionaudit.apply.onnx import convert  # noqa: E402
-from precisionaudit.capture.onnx.model import load_onnx  # noqa: E402
+from precisionaudit.runtime.onnx.load import load_onnx  # noqa: E402
 from precisionaudit.core.errors import UsageError  # noqa: E402
 from precisionaudit.plan.file import load_plan, parse_plan  # noqa: E402
 from precisionaudit.runtime.onnx import float16 as onnx_convert  # noqa: E402

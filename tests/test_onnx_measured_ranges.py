@@ -12,7 +12,7 @@ pytest.importorskip("onnxconverter_common")
 import torch  # noqa: E402
 from conftest import sample  # noqa: E402
 
-from precisionaudit.capture.pytorch.model_file import import_model_file  # noqa: E402
+from precisionaudit.runtime.pytorch.model_file import import_model_file  # noqa: E402
 
 CASES = {  # sample stem, data function (None: the example inputs), first flagged node
     "t5_ff": ("pa301_t5_ff", None, "/block/ff/wo/MatMul"),

@@ -11,7 +11,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx_graphs import scaled_logits, untyped_square  # noqa: E402
 from onnx_models import export  # noqa: E402
 
-from precisionaudit.capture.onnx.model import capture_onnx, module_of  # noqa: E402
+from precisionaudit.capture.onnx.model import capture_onnx  # noqa: E402
+from precisionaudit.runtime.onnx.graph import module_of  # noqa: E402
 from precisionaudit.core.numerics import Target  # noqa: E402
 
 EXPORTERS = [pytest.param(False, id="legacy"), pytest.param(True, id="dynamo")]

@@ -230,3 +230,87 @@ def test_to_low_precision_keeps_the_named_modules_in_fp32():
     model = to_low_precision(nn.Sequential(nn.Linear(2, 2), nn.LSTM(2, 2)),
                              plan(dtype="bfloat16", mode="pure") | {"keep_fp32_modules": ["1"]})
     assert model[0].weight.dtype == torch.bfloat16 and model[1].weight_ih_l0.dtype == torch.float32
+
+
+class TwoGemms(nn.Module):
+    """Attention's two GEMMs: logits = q @ k^T (4x8 @ 8x4) and probs @ v (4x4 @ 4x8)."""
+
+    def forward(self, q, k, v):
+        return torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+
+
+def _two_gemm_inputs():
+    torch.manual_seed(0)
+    return [torch.randn(4, 8) for _ in range(3)]
+
+
+@pytest.mark.parametrize("ops,fp32_flops", [(["matmul#1"], 2 * 4 * 8 * 4), (["matmul#2"], 2 * 4 * 4 * 8),
+                                             (["matmul"], 2 * 4 * 8 * 4 + 2 * 4 * 4 * 8)])
+def test_a_numbered_op_plans_only_that_call_of_the_module(ops, fp32_flops):
+    with emulated_cuda_autocast(torch.float16), apply_plan(TwoGemms(), plan({"module": "", "ops": ops})) as h, \
+            GemmFlops() as flops:
+        h.model(*_two_gemm_inputs())
+    assert flops.by_dtype["float32"] == fp32_flops and h.hits[0] == len(ops) * (2 if ops == ["matmul"] else 1)
+
+
+def test_a_numbered_op_counts_again_at_each_call_of_the_module():
+    model = nn.ModuleList([TwoGemms()])
+    with emulated_cuda_autocast(torch.float16), apply_plan(model, plan({"module": "0", "ops": ["matmul#1"]})) as h, \
+            GemmFlops() as flops:
+        for _ in range(3):
+            model[0](*_two_gemm_inputs())
+    assert flops.by_dtype["float32"] == 3 * 2 * 4 * 8 * 4 and h.hits[0] == 3
+
+
+@pytest.mark.parametrize("op", ["matmul#0", "matmul#x", "#1"])
+def test_a_bad_call_number_is_rejected(op):
+    with pytest.raises(PlanError, match="call number"):
+        apply_plan(TwoGemms(), plan({"module": "", "ops": [op]}))
+
+
+def test_a_gemm_gets_the_low_dtype_of_its_weights_when_a_region_made_its_input_fp32_by_a_cast():
+    """``w.to(x.dtype)`` of a region-made fp32 ``x`` keeps fp32 (DeepSeek's MoE routing
+    weights): without the plan ``w`` is fp16 and the expert's Linear reads fp16. Model
+    code still sees the dtypes it sees today (x is fp32)."""
+    class Routed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.expert = nn.Linear(4, 4)
+            self.seen = {}
+
+        def forward(self, x, gate):
+            x = x * 16.0  # planned: fp32 from here on
+            w = torch.softmax(gate, -1, dtype=torch.float32).to(x.dtype)
+            self.seen.update(x=x.dtype, w=w.dtype)
+            return self.expert(w * x)
+
+    model = Routed().half()
+    x, gate = torch.full((2, 4), 5000.0).half(), torch.zeros(2, 4).half()
+    with apply_plan(model, plan({"module": "", "ops": ["mul"]}, dtype="float16", mode="pure")):
+        y = model(x, gate)
+    assert model.seen == {"x": torch.float32, "w": torch.float32}
+    assert y.dtype == torch.float16 and torch.isfinite(y).all()
+
+
+def test_a_region_does_not_lower_a_result_autocast_keeps_in_fp32():
+    """FAVOR+'s feature map: exp's result is fp32 under autocast; a planned module around it
+    hands it on in fp32, not rounded to fp16 (where 1e-9 flushes to 0)."""
+    class FeatureMap(nn.Module):
+        def forward(self, x):
+            return torch.exp((x * x).sum(-1, keepdim=True) * -1.0) / 8.0
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = FeatureMap()
+
+        def forward(self, x):
+            return self.features(x)
+
+    x = torch.full((1, 3), 2.6, dtype=torch.float16)  # a Linear's output; exp(-20.3) / 8 = 1.9e-10: 0 in fp16
+    with emulated_cuda_autocast(torch.float16):
+        without = Model()(x)
+        with apply_plan(Model(), plan({"module": "features", "ops": ["mul", "sum"]})) as h:
+            y = h.model(x)
+    assert without.dtype == y.dtype == torch.float32
+    assert y.item() == pytest.approx(math.exp(-3 * 2.6 ** 2) / 8.0, rel=1e-2)  # 2.6 is 2.5996 in fp16

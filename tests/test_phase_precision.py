@@ -183,11 +183,13 @@ def test_gpt_neox_fp16_rotary_from_a_persistent_inv_freq_is_reported_at_the_eins
 
 def test_gpt_neox_bf16_rotary_is_reported_where_the_positions_are_rounded():
     """Pure bf16: ``type_as`` rounds positions past 256 (PA110 too), then the einsum; the
-    loss starts at the cast, and the real bf16 phase error (6.6 rad) is within the bound."""
+    loss starts at the cast, and the real bf16 phase error (6.6 rad) is within the bound. The
+    bound is of the stored positions: bf16 holds the largest, 2047, as 2048."""
     (f,) = pa113(ROTARY_BUFFER, "bfloat16", "pure")
     assert (f.line, f.op) == (line_of(ROTARY_BUFFER, ".type_as(self.inv_freq)"), "type_as")
     low, reference = neox_phases(torch.bfloat16)
-    assert 1.0 < (low - reference).abs().max().item() <= f.evidence["phase_error"] == pytest.approx(2047 * 2**-8)
+    assert torch.tensor(2047.0).bfloat16().item() == 2048.0
+    assert 1.0 < (low - reference).abs().max().item() <= f.evidence["phase_error"] == pytest.approx(2048 * 2**-8)
 
 
 @pytest.mark.parametrize("dtype,mode", TARGETS, ids="-".join)

@@ -63,7 +63,8 @@ def test_prune_keeps_nothing_when_the_baseline_passes(cli, tmp_path):
 def test_prune_writes_the_static_plan_with_a_warning_when_no_plan_passes(cli, tmp_path):
     """exp of logits near 100 returned as the module's output: kept in fp32 it is finite, but
     the region hands it back in fp16, where it is inf: not even the static plan passes, and
-    the search, which keeps the whole model in fp32 next, says that cannot help."""
+    the search, which keeps the whole model in fp32 next and then (pure mode) its weights,
+    says that neither can help."""
     model = tmp_path / "model.py"
     model.write_text(
         "import torch\nfrom torch import nn\n"
@@ -79,9 +80,10 @@ def test_prune_writes_the_static_plan_with_a_warning_when_no_plan_passes(cli, tm
     text = header(plan)
     assert "did NOT pass" in text and "keeps 1 of 1 entries" in text
     assert "tried, and not written since no plan passed (each the first divergence of a failing run, " \
-           "kept in float32): <root> (whole)" in text
+           "kept in float32): <root> (whole); keep_fp32_modules <root>" in text
     assert "search stopped: the output of <root> still diverges (nonfinite) with the whole model in " \
-           "float32: no float32 region fixes this" in text
+           "float32 and float32 weights in <root> (keep_fp32_modules): no float32 region or weight fixes " \
+           "this" in text
     assert [(o.module, o.ops) for o in load_plan(str(plan)).overrides] == [("", ["exp"])]
 
 
@@ -134,6 +136,7 @@ def test_the_search_is_bounded(monkeypatch):
 
     class Session:  # every run fails at a new op
         counts = {"forward": 1}
+        target = Target("float16", "autocast")
 
         def variant(self, name, plan=None):
             self.counts["forward"] += 1
@@ -193,7 +196,63 @@ def test_the_search_finds_the_region_a_static_plan_would_from_an_empty_start(tmp
     from precisionaudit.plan.file import OverridePlan
     from precisionaudit.prune.pytorch import pruned_plan
 
-    pruned = pruned_plan(OverridePlan(target={}), demo("layernorm_eps.py"), Target("float16", "pure"), 0,
-                         "get_model", "get_example_inputs")
+    pruned = pruned_plan(OverridePlan(target={}), demo("layernorm_eps.py"), Target("float16", "pure"), 0)
     assert pruned.passed and pruned.added == ["rsqrt in norm", "norm (whole)"]
     assert [(o.module, o.ops) for o in pruned.plan.overrides] == [("norm", None)]
+
+
+WEIGHT_PAST_FP16 = """
+import torch
+from torch import nn
+
+class Gain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gain = nn.Parameter(torch.tensor(1.0e5))  # inf in fp16
+
+    def forward(self, x):
+        return x * self.gain
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.gain = Gain()
+
+    def forward(self, x):
+        return self.gain(self.proj(x) * 1e-4)
+
+def get_model():
+    torch.manual_seed(0)
+    return Net()
+
+def get_example_inputs():
+    torch.manual_seed(1)
+    return (torch.randn(4, 8),)
+"""
+
+
+def test_in_pure_mode_the_search_keeps_the_diverging_modules_weights_once_no_region_helps(cli, tmp_path):
+    """A weight that fp16 cannot hold (1e5) is inf before any op runs: every float32 region,
+    the whole model included, reads it as inf. Pure mode's search then keeps that module's
+    weights in fp32, which passes."""
+    model, plan = tmp_path / "gain.py", tmp_path / "plan.yaml"
+    model.write_text(WEIGHT_PAST_FP16)
+    result = cli("plan", model, "--mode", "pure", "--prune", "-o", plan)
+    assert result.exit_code == 0 and "no plan found" not in result.stderr
+    text = header(plan)
+    assert "added (each the first divergence of a failing run, kept in float32): mul in gain; gain (whole); " \
+           "<root> (whole); keep_fp32_modules gain" in text
+    assert load_plan(str(plan)).keep_fp32_modules == ["gain"]
+    assert check_passes(cli, str(model), str(plan), "--mode", "pure")
+
+
+def test_the_weights_tried_go_from_the_diverging_module_outwards():
+    from precisionaudit.plan.file import OverridePlan
+    from precisionaudit.prune.pytorch import _next_weights
+
+    assert _next_weights(OverridePlan(target={}), "blocks.3.attn") == "blocks.3.attn"
+    plan = OverridePlan(target={}, keep_fp32_modules=["blocks.*.attn"])
+    assert _next_weights(plan, "blocks.3.attn.q") == "blocks.3"  # attn keeps q's weights too
+    assert _next_weights(plan, "blocks.3.mlp") == "blocks.3.mlp"
+    assert _next_weights(OverridePlan(target={}, keep_fp32_modules=[""]), "blocks.3") is None

@@ -129,3 +129,94 @@ def test_plan_file_is_written_atomically(cli, tmp_path, monkeypatch):
     result = cli("plan", sample("pa107_mask_hazard.py"), "-o", out)
     assert result.exit_code == 2 and "cannot write plan: No space left on device" in result.stderr
     assert out.read_text() == "previous plan\n" and os.listdir(tmp_path) == ["amp_plan.yaml"]
+
+
+def _model_file(tmp_path, name, source):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return str(path)
+
+
+def test_an_attention_plans_its_logits_gemm_by_call_order_not_every_matmul(tmp_path):
+    """GPT-2's eager attention: PA106 at q @ k^T. The module also runs probs @ v, which
+    needs no fp32: the plan names the first matmul only (issue 36, the H200's 1.33x)."""
+    path = _model_file(tmp_path, "attn.py", """
+        import math
+        import torch
+        from torch import nn
+
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.qkv = nn.Linear(64, 192)
+
+            def forward(self, x):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                scores = (q @ k.transpose(-2, -1)) / math.sqrt(64)
+                return torch.softmax(scores, -1) @ v
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList(Attention() for _ in range(2))
+
+            def forward(self, x):
+                for block in self.blocks:
+                    x = block(x)
+                return x
+
+        def get_model():
+            return Model()
+
+        def get_example_inputs():
+            return (torch.randn(2, 8, 64),)
+    """)
+    assert entries(plan_for(path)[0]) == [("blocks.*", ["matmul#1"], ["PA106"])]
+
+
+def test_a_log_of_a_saturated_sigmoid_plans_the_sigmoid_and_the_cancellation_too(tmp_path):
+    """log(1 - sigmoid(x)) in fp16: sigmoid(9.4) is 1.0 and 1 - p is 0 before the log runs,
+    so a plan that keeps only the log in fp32 still computes log(0)."""
+    path = _model_file(tmp_path, "focal.py", """
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cls = nn.Linear(8, 8)
+
+            def forward(self, x):
+                p = torch.sigmoid(self.cls(x))
+                return torch.log(1 - p).sum()
+
+        def get_model():
+            return Head()
+
+        def get_example_inputs():
+            return (torch.randn(4, 8),)
+    """)
+    (module, ops, rules), = [e for e in entries(plan_for(path, "pure")[0]) if "PA105" in e[2]]
+    assert module == "" and {"sigmoid", "sub", "log"} <= set(ops)
+
+
+def test_a_finding_at_an_op_without_fix_ops_plans_that_op_not_its_whole_module():
+    graph = new_graph()
+    name = add_op(graph, OpNode(name="linear", op="linear", target="aten.addmm", module="head"))
+    finding = Finding(rule="PA303", name="weight-out-of-range", severity="error", path="m.py", line=3,
+                      model="m.py:get_model", node=name, op="linear", module="head", message="w",
+                      fix={"action": "keep_fp32", "module": "head"})
+    assert entries(make_plan([finding], Target(), graph)[0]) == [("head", ["linear"], ["PA303"])]
+
+
+def test_a_finding_without_an_op_does_not_widen_a_region_whose_other_findings_name_ops():
+    graph = new_graph()
+    name = add_op(graph, OpNode(name="softmax", op="softmax", target="aten._softmax", module="attn"))
+    named = Finding(rule="PA101", name="softmax", severity="error", path="m.py", line=3, model="m.py:get_model",
+                    node=name, op="softmax", module="attn", message="s",
+                    fix={"action": "keep_fp32", "ops": ["softmax"], "module": "attn"})
+    unplaced = Finding(rule="PA303", name="weight-out-of-range", severity="error", path="m.py", line=None,
+                       model="m.py:get_model", node=None, op=None, module="attn", message="w",
+                       fix={"action": "keep_fp32", "module": "attn"})
+    assert entries(make_plan([unplaced, named], Target(), graph)[0]) == [("attn", ["softmax"], ["PA101", "PA303"])]
+    assert entries(make_plan([unplaced], Target(), graph)[0]) == [("attn", None, ["PA303"])]

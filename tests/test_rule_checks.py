@@ -141,8 +141,10 @@ def test_every_bundled_rule_is_exercised_by_the_strict_template_tests():
     the training rules' messages are filled in their own tests (test_training_*.py render
     every message and fix of PA4xx with real values), the Keras rules' in test_keras_rules.py; the
     FP8 rules (PA601-PA603) judge only --dtype float8 and test_fp8.py renders theirs; the measured
-    FP8 rules (PA604, PA605) need --data as well and test_fp8_ranges.py renders theirs."""
-    training = {r.id for r in load_rules() if r.scope == "training"}
+    FP8 rules (PA604, PA605) need --data as well and test_fp8_ranges.py renders theirs; the
+    watch's rules (PA7xx) come from a training job's log and tests/test_watch*.py render each
+    on a real training loop."""
+    training = {r.id for r in load_rules() if r.scope in ("training", "watch")}
     keras = {"PA501", "PA502"}  # Keras models: tests/test_keras_rules.py renders them (strict) on their samples
     covered = {h[0] for h in HAZARDS} | {"PA001", "PA301", "PA302", "PA303", "PA304", "PA305", "PA306"} | training \
         | keras | {"PA601", "PA602", "PA603", "PA604", "PA605"}
@@ -165,7 +167,7 @@ def folded(tmp_path_factory):
     """The PA303 sample's checkpoint, whose weights do not fit fp16."""
     from safetensors.torch import save_file
 
-    from precisionaudit.capture.pytorch.model_file import import_model_file
+    from precisionaudit.runtime.pytorch.model_file import import_model_file
 
     path = tmp_path_factory.mktemp("pa303") / "folded.safetensors"
     save_file(import_model_file(sample("pa303_folded_hazard.py")).trained_state_dict(), path)

@@ -1,5 +1,6 @@
 """Every rule fires on its hazard sample and stays silent on its clean twin."""
 import pytest
+import torch
 from conftest import findings_of, sample, scanned_graph
 
 from precisionaudit.core.numerics import Target
@@ -16,6 +17,7 @@ CASES = [
     ("PA104", "pa104_lstm_hazard.py", "pa104_lstm_clean.py", "autocast"),
     ("PA104", "pa104_recurrence_hazard.py", "pa104_recurrence_clean.py", "autocast"),
     ("PA105", "pa105_exp_hazard.py", "pa105_exp_clean.py", "pure"),
+    ("PA105", "pa105_decay_hazard.py", "pa105_decay_clean.py", "pure"),
     ("PA106", "pa106_logits_hazard.py", "pa106_logits_clean.py", "autocast"),
     ("PA106", "pa106_logits_hazard.py", "pa106_prescaled_clean.py", "autocast"),
     ("PA106", "pa106_prescaled_hazard.py", "pa106_prescaled_clean.py", "autocast"),
@@ -35,6 +37,7 @@ CASES = [
     ("PA205", "pa205_fp32gemm_hazard.py", "pa205_fp32gemm_clean.py", "autocast"),
     ("PA115", "pa115_mixed_hazard.py", "pa115_mixed_clean.py", "pure"),
     ("PA116", "pa116_offset_norm_hazard.py", "pa116_offset_norm_clean.py", "pure"),
+    ("PA116", "pa116_offset_cast_hazard.py", "pa116_offset_cast_clean.py", "autocast"),
     ("PA206", "pa206_headdim_hazard.py", "pa206_headdim_clean.py", "autocast"),
 ]
 
@@ -386,3 +389,43 @@ def test_an_offset_norm_scale_is_a_warning_in_bf16_and_says_how_far_apart_number
     assert fp16.severity == "info" and "0.00098 apart" in fp16.message
     assert bf16.fix["ops"] == ["add", "mul"] and bf16.fix["module"] == "norm"
     assert found("bfloat16", "autocast") == []  # the weight is fp32 under autocast: so is the add
+
+
+NEMOTRON_NORM = '''
+import torch
+from torch import nn
+from transformers.models.nemotron.modeling_nemotron import NemotronLayerNorm1P
+
+
+class Block(nn.Module):
+    def __init__(self, d=64):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+        self.norm = NemotronLayerNorm1P(d)
+
+    def forward(self, x):
+        return self.norm(self.proj(x)).float()
+
+
+def get_model():
+    return Block()
+
+
+def get_example_inputs():
+    return (torch.randn(2, 8, 64),)
+'''
+
+
+def test_nemotron_layernorm1p_scale_is_rounded_by_its_own_autocast_cast(tmp_path):
+    """transformers' NemotronLayerNorm1P forms ``weight + 1.0`` in fp32, then its
+    ``_cast_if_autocast_enabled`` casts it to bf16 before ``F.layer_norm``: a learned offset of
+    0.003 is gone (1.003 is 1.0 in bf16). Only the whole module in fp32 (autocast off, so the
+    model's own branch does not cast) keeps it, and that is the fix."""
+    pytest.importorskip("transformers")
+    assert torch.tensor(1.003).bfloat16().item() == 1.0
+    path = tmp_path / "nemotron_norm.py"
+    path.write_text(NEMOTRON_NORM)
+    (found,) = [f for f in findings_of(str(path), dtype="bfloat16") if f.rule == "PA116"]
+    assert (found.severity, found.module, found.op) == ("warning", "norm", "add")
+    assert "formed in float32, then cast to bfloat16 before the layer_norm" in found.message
+    assert found.fix["ops"] == [] and found.fix["module"] == "norm"

@@ -87,3 +87,84 @@ def test_token_attention_with_a_head_dim_of_20_is_still_reported():
     """The other side: ordinary attention contracts its head dim (20), not a token count."""
     (f,) = rules_of(sample("pa206_headdim_hazard.py"), "PA206")
     assert f.evidence["head_dim"] == 20
+
+
+UNMASKED = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(288, 3 * 288)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, 8, 36).permute(2, 0, 3, 1, 4)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        return (F.scaled_dot_product_attention(q, k, v).float(),
+                F.scaled_dot_product_attention(q, k, v, attn_mask=causal).float())
+
+
+def get_model():
+    return Attention()
+
+
+def get_example_inputs():
+    return (torch.randn(2, 16, 288),)
+"""
+
+
+def test_head_dim_36_is_what_flash_attention_pads_and_the_memory_efficient_kernel_refuses(tmp_path):
+    """Moonshine's head dim 36 (288 / 8). PyTorch pads q, k and v to a multiple of 8 for flash
+    attention (attention.cpp, pad_last_dim<8>) and its flash filter takes any head dim up to
+    256 (sdp_utils.cpp, check_head_dim_size_flash); the memory-efficient kernel wants a
+    multiple of 8 in fp16 (check_head_dim_size_mem_efficient). Without a mask flash attention
+    runs it padded to 40: an info that says so, not a warning that fused kernels refuse it.
+    With the hand-made causal mask as attn_mask, flash attention cannot run it: a warning."""
+    path = tmp_path / "head36.py"
+    path.write_text(UNMASKED)
+    found = sorted(rules_of(str(path), "PA206"), key=lambda f: f.node)
+    assert [(f.severity, f.evidence["head_dim"]) for f in found] == [("info", 36), ("warning", 36)]
+    assert "flash attention pads q, k and v to 40 (11% more work) to run it" in found[0].message
+    assert "memory-efficient and cuDNN kernels do not take it" in found[0].message
+    assert "masked, SDPA runs its unfused math path" in found[1].message
+
+
+def test_a_padding_mask_keeps_every_fused_kernel_away_and_is_a_warning():
+    """With a mask made from a model input (the batch's padding) flash attention cannot run the
+    call and the memory-efficient kernel refuses dim 20: SDPA's math path, a warning."""
+    (f,) = rules_of(sample("pa206_headdim_hazard.py"), "PA206")
+    assert f.severity == "warning" and "SDPA runs its unfused math path" in f.message
+
+
+MOONSHINE = """
+import torch
+import transformers as tf
+
+
+def get_model():
+    torch.manual_seed(0)
+    config = tf.MoonshineConfig(hidden_size=288, intermediate_size=1152, encoder_num_hidden_layers=1,
+                                decoder_num_hidden_layers=1, encoder_num_attention_heads=8,
+                                decoder_num_attention_heads=8, vocab_size=1024, use_cache=False)
+    return tf.MoonshineForConditionalGeneration(config).eval()
+
+
+def get_example_inputs():
+    return {"input_values": torch.randn(2, 1600), "decoder_input_ids": torch.randint(0, 1024, (2, 8))}
+"""
+
+
+def test_the_causal_mask_transformers_builds_only_while_tracing_is_no_mask(tmp_path):
+    """Moonshine (head dim 36): its decoder's causal mask is built by masking_utils only because
+    the capture's fake tensors look like tracing; a real run passes is_causal=True and no mask
+    (checked on CPU: every SDPA call of this model gets attn_mask=None), so flash attention runs
+    all three attentions padded: three infos, no warning."""
+    pytest.importorskip("transformers")
+    path = tmp_path / "moonshine.py"
+    path.write_text(MOONSHINE)
+    found = rules_of(str(path), "PA206")
+    assert found and {(f.severity, f.evidence["head_dim"]) for f in found} == {("info", 36)}

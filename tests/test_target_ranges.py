@@ -12,6 +12,7 @@ from conftest import sample
 
 from precisionaudit.cli import main
 from precisionaudit.core.values import matched_calls
+from precisionaudit.runtime.sources import DEFAULT_LOAD
 
 MODES = ["autocast", "pure"]
 
@@ -51,7 +52,7 @@ def test_an_overflow_the_fp16_program_has_names_the_fp32_reference():
     """T5's wo: the reference's 1e5 is the headroom (the fp16 run only knows inf)."""
     from safetensors.torch import save_file
 
-    from precisionaudit.capture.pytorch.model_file import import_model_file
+    from precisionaudit.runtime.pytorch.model_file import import_model_file
     import tempfile, os
 
     path = sample("pa301_t5_ff_hazard.py")
@@ -72,8 +73,8 @@ def _nodes(path, mode):
 
     target = Target("float16", mode, "cuda")
     frontend = frontend_for(path)
-    captured = frontend.capture(path, target, "get_model", "get_example_inputs")
-    frontend.measure(captured.graph, path, target, "get_model", "get_example_inputs", ValueOptions(data="example"))
+    captured = frontend.capture(path, target, DEFAULT_LOAD)
+    frontend.measure(captured.graph, path, target, DEFAULT_LOAD, ValueOptions(data="example"))
     return [attrs for _, attrs in run_passes(captured.graph).nodes(data=True)]
 
 
@@ -123,3 +124,22 @@ def test_the_plan_keeps_the_add_and_the_softmax_and_check_proves_it(cli, tmp_pat
     assert before["variants"][1]["status"] == "nonfinite"
     after = json.loads(cli("check", path, "--data", "example", "--plan", plan, "--format", "json").stdout)
     assert after["passed"] is True and after["variants"][2]["status"] == "ok", after
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_fixed_opt_attention_is_no_headroom_warning(mode):
+    """OPT after transformers PR #17437: scores + the finfo(fp16).min mask come within 2x of
+    65504 (the issue's 6.547e+04), but the next op, torch.max(attn_weights, finfo.min),
+    brings any sum back into fp16's range, and the mask's own -65504 is a constant the model
+    wrote: no value there can grow past the range."""
+    assert _pa301(sample("pa301_opt_clamped_clean.py"), mode) == (0, [])
+
+
+def test_the_same_sum_without_the_bound_is_still_a_headroom_warning():
+    """The twin without torch.max: a score below -16 makes the masked sum -inf in fp16, and a
+    fully masked row (the first query of the left-padded sequence) NaN after the softmax."""
+    code, findings = _pa301(sample("pa301_opt_clamped_hazard.py"), "pure", "--fail-on", "warning")
+    assert code == 1 and len(findings) == 1, findings
+    f = findings[0]
+    assert (f["severity"], f["op"], f["module"]) == ("warning", "add", "attn")
+    assert 65504 / 2 <= f["evidence"]["measured"] <= 65504 and "within the 2x headroom" in f["message"]

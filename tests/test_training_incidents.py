@@ -28,7 +28,7 @@ import tokenize
 import pytest
 
 from precisionaudit.rules.engine import load_rules
-from precisionaudit.training.audit import audit_file
+from precisionaudit.frontend.training import audit as audit_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "samples", "training", "incidents")

@@ -187,7 +187,7 @@ def test_every_clean_training_sample_is_clean_under_every_training_rule():
     """A clean twin is written for one rule; no other rule may find anything in it either
     (PA403 once found a real fp16-without-scaler path in PA405's twin)."""
     from precisionaudit.rules.engine import load_rules
-    from precisionaudit.training.audit import audit_file
+    from precisionaudit.frontend.training import audit as audit_file
 
     rules = load_rules(checks=False)
     clean = sorted(f for f in os.listdir(SAMPLES) if "_clean." in f or f.endswith("_clean.py"))

@@ -10,7 +10,7 @@ import torch
 from conftest import ROOT, sample
 from safetensors.torch import save_file
 
-from precisionaudit.capture.pytorch.model_file import import_model_file
+from precisionaudit.runtime.pytorch.model_file import import_model_file
 
 POLES = os.path.join(ROOT, "tests", "models", "tiny_poles.py")
 

@@ -13,9 +13,11 @@ from click.testing import CliRunner
 from conftest import ROOT, sample
 from safetensors.torch import save_file
 
-from precisionaudit.capture.data import pytorch_batches
-from precisionaudit.capture.pytorch.model_file import import_model_file
-from precisionaudit.capture.pytorch.weights import load_model, read_state_dict
+from precisionaudit.runtime.data import pytorch_batches
+from precisionaudit.runtime.pytorch.model_file import import_model_file
+from precisionaudit.runtime.pytorch.source import open_source
+from precisionaudit.runtime.pytorch.weights import read_state_dict
+from precisionaudit.runtime.sources import DEFAULT_LOAD
 from precisionaudit.cli import main
 from precisionaudit.core.errors import UsageError
 
@@ -29,7 +31,7 @@ def trained():
 
 
 def _loaded(path, weights):
-    return load_model(import_model_file(path), path, "get_model", weights).state_dict()
+    return open_source(path).build_loaded(weights).state_dict()
 
 
 def _same(a, b):
@@ -61,7 +63,7 @@ def test_meta_model_is_materialised_by_assignment(tmp_path):
     state = {"0.weight": torch.full((8, 4), 2.0), "0.bias": torch.zeros(8),
              "2.weight": torch.full((3, 8), 0.5), "2.bias": torch.ones(3)}
     save_file(state, tmp_path / "w.safetensors")
-    model = load_model(import_model_file(META), META, "get_model", str(tmp_path / "w.safetensors"))
+    model = open_source(META).build_loaded(str(tmp_path / "w.safetensors"))
     assert {p.device.type for p in model.parameters()} == {"cpu"}
     # the checkpoint's tensors are the parameters: nothing was allocated twice
     assert model[0].weight.data_ptr() != 0 and torch.equal(model[0].weight, state["0.weight"])
@@ -73,21 +75,21 @@ def test_tied_weights_stored_once_are_tied_again(tmp_path, kept):
     """safetensors keeps one name of a tied pair, either one (save_model kept head.weight of
     bench/models/gpt_1b.py's tok/head pair)."""
     path = os.path.join(ROOT, "tests", "models", "tied_lm.py")
-    model = load_model(import_model_file(path), path, "get_model", None)
+    model = open_source(path).build_loaded(None)
     dropped = ({"embed.weight", "head.weight"} - {kept}).pop()
     state = {k: v for k, v in model.state_dict().items() if k != dropped}
     state[kept] = torch.randn_like(state[kept])
     save_file(state, tmp_path / "w.safetensors")
-    loaded = load_model(import_model_file(path), path, "get_model", str(tmp_path / "w.safetensors"))
+    loaded = open_source(path).build_loaded(str(tmp_path / "w.safetensors"))
     assert loaded.head.weight is loaded.embed.weight
     assert torch.equal(loaded.head.weight, state[kept])
 
 
 # --------------------------------------------------------------------------- data sources
 def _batches(source, path=T5, limit=None):
-    module = import_model_file(path)
-    example = ((module.get_example_inputs()[0],), {})
-    return list(pytorch_batches(source, module, path, example, limit))
+    model = open_source(path)
+    example = ((model.module.get_example_inputs()[0],), {})
+    return list(pytorch_batches(source, model, example, limit))
 
 
 def test_data_example_is_one_batch():
@@ -111,7 +113,8 @@ def test_data_files_hold_one_batch_or_a_list(tmp_path):
 def test_a_generator_is_streamed_batch_by_batch():
     """The data function's batches are pulled one at a time: never all held at once."""
     path = sample("pa301_attention_hazard.py")
-    module = import_model_file(path)
+    model = open_source(path)
+    module = model.module
     pulled = []
 
     def calibration_batches():
@@ -121,7 +124,7 @@ def test_a_generator_is_streamed_batch_by_batch():
 
     module.calibration_batches = calibration_batches
     example = ((module.get_example_inputs()[0],), {})
-    stream = pytorch_batches("calibration_batches", module, path, example, limit=3)
+    stream = pytorch_batches("calibration_batches", model, example, limit=3)
     next(stream)
     assert pulled == [0]
     assert len(list(stream)) == 2 and pulled == [0, 1, 2]
@@ -289,7 +292,7 @@ def test_a_checkpoint_larger_than_half_the_free_memory_is_offloaded(tmp_path, tr
     save_file(trained, weights)
     values = ValueOptions(weights=weights, data="example")
     target = Target("float16", "autocast", "cuda")
-    in_memory = calibration.measure_file(T5, target, "get_model", "get_example_inputs", values)
+    in_memory = calibration.measure_file(T5, target, DEFAULT_LOAD, values)
     size = os.path.getsize(weights)
     monkeypatch.setattr(offload, "available_memory", lambda: int(1.98 * size))  # file > half of it
     dispatched = []
@@ -303,7 +306,7 @@ def test_a_checkpoint_larger_than_half_the_free_memory_is_offloaded(tmp_path, tr
         return model
 
     monkeypatch.setattr(accelerate, "load_checkpoint_and_dispatch", spy)
-    offloaded = calibration.measure_file(T5, target, "get_model", "get_example_inputs", values)
+    offloaded = calibration.measure_file(T5, target, DEFAULT_LOAD, values)
     assert dispatched and "disk" in dispatched[0], dispatched
     key = "block.ff.wo|linear|0"
     assert offloaded.calls[key]["max_abs"] == pytest.approx(in_memory.calls[key]["max_abs"], rel=1e-6)
@@ -318,9 +321,8 @@ def test_an_offloaded_model_keeps_its_tied_weights_tied(tmp_path):
     from precisionaudit.capture.pytorch.offload import load_offloaded
 
     path = os.path.join(ROOT, "tests", "models", "tied_lm.py")
-    module = import_model_file(path)
     state = {"embed.weight": torch.randn(32, 16)}
     save_file(state, tmp_path / "w.safetensors")
-    model = load_offloaded(module, path, "get_model", str(tmp_path / "w.safetensors"), budget=1 << 30)
+    model = load_offloaded(open_source(path), str(tmp_path / "w.safetensors"), budget=1 << 30)
     ids = torch.randint(0, 32, (2, 5))
     assert torch.allclose(model(ids), state["embed.weight"][ids] @ state["embed.weight"].T, atol=1e-5)

@@ -1,8 +1,9 @@
 """GPT-2 small (124 M parameters) at batch 2 x 256 tokens: the check benchmark's real-sized row.
 
 Built from ``transformers.GPT2Config`` (random weights, nothing downloaded; eager attention,
-no KV cache) when transformers is installed, else a plain GPT-2-shaped model of the same sizes
-(12 layers, d=768, 12 heads, FFN 3072, vocabulary 50257, causal mask from finfo.min).
+no KV cache; ``get_sdpa_model``: SDPA) when transformers is installed, else a plain
+GPT-2-shaped model of the same sizes (12 layers, d=768, 12 heads, FFN 3072, vocabulary
+50257, causal mask from finfo.min).
 """
 import math
 
@@ -57,12 +58,12 @@ class PlainGPT2(nn.Module):
 class HFGPT2(nn.Module):
     """transformers' GPT2LMHeadModel returning the logits tensor only."""
 
-    def __init__(self):
+    def __init__(self, attn_implementation="eager"):
         super().__init__()
         from transformers import GPT2Config, GPT2LMHeadModel
 
         config = GPT2Config(n_layer=LAYERS, n_embd=D_MODEL, n_head=HEADS, vocab_size=VOCAB,
-                            n_positions=CONTEXT, use_cache=False, attn_implementation="eager")
+                            n_positions=CONTEXT, use_cache=False, attn_implementation=attn_implementation)
         self.lm = GPT2LMHeadModel(config)
 
     def forward(self, ids):
@@ -74,6 +75,11 @@ def get_model():
         return HFGPT2()
     except ImportError:
         return PlainGPT2()
+
+
+def get_sdpa_model():
+    """transformers' GPT-2 with F.scaled_dot_product_attention (needs transformers)."""
+    return HFGPT2("sdpa")
 
 
 def get_example_inputs():

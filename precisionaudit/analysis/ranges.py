@@ -5,8 +5,13 @@ under ``range`` on every node: ``value_range = (lo, hi)`` where something bounds
 and None where nothing does. Sources of bounds:
 ops with a bounded output (softmax/sigmoid in [0, 1], tanh/sin/cos/erf in [-1, 1],
 normalize, clamp, relu6, hardtanh, norms without affine weights), constants (full, zeros,
-ones, arange from its scalar arguments) and relations (``x - x.amax(dim)`` is <= 0). They
-propagate through elementwise arithmetic, casts, views, concatenations, min/max and mean.
+ones, arange from its scalar arguments), signs (softplus >= 0) and relations
+(``x - x.amax(dim)`` is <= 0). They propagate through elementwise arithmetic, casts, views,
+concatenations, min/max and mean. Every interval is what the op's output dtype stores:
+rounded to it (past its largest finite value: inf), truncated by a cast to an integer.
+An interval the pass cannot bound is unknown (None), never an exception: the arithmetic
+on ``(lo, hi)`` pairs is held to contain every value torch computes from values in the
+operands' intervals (tests/test_range_arithmetic.py samples each op it models).
 A weight, a model input or a GEMM output is unknown: values are never guessed. A
 non-persistent buffer (a table the constructor computes and no checkpoint replaces, such
 as a rotary ``inv_freq``) has the range of the values its constructor gave, which capture
@@ -25,12 +30,14 @@ import math
 
 import networkx as nx
 
+from ..core.numerics import LARGEST_FINITE, rounds_to
 from ..ir.graph import producers
 from .facts import RangeFacts, fact
 from .measured import measured_interval
 
 INF = math.inf
 UNIT = (0.0, 1.0)
+VARIANCE = (0.0, INF)
 SIGNED_UNIT = (-1.0, 1.0)
 FIXED = {"sigmoid": UNIT, "softmax": UNIT, "hardsigmoid": UNIT, "tanh": SIGNED_UNIT,
          "sin": SIGNED_UNIT, "cos": SIGNED_UNIT, "erf": SIGNED_UNIT, "softsign": SIGNED_UNIT,
@@ -39,13 +46,23 @@ FIXED = {"sigmoid": UNIT, "softmax": UNIT, "hardsigmoid": UNIT, "tanh": SIGNED_U
 SAME = {"to", "float", "half", "bfloat16", "type_as", "view", "reshape", "transpose", "permute",
         "contiguous", "clone", "getitem", "unsqueeze", "squeeze", "expand", "expand_as", "flatten",
         "unflatten", "repeat", "repeat_interleave", "chunk", "split", "narrow", "select", "t",
-        "detach", "view_as", "reshape_as", "movedim", "roll", "flip", "index_select", "gather",
-        "tril", "triu"}
+        "detach", "view_as", "reshape_as", "movedim", "roll", "flip", "index_select", "gather"}
+#: ops whose output is some of their input's values and zeros
+SAME_OR_ZERO = {"tril", "triu"}
 #: ops whose output lies within the hull of their operands (tensors and scalars)
-HULL = {"cat", "stack", "where", "masked_fill", "mean", "nanmean", "amax", "amin", "max", "min",
-        "median", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
-        "adaptive_avg_pool2d", "adaptive_avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
-        "adaptive_max_pool2d", "interpolate", "upsample_nearest2d", "maximum", "minimum"}
+HULL = {"cat", "stack", "where", "masked_fill", "amax", "amin", "max", "min", "median", "max_pool1d",
+        "max_pool2d", "max_pool3d", "adaptive_max_pool2d", "interpolate", "upsample_nearest2d"}
+#: averages over windows that may reach into zero padding (count_include_pad): the hull and 0
+AVERAGES_WITH_PADDING = {"avg_pool1d", "avg_pool2d", "avg_pool3d"}
+#: ops that sum their window before dividing: the sum can overflow the float32 accumulator
+AVERAGES = {"mean", "nanmean", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+            *AVERAGES_WITH_PADDING}
+#: resampling with negative weights (the bicubic kernel overshoots its samples): no hull
+OVERSHOOTING = ("upsample_bicubic2d", "_upsample_bicubic2d_aa")
+#: elementwise max/min of two operands (by aten op: ``torch.max(x, 1)`` is a reduction):
+#: monotone in each operand, so taken end by end
+PAIRWISE = {"aten.maximum.default": max, "aten.minimum.default": min, "aten.max.other": max,
+            "aten.min.other": min, "aten.fmax.default": max, "aten.fmin.default": min}
 POINTS = {"zeros": 0.0, "zeros_like": 0.0, "new_zeros": 0.0, "ones": 1.0, "ones_like": 1.0,
           "new_ones": 1.0}
 FULLS = {"full", "full_like", "new_full", "fill", "fill_", "scalar_tensor", "tensor"}
@@ -54,6 +71,9 @@ GEMMS = {"matmul", "bmm", "mm", "einsum"}
 OUTER = {"outer", "ger"}
 NORMS_WITHOUT_AFFINE = {"layer_norm", "rms_norm"}
 L2_NORMS = {"norm", "linalg_vector_norm"}
+#: the open interval of values an integer dtype holds (a cast truncates toward 0 inside it)
+INTEGER_LIMITS = {"int64": (-2.0**63 - 1, 2.0**63), "int32": (-2.0**31 - 1, 2.0**31),
+                  "int16": (-2.0**15 - 1, 2.0**15), "int8": (-129.0, 128.0), "uint8": (-1.0, 256.0)}
 #: ops between a norm and the division by it that keep it a lower bound of the norm's value
 DIVISOR_PATH = {"clamp", "clamp_min", "to", "float", "half", "add", "expand_as", "expand"}
 
@@ -82,17 +102,33 @@ def _exp(x):
         return INF
 
 
+def _expm1(x):
+    try:
+        return math.expm1(x)
+    except OverflowError:
+        return INF
+
+
+def _power(x, p):
+    """``x ** p`` as a float: inf where it overflows (Python raises)."""
+    try:
+        return float(x) ** p
+    except OverflowError:
+        return math.copysign(INF, x) if p % 2 == 1 else INF
+
+
 def _pow(r, p):
+    """``x ** p``: an even power is smallest at 0; any other is monotone on an interval that
+    keeps one sign (an odd or positive power on any interval, a fractional one on x >= 0)."""
     lo, hi = r
-    if float(p).is_integer():
-        p = int(p)
-        if p >= 0 and p % 2 == 0:
-            ends = [abs(lo) ** p, abs(hi) ** p]
-            return (0.0 if lo <= 0 <= hi else min(ends), max(ends))
-        if p > 0:
-            return (lo ** p, hi ** p)
-    if lo >= 0 and p > 0:
-        return (lo ** p, hi ** p)
+    integer = float(p).is_integer()
+    if integer and p >= 0 and int(p) % 2 == 0:
+        ends = [_power(abs(lo), int(p)), _power(abs(hi), int(p))]
+        return (0.0 if lo <= 0 <= hi else min(ends), max(ends))
+    p = int(p) if integer else p
+    if (integer and p > 0) or (p > 0 and lo >= 0) or lo > 0 or (integer and hi < 0):
+        ends = (_power(lo, p), _power(hi, p))
+        return (min(ends), max(ends))
     return None
 
 
@@ -107,19 +143,37 @@ def _scalar_pow(base, lo, hi):
     return (min(ends), max(ends))
 
 
+def _softplus(node, r):
+    """``log(1 + exp(beta * x)) / beta``, and x itself where beta * x > threshold (torch's
+    softplus): increasing in x and never negative, whatever x is (beta > 0)."""
+    numbers = _numbers(node)  # (beta, threshold) where the call passed them
+    beta = numbers[0] if numbers else 1.0
+    threshold = numbers[1] if len(numbers) > 1 else 20.0
+    if beta <= 0:
+        return None
+    lo, hi = r if r is not None else (-INF, INF)
+
+    def softplus(x):
+        return x if beta * x > threshold else math.log1p(_exp(beta * x)) / beta
+    return (max(softplus(lo), 0.0), softplus(hi))
+
+
 def _other_operands(graph, node, input_range=None, buffers=None):
     """Ranges of the operands no node produces: buffers, read directly or through a view (the
     values their constructor gave, ``buffer_ranges``, and those a caller assumes, ``buffers``;
     parameters are unknown), model inputs (unknown, or ``input_range``) and operands capture
     could not trace (unknown)."""
     tables = {**(graph.graph.get("buffer_ranges") or {}), **(buffers or {})}
-    buffers = [tables.get(p) for p, _ in [*node["params"], *node.get("param_views", ())]]
+    buffers = [tables.get(p, VARIANCE if p.rsplit(".", 1)[-1] == "running_var" else None)
+               for p, _ in [*node["params"], *node.get("param_views", ())]]
     return buffers + [input_range] * len(node.get("sources") or ()) + [None] * node.get("untracked_operands", 0)
 
 
 def _operands(graph, name, node, ranges, input_range=None, buffers=None):
     """Ranges of a binary op's two operands, in argument order; None when one is unknown.
-    Buffers and model inputs count for add and mul only, whose operand order does not matter."""
+    Buffers and model inputs count for add and mul only, whose operand order does not matter.
+    aten's rsub (``1 - x`` records ``rsub(x, 1)``, whatever the call's name) is ``other - self``:
+    its operands come back as the subtraction's."""
     preds = producers(graph, name)
     tensors = [ranges.get(p) for p in preds]
     numbers = _numbers(node)
@@ -133,7 +187,7 @@ def _operands(graph, name, node, ranges, input_range=None, buffers=None):
         return None
     if any(o is None for o in operands):
         return None
-    if node["op"] in ("rsub",):
+    if node["target"].startswith("aten.rsub"):
         operands.reverse()
     return operands
 
@@ -142,6 +196,17 @@ def _max_of_own_input(graph, minuend, subtrahend) -> bool:
     """``x - x.amax(dim, keepdim=True)``: the subtrahend is the largest value of the minuend."""
     node = graph.nodes[subtrahend]
     return node["op"] in ("amax", "max", "logsumexp") and minuend in producers(graph, subtrahend)
+
+
+def _rounded_quotient(node, q):
+    """``div(rounding_mode=...)`` and ``//``: the quotient floored or truncated (monotone),
+    so the ends are rounded; which mode is not recorded, so both are allowed."""
+    if node["target"].startswith("aten.floor_divide"):
+        return tuple(x if math.isinf(x) else float(math.floor(x)) for x in q)
+    if node["target"].startswith("aten.div.") and "_mode" in node["target"]:
+        return (q[0] if math.isinf(q[0]) else float(math.floor(q[0])),
+                q[1] if math.isinf(q[1]) else float(math.ceil(q[1])))
+    return q
 
 
 def _arith(graph, name, node, ranges, input_range=None, buffers=None):
@@ -162,7 +227,7 @@ def _arith(graph, name, node, ranges, input_range=None, buffers=None):
     if op == "rdiv":
         a, b = b, a  # c / x
     if op in ("div", "rdiv") and (b[0] > 0 or b[1] < 0):
-        return _mul(a, (1 / b[1], 1 / b[0]))
+        return _rounded_quotient(node, _mul(a, (1 / b[1], 1 / b[0])))
     return None
 
 
@@ -177,7 +242,7 @@ def _unary(node, r):
     if op == "exp":
         return (_exp(lo), _exp(hi))
     if op == "expm1":
-        return (_exp(lo) - 1, _exp(hi) - 1)
+        return (_expm1(lo), _expm1(hi))
     if op == "log" and lo > 0:
         return (math.log(lo), math.log(hi))
     if op == "sqrt" and lo >= 0:
@@ -197,10 +262,13 @@ def _unary(node, r):
         return _pow((lo, hi), numbers[0])
     if op == "relu":
         return (max(lo, 0.0), max(hi, 0.0))
+    if op == "softplus":
+        return _softplus(node, r)
     return None
 
 
 def _clamp(node, r):
+    """``min(max(x, lo), hi)``, taken at both ends of x's interval (it is monotone in x)."""
     bounds = [v for _, v in node["scalars"] if not isinstance(v, bool)]
     if node["op"] == "clamp_min" or (node["op"] == "clamp" and len(bounds) == 1):
         bounds = [bounds[0], None]  # clamp(x, min) (a max alone is recorded as (None, max))
@@ -208,16 +276,34 @@ def _clamp(node, r):
         bounds = [None, bounds[0]]
     if len(bounds) != 2:
         return r
+    floor, ceiling = bounds
+
+    def clamped(x):
+        x = x if floor is None else max(x, floor)
+        return x if ceiling is None else min(x, ceiling)
     lo, hi = r or (-INF, INF)
-    if bounds[0] is not None:
-        lo = max(lo, bounds[0])
-    if bounds[1] is not None:
-        hi = min(hi, bounds[1])
-    return (lo, hi)
+    return (clamped(lo), clamped(hi))
+
+
+def _summed_first(hull, node):
+    """An average's hull, with an end made infinite where the sum of the values it averages
+    (at most all of its input) could pass float32's largest value before the division."""
+    if hull is None:
+        return None
+    extent = max((math.prod(s) for s in node["in_shapes"] if s), default=1)
+    return tuple(v if abs(v) * extent < LARGEST_FINITE["float32"] else math.copysign(INF, v) for v in hull)
 
 
 def _unbounded(r):
     return r is None or (r[0] == -INF and r[1] == INF)
+
+
+def _norm_extent(node) -> int:
+    """How many elements a layer_norm / rms_norm normalises over: its normalized_shape where
+    capture recorded it (native_layer_norm's ints), else every element of the output."""
+    ints = [v for op, v in node["scalars"] if op == "native_layer_norm" and isinstance(v, int)
+            and not isinstance(v, bool)]
+    return math.prod(ints) if ints else math.prod(node["out_shape"])
 
 
 def value_range(graph, name, node, ranges, input_range=None, buffers=None):
@@ -244,15 +330,27 @@ def value_range(graph, name, node, ranges, input_range=None, buffers=None):
     if op in ("clamp", "clamp_min", "clamp_max", "hardtanh"):
         if op == "hardtanh" and not node["scalars"]:
             return SIGNED_UNIT
+        if len(inputs) + len(others) > 1:  # tensor bounds (clamp.Tensor): within all operands
+            return _hull(inputs + others + [(float(v), float(v)) for v in _numbers(node)])
         return _clamp(dict(node, op="clamp") if op == "hardtanh" else node, only)
     if op in NORMS_WITHOUT_AFFINE and not node["params"] and node["out_shape"]:
-        bound = math.sqrt(node["out_shape"][-1])  # |x - mean| / std <= sqrt(N) over N elements
+        bound = math.sqrt(_norm_extent(node))  # |x - mean| / std <= sqrt(N) over N elements
         return (-bound, bound)
     if op in SAME:
         return only
-    if op in HULL:  # scalar dims widen the hull: loose, never wrong
-        tensors = [r for p, r in zip(preds, inputs) if graph.nodes[p]["out_dtype"] != "bool"]
-        return _hull(tensors + others + [(float(v), float(v)) for v in _numbers(node)])
+    if op in SAME_OR_ZERO:
+        return _hull([only, (0.0, 0.0)])
+    tensors = [r for p, r in zip(preds, inputs) if graph.nodes[p]["out_dtype"] != "bool"]
+    operands = tensors + others + [(float(v), float(v)) for v in _numbers(node)]
+    if node["target"] in PAIRWISE and len(operands) == 2:
+        pick = PAIRWISE[node["target"]]  # an unknown operand is all reals: its ends are -inf and inf
+        ends = [o or (-INF, INF) for o in operands]
+        return (pick(ends[0][0], ends[1][0]), pick(ends[0][1], ends[1][1]))
+    if op in AVERAGES:
+        hull = _hull(tensors + [(0.0, 0.0)]) if op in AVERAGES_WITH_PADDING else _hull(operands)
+        return _summed_first(hull, node)
+    if op in HULL and not any(a in OVERSHOOTING for a in node.get("atens", ())):
+        return _hull(operands)  # scalar dims widen the hull: loose, never wrong
     if op in ("sum", "nansum") and only is not None and fact(node, "reduction.extent"):
         n = fact(node, "reduction.extent")
         return _mul(only, (0.0, float(n)))
@@ -267,6 +365,23 @@ def value_range(graph, name, node, ranges, input_range=None, buffers=None):
             return (-bounds[0] * bounds[1], bounds[0] * bounds[1])
         return None
     return _unary(node, only)
+
+
+def stored(r, node):
+    """``r`` as the op's output dtype holds it: each end rounded to it (inf past its largest
+    finite value), truncated toward 0 by a cast to an integer dtype; None when ``r`` is not an
+    interval (a NaN end, or ends the wrong way round)."""
+    if r is None or any(math.isnan(v) for v in r) or r[0] > r[1]:
+        return None
+    dtype = node["out_dtype"]
+    if dtype in ("float16", "bfloat16", "float32"):
+        return (rounds_to(r[0], dtype), rounds_to(r[1], dtype))
+    if dtype == "bool":
+        return (0.0, 1.0)
+    if dtype in INTEGER_LIMITS:  # a float beyond the integer type's range casts to anything
+        low, high = INTEGER_LIMITS[dtype]
+        return tuple(float(math.trunc(v)) for v in r) if low < r[0] and r[1] < high else None
+    return r
 
 
 def contraction(node) -> int | None:
@@ -316,13 +431,20 @@ def l2_bound(graph, name, node):
     return None
 
 
+def node_range(graph, name, node, ranges):
+    """The static interval of ``name``'s output as stored (``value_range``, then ``stored``);
+    an interval whose arithmetic fails (an overflow Python raises) is unknown."""
+    try:
+        return stored(value_range(graph, name, node, ranges), node)
+    except ArithmeticError:
+        return None
+
+
 def annotate(graph):
     ranges = {}
     for name in nx.topological_sort(graph):
         node = graph.nodes[name]
-        r = value_range(graph, name, node, ranges)
-        if r is not None and any(math.isnan(v) for v in r):
-            r = None
+        r = node_range(graph, name, node, ranges)
         source = "static"
         if _unbounded(r) and measured_interval(node) is not None:
             r, source = measured_interval(node), "measured"  # --data: what the batches reached

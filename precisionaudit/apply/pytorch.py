@@ -5,7 +5,8 @@ a parameter: it only registers forward pre/post hooks on the modules the plan na
 While such a module runs, a ``TorchFunctionMode`` sees every torch call made inside it
 (its submodules included) and
 
-* runs the planned ops (an entry's ``ops``, or every op for a whole-module entry) with
+* runs the planned ops (an entry's ``ops``, or every op for a whole-module entry; ``op#n``
+  is the n-th call of ``op`` in each call of the module) with
   autocast disabled, their fp16/bf16 inputs upcast to fp32 and an fp16/bf16 ``dtype=``
   argument made fp32 (``arange(n, dtype=x.dtype)``; parameters are upcast on
   the fly, as autocast itself does; a whole-module region also ignores casts down to
@@ -13,7 +14,10 @@ While such a module runs, a ``TorchFunctionMode`` sees every torch call made ins
 * lets their fp32 results flow on inside the region. Casting each result straight back
   would undo the fix: ``exp`` computed in fp32 and rounded to fp16 is still inf. Ops that
   are not planned but receive such a result keep fp32 (type promotion), except GEMMs and
-  convolutions, which get it back in the low dtype so that they stay on Tensor Cores;
+  convolutions, which get it back in the low dtype so that they stay on Tensor Cores (and,
+  without autocast, any fp32 activation beside a low-precision operand: ``w.to(x.dtype)``
+  of a region-made ``x`` is fp32 only because of the plan). A result autocast itself
+  returns in fp32 (exp, softmax, sum) is no region-made value: it stays fp32;
 * casts the region's outputs back to the surrounding dtype when the module returns
   (the dtype the results' low-precision inputs had; for a whole module, its inputs'), so
   the rest of the model sees the dtypes it sees without the plan. A whole module that runs
@@ -39,19 +43,18 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils.weak import WeakIdKeyDictionary
 
+from ..core.autocast_policy import POLICY
 from ..core.globs import matches
-from ..plan.file import OverridePlan, load_plan
+from ..plan.file import OverridePlan, load_plan, split_op
 from ..runtime.pytorch.dtypes import LOW_PRECISION as LOW
-from ..runtime.pytorch.ops import CAST_FNS, QUERIES, canonical_fn_name, canonical_name
+from ..runtime.pytorch.ops import CAST_FNS, GEMM_OPS, QUERIES, canonical_fn_name, canonical_name
 
-#: ops that keep the low dtype when a region's fp32 result reaches them (the Tensor Core work).
-GEMM_OPS = frozenset("""
-linear matmul mm bmm addmm baddbmm addbmm addmv addr mv einsum chain_matmul multi_dot
-linalg_multi_dot linalg_vecdot tensordot bilinear prelu conv1d conv2d conv3d conv_tbc
-conv_transpose1d conv_transpose2d conv_transpose3d convolution scaled_dot_product_attention
-lstm gru rnn_tanh rnn_relu lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell
-""".split())
 _AUTOCAST_DEVICES = ("cuda", "cpu", "xpu", "mps", "hpu")
+#: ops whose result CUDA autocast (and the check's emulation of it) returns in fp32 (exp,
+#: softmax, sum, layer_norm, ...): a region's cast-back must not lower such a result below
+#: the dtype it has without the plan
+AUTOCAST_FP32 = frozenset(canonical_name(op.partition(".")[0]) for op, kind in POLICY.items()
+                          if kind.startswith("fp32"))
 
 
 class PlanWarning(UserWarning):
@@ -71,17 +74,24 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 # --------------------------------------------------------------------------- dtype helpers
+def _autocast_devices() -> list[str]:
+    """The device types on which autocast is on right now."""
+    on = []
+    for device in _AUTOCAST_DEVICES:
+        try:
+            if torch.is_autocast_enabled(device):
+                on.append(device)
+        except (RuntimeError, ValueError, TypeError):
+            continue
+    return on
+
+
 @contextlib.contextmanager
 def autocast_disabled():
     """Autocast off for every device type on which it is on right now."""
     with contextlib.ExitStack() as stack:
-        for device in _AUTOCAST_DEVICES:
-            try:
-                enabled = torch.is_autocast_enabled(device)
-            except (RuntimeError, ValueError, TypeError):
-                continue
-            if enabled:
-                stack.enter_context(torch.autocast(device, enabled=False))
+        for device in _autocast_devices():
+            stack.enter_context(torch.autocast(device, enabled=False))
         yield
 
 
@@ -243,9 +253,11 @@ def _op_name(func) -> str:
 class _RegionMode(TorchFunctionMode):
     """Active while one planned module runs; ``ops`` None means every op is planned."""
 
-    def __init__(self, tracker: _Tracker, ops, entry: int):
+    def __init__(self, tracker: _Tracker, ops, entry: int, calls=None):
         super().__init__()
         self.tracker, self.ops, self.entry = tracker, ops, entry
+        self.calls = calls or {}  # op → the call numbers planned (``matmul#1``: {"matmul": {1}})
+        self.seen = Counter()  # op → its calls so far in this call of the module
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -254,10 +266,12 @@ class _RegionMode(TorchFunctionMode):
         name = _op_name(func)
         if name in QUERIES:
             return func(*args, **kwargs)
-        if self.ops is None or name in self.ops:
+        if self._planned(name):
             if self.ops is not None:
                 self.tracker.hits[self.entry] += 1
             return self._fp32(func, name, args, kwargs)
+        if name in GEMM_OPS:
+            return self._gemm(func, args, kwargs)
         if not len(self.tracker.origin):  # nothing region-made is alive: the call is untouched
             return func(*args, **kwargs)
         leaves = pytree.tree_leaves((args, kwargs))
@@ -265,8 +279,20 @@ class _RegionMode(TorchFunctionMode):
             return self._mixed(func, name, args, kwargs, leaves)
         return func(*args, **kwargs)
 
+    def _planned(self, name: str) -> bool:
+        """Whether this call is one the entry plans: every op of a whole-module entry, an op
+        it names, or the n-th call of an op it names by order (``matmul#1``)."""
+        if self.ops is None or name in self.ops:
+            return True
+        wanted = self.calls.get(name)
+        if wanted is None:
+            return False
+        self.seen[name] += 1
+        return self.seen[name] in wanted
+
     def _fp32(self, func, name, args, kwargs):
-        """A planned op: fp32 in, autocast off, fp32 out (tracked)."""
+        """A planned op: fp32 in, autocast off, fp32 out (tracked, unless autocast itself
+        would have returned it in fp32: then it is fp32 without the plan too)."""
         tracker = self.tracker
         leaves = pytree.tree_leaves((args, kwargs))
         origin = tracker.origin_of_inputs(leaves)
@@ -278,6 +304,8 @@ class _RegionMode(TorchFunctionMode):
         requested = kwargs.get("dtype")
         if requested in LOW and name not in CAST_FNS:  # arange(n, dtype=x.dtype), sum(dtype=...)
             kwargs, origin = {**kwargs, "dtype": torch.float32}, origin or requested
+        elif name in AUTOCAST_FP32 and _autocast_devices():
+            origin = None
         with autocast_disabled():
             args, kwargs, copies = _upcast(args, kwargs, _is_low, tracker.buffers)
             out = func(*args, **kwargs)
@@ -286,19 +314,54 @@ class _RegionMode(TorchFunctionMode):
             tracker.track(out, origin)
         return out
 
+    def _gemm(self, func, args, kwargs):
+        """A GEMM the entry does not plan stays on the low-precision path. Region-made fp32
+        operands go back to the dtype they stand in for. Without autocast, an fp32
+        activation beside a low-precision operand goes to that dtype too: it is fp32 only
+        because of the plan (``w.to(x.dtype)`` of a region-made ``x``), since without the
+        plan the GEMM's operands share one dtype or it raises."""
+        tracker = self.tracker
+        if len(tracker.origin):
+            args, kwargs = tracker.cast_back((args, kwargs))
+        if _autocast_devices():  # autocast casts the operands itself
+            return func(*args, **kwargs)
+        floats = [t for t in pytree.tree_leaves((args, kwargs))
+                  if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        low = {t.dtype for t in floats if t.dtype in LOW}
+        if len(low) == 1 and any(t.dtype == torch.float32 and id(t) not in tracker.weights for t in floats):
+            dtype = low.pop()
+            args, kwargs = pytree.tree_map_only(
+                torch.Tensor, lambda t: t.to(dtype) if t.dtype == torch.float32 and id(t) not in tracker.weights
+                else t, (args, kwargs))
+        return func(*args, **kwargs)
+
     def _mixed(self, func, name, args, kwargs, leaves):
         """An op that is not planned but receives a region-made fp32 tensor."""
         tracker = self.tracker
         if name in CAST_FNS or _in_place(func, name):
             return func(*args, **kwargs)  # an explicit dtype choice / the target's dtype rules
-        if name in GEMM_OPS:
-            args, kwargs = tracker.cast_back((args, kwargs))
-            return func(*args, **kwargs)
         origin = tracker.origin_of_inputs(leaves)
+        if name in AUTOCAST_FP32 and kwargs.get("dtype") not in LOW and _autocast_devices():
+            origin = None  # autocast returns it in fp32 with or without the plan
         args, kwargs, copies = _upcast(args, kwargs, _is_low, tracker.buffers)
         out = _write_back(copies, func(*args, **kwargs), _in_place(func, name))
         tracker.track(out, origin)
         return out
+
+
+def _planned_ops(names):
+    """(canonical op names planned at every call, {op: call numbers planned}) of an entry's
+    ``ops``; (None, {}) for a whole-module entry."""
+    if names is None:
+        return None, {}
+    everywhere, calls = set(), {}
+    for entry in names:
+        name, number = split_op(entry)
+        if number is None:
+            everywhere.add(canonical_name(name))
+        else:
+            calls.setdefault(canonical_name(name), set()).add(number)
+    return frozenset(everywhere), {op: frozenset(n) for op, n in calls.items()}
 
 
 # --------------------------------------------------------------------------- the handle
@@ -353,7 +416,7 @@ class PlanHandle:
         return stacks
 
     def _attach(self, index: int, override, module: torch.nn.Module):
-        ops = None if override.ops is None else frozenset(canonical_name(o) for o in override.ops)
+        ops, calls = _planned_ops(override.ops)
         key = (index, id(module))
         whole = ops is None
         pure_dtype = (getattr(torch, self.plan.target["dtype"])
@@ -362,7 +425,7 @@ class PlanHandle:
         tracker = self._tracker
 
         def pre(mod, args, kwargs):
-            mode = _RegionMode(tracker, ops, index)
+            mode = _RegionMode(tracker, ops, index, calls)
             surrounding = None
             if whole:
                 tracker.hits[index] += 1

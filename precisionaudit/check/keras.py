@@ -20,8 +20,7 @@ from .metrics import check_reference, compare_all, report_number, variant_status
 from .tolerance import tolerance_for
 
 
-def run_check(path: str, target, plan=None, tolerance=None, seed: int = 0, entry: str = "get_model",
-              inputs: str = "get_example_inputs") -> dict:
+def run_check(path: str, target, plan=None, tolerance=None, seed: int = 0, load=None) -> dict:
     """The check report (docs/check-report.md) of one Keras model file or archive."""
     import contextlib
 
@@ -31,11 +30,13 @@ def run_check(path: str, target, plan=None, tolerance=None, seed: int = 0, entry
     from ..capture.keras.capture import keras_device, layer_paths, model_and_inputs, policy_target, layer_facts
     from ..runtime.pytorch.emulation import EmulatedKernels
     from ..runtime.pytorch.execution import named_outputs
+    from ..runtime.sources import DEFAULT_LOAD
 
     started = time.perf_counter()
     keras = import_keras()
     keras.utils.set_random_seed(seed)
-    model, example = model_and_inputs(keras, path, entry, inputs)
+    load = load or DEFAULT_LOAD
+    model, example = model_and_inputs(keras, path, load)
     judged = policy_target(layer_facts(model), target)
     tol = tolerance or tolerance_for(judged.dtype)
     plan_obj = load_plan(plan) if plan is not None else None
@@ -87,7 +88,7 @@ def run_check(path: str, target, plan=None, tolerance=None, seed: int = 0, entry
     if emulated:
         notes.append("Keras's torch backend on its CUDA dtype paths; CUDA's low-precision GEMMs and convolutions "
                      "emulated in fp32 arithmetic on CPU")
-    return {"tool": "precisionaudit", "version": __version__, "path": path, "entry": entry,
+    return {"tool": "precisionaudit", "version": __version__, "path": path, "entry": load.entry,
             "target": judged.as_dict(), "device": "cpu-emulated" if emulated else "cpu",
             "tolerance": tol.as_dict(), "seed": seed, "executions": counts,
             "wall_s": report_number(time.perf_counter() - started), "variants": variants,

@@ -73,7 +73,7 @@ def compare(name: str, ref, got, tol) -> dict:
     if not is_float_array(got):
         return {"name": name, "status": "exceeds_tolerance",
                 "reason": f"this variant returned {got.dtype}, the reference a floating-point tensor"}
-    sums = _chunked_sums(ref, to_device(got, device(ref)), tol.atol)
+    sums = _chunked_sums(ref, to_device(got, device(ref)), tol.atol or 0.0)
     bad, max_abs, max_rel = sums["bad"], sums["max_abs"], sums["max_rel"]
     ref_max, ref_l1, diff_l1 = sums["ref_max"], sums["ref_l1"], sums["diff_l1"]
     mean_rel = diff_l1 / ref_l1 if ref_l1 else (0.0 if max_abs == 0 else math.inf)
@@ -89,7 +89,7 @@ def compare(name: str, ref, got, tol) -> dict:
         entry["top1_agreement"] = report_number(sums["agree"] / sums["rows"])
     if bad:
         entry["status"] = "nonfinite"
-    elif max_abs > tol.bound(ref_max) or cosine < tol.cosine:
+    elif tol.exceeded(max_abs, ref_max, snr_db, cosine):
         entry["status"] = "exceeds_tolerance"
     else:
         entry["status"] = "ok"
@@ -192,7 +192,7 @@ def divergence(refs: list, outs: list, tol) -> tuple[float, int, str | None] | N
     mask) is no new non-finite value, and errors are measured where both are finite."""
     if len(refs) != len(outs):
         return None
-    max_abs = ref_max = 0.0
+    max_abs = ref_max = signal = noise = 0.0
     bad = 0
     for r, o in zip(refs, outs):
         if tuple(r.shape) != tuple(o.shape):
@@ -204,6 +204,9 @@ def divergence(refs: list, outs: list, tol) -> tuple[float, int, str | None] | N
         if math.isfinite(worst):  # both finite everywhere (nearly always): two passes, not ten
             max_abs = max(max_abs, worst)
             ref_max = max(ref_max, 0.0 if empty else float(xp.max(xp.abs(r))))
+            if tol.snr_db is not None and not empty:  # an SNR bound (FP8): two more
+                signal += float(xp.sum(r * r))
+                noise += float(xp.sum((o - r) * (o - r)))
             continue
         ref_finite, out_finite = xp.isfinite(r), xp.isfinite(o)
         same = (o == r) | (xp.isnan(o) & xp.isnan(r))
@@ -211,7 +214,11 @@ def divergence(refs: list, outs: list, tol) -> tuple[float, int, str | None] | N
         both = ref_finite & out_finite
         if xp.any(both):
             max_abs = max(max_abs, float(xp.max(xp.abs(o[both] - r[both]))))
+            if tol.snr_db is not None:
+                signal += float(xp.sum(r[both] * r[both]))
+                noise += float(xp.sum((o[both] - r[both]) * (o[both] - r[both])))
         if xp.any(ref_finite):
             ref_max = max(ref_max, float(xp.max(xp.abs(r[ref_finite]))))
-    kind = "nonfinite" if bad else ("exceeds_tolerance" if max_abs > tol.bound(ref_max) else None)
+    snr_db = 10 * math.log10(signal / noise) if signal and noise else None
+    kind = "nonfinite" if bad else ("exceeds_tolerance" if tol.exceeded(max_abs, ref_max, snr_db) else None)
     return (max_abs / ref_max if ref_max else max_abs), bad, kind

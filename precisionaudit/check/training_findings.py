@@ -18,6 +18,9 @@ SIGNIFICAND_BITS = {"float16": 10, "bfloat16": 7, "float32": 23}
 #: smallest positive subnormal: a value below half of it rounds to 0
 SMALLEST_SUBNORMAL = {"float16": 2.0 ** -24, "bfloat16": 2.0 ** -133, "float32": 2.0 ** -149}
 TRAINING_RULES = ("PA304", "PA305", "PA306")
+#: the per-module measure (``modules[]`` key) each rule reads: its findings' ``evidence.measure``;
+#: PA306's skipped-steps case reads the loss scale (``loss_scale``) instead
+MEASURES = {"PA304": "updates_lost", "PA305": "state_underflow", "PA306": "grad_flushed"}
 MASTER = {"master_weights": "float32"}
 
 
@@ -68,7 +71,8 @@ def _finding(rule, path, model, module, variant, case, values, plan_entries) -> 
     fix = {k: format_template(rule, v, values) if isinstance(v, str) else v for k, v in rule.fix.items()}
     fix["plan"] = plan_entries
     evidence = {k: v for k, v in values.items() if not k.endswith("_text") and k not in ("module", "type")}
-    evidence.update(variant=variant["name"], case=case, module_type=module["type"])
+    evidence.update(variant=variant["name"], case=case, module_type=module["type"],
+                    measure="loss_scale" if case == "skipped" else MEASURES[rule.id])
     return Finding(rule=rule.id, name=rule.name, severity=rule.severity_for(variant["dtype"], case),
                    path=path, line=None, model=model, node=None, op=values["parameters"] or None,
                    module=module["module"], message=format_template(rule, rule.message, values),

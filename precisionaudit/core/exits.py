@@ -3,7 +3,7 @@
 Every way a command can end is mapped here: bad input is one line ``precisionaudit: error:
 ...`` and exit 2 (click's own usage errors included, not its three-line form); a bug of ours
 is exit 2 too but says "internal error, please report" (its traceback under --debug); a
-real Ctrl-C is 130 and SIGTERM 143, as a shell reports them, after cleanup has run; stdout
+real Ctrl-C is 130, SIGTERM 143 and SIGHUP 129, as a shell reports them, after cleanup has run; stdout
 on a full disk or a closed pipe is one line, not a traceback from the final flush.
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ import errno
 import functools
 import io
 import os
+import signal
 import sys
 import traceback
 
@@ -22,7 +23,7 @@ from .isolation import command_started
 from .signals import Terminated, TimeLimitExceeded, handled_signals
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # 128 + SIGINT, 128 + SIGTERM
+EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_HANGUP = 130, 143, 129  # 128 + SIGINT, SIGTERM, SIGHUP
 #: errors of writing stdout itself (no file name): a full disk, a closed pipe
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EDQUOT, errno.EFBIG}
 
@@ -55,8 +56,10 @@ def guarded(fn):
             fail(f"{exc} (--timeout)", debug)
         except KeyboardInterrupt:  # Interrupted, or a Ctrl-C outside handled_signals
             fail("interrupted", debug, EXIT_INTERRUPTED)
-        except Terminated:
-            fail("terminated", debug, EXIT_TERMINATED)
+        except Terminated as exc:
+            if exc.signum == signal.SIGTERM:
+                fail("terminated", debug, EXIT_TERMINATED)
+            fail("terminated: its terminal hung up (SIGHUP)", debug, EXIT_HANGUP)
         except (SystemExit, click.exceptions.Exit):
             raise
         except OSError as exc:

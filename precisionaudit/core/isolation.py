@@ -12,6 +12,13 @@ time limit:
 - at ``timeout`` (plus a short grace, in which the child's own ``time_limit`` usually ends
   it cleanly) the parent kills the child's whole process group: :class:`TimeLimitExceeded`;
 - threads and processes the model leaves behind die with the child's process group;
+- the child dies with the parent, whatever ends the parent: a signal the parent handles
+  (Ctrl-C, SIGTERM, SIGHUP) kills the child's group on the way out, and one it cannot
+  (SIGKILL, the OOM killer) is seen by the kernel (Linux: ``PR_SET_PDEATHSIG`` sends the
+  child SIGKILL) and by a guardian process: forked once, in a process group of its own, it
+  holds the read end of a pipe only the parent writes to, and when that pipe closes (the
+  parent is gone) it kills the process groups of the children still running, so what a
+  model spawned dies too, on any POSIX system;
 - the child's file descriptor 1 is its stderr (a model printing from C cannot corrupt a
   JSON report) and its stdin is ``/dev/null``.
 
@@ -35,6 +42,7 @@ children run on one thread.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import io
 import os
@@ -44,6 +52,7 @@ import signal
 import site
 import sys
 import sysconfig
+import threading
 import time
 import traceback
 
@@ -85,18 +94,24 @@ def in_child(fn, *args, timeout: float | None = None, **kwargs):
     """``fn(*args, **kwargs)`` run in a forked child: its return value, or what it raised.
 
     Raises ChildLost when the child ends without an answer and TimeLimitExceeded at
-    ``timeout`` seconds (None or 0: no limit); a real Ctrl-C or SIGTERM in the parent kills
-    the child before it propagates. In-process where this process may not fork."""
+    ``timeout`` seconds (None or 0: no limit); a real Ctrl-C, SIGTERM or SIGHUP in the parent kills
+    the child before it propagates; the child dies with this process whatever ends it. In-process
+    where this process may not fork."""
     if not _fork:
         return fn(*args, **kwargs)
     _flush()  # what the parent printed must not be printed again by the child
+    guardian = Guardian.started()
     read_fd, write_fd = os.pipe()
+    parent, main_thread = os.getpid(), threading.current_thread() is threading.main_thread()
     pid = os.fork()
     if pid == 0:
-        _child(read_fd, write_fd, fn, args, kwargs)  # never returns
-    os.close(write_fd)
+        _child(read_fd, write_fd, fn, args, kwargs, parent, main_thread)  # never returns
     status = None
     try:
+        os.close(write_fd)
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)  # as the child does: its group exists before the guardian is told
+        guardian.watch(pid)
         data = _read_answer(read_fd, timeout)
         if data is None:
             raise TimeLimitExceeded(timeout)
@@ -104,6 +119,7 @@ def in_child(fn, *args, timeout: float | None = None, **kwargs):
     finally:
         os.close(read_fd)
         _end(pid, status)
+        guardian.forget(pid)
     if not data or status != _ANSWERED:
         raise ChildLost(_describe(status))
     kind, payload, output, imported = pickle.loads(data)
@@ -117,11 +133,13 @@ def in_child(fn, *args, timeout: float | None = None, **kwargs):
     return payload
 
 
-def _child(read_fd, write_fd, fn, args, kwargs):
+def _child(read_fd, write_fd, fn, args, kwargs, parent, main_thread):
     """Run in the child: answer through ``write_fd``, then end without running any of the
     parent's exit handlers, buffers or the threads the model left behind (``os._exit``)."""
     code = 1
     try:
+        _die_with(parent, main_thread)
+        Guardian.close_in_child()
         os.close(read_fd)
         os.setpgid(0, 0)  # its own process group: killed as a whole, out of the terminal's Ctrl-C
         _point_stdio()
@@ -147,6 +165,95 @@ def _child(read_fd, write_fd, fn, args, kwargs):
         with contextlib.suppress(BaseException):
             _flush()
         os._exit(code)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with(parent: int, main_thread: bool) -> None:
+    """Linux: have the kernel SIGKILL this process when its parent dies. The request is
+    tied to the *thread* that forked, so it is made only for a fork from the main thread,
+    which lives as long as the process; the guardian covers the rest. A parent that died
+    before the request took effect has already left this process to init: it ends now."""
+    if sys.platform.startswith("linux") and main_thread:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+class Guardian:
+    """The process that kills the children's process groups when this one dies without
+    doing so itself (SIGKILL, the OOM killer): see the module doc. One per process,
+    started with the first child; a guardian that failed to start or died leaves the
+    kernel's PDEATHSIG alone on guard."""
+
+    _running: Guardian | None = None
+
+    def __init__(self):
+        self.fd = None  # the write end of the pipe; its closing is this process's death
+        with contextlib.suppress(OSError):
+            self.fd = _fork_guardian()
+
+    @classmethod
+    def started(cls) -> Guardian:
+        if cls._running is None:
+            cls._running = cls()
+        return cls._running
+
+    @classmethod
+    def close_in_child(cls) -> None:
+        """A child must not hold the pipe open: only the parent's death may close it."""
+        if cls._running is not None and cls._running.fd is not None:
+            os.close(cls._running.fd)
+        cls._running = None
+
+    def watch(self, pgid: int) -> None:
+        self._tell(f"+{pgid}\n")
+
+    def forget(self, pgid: int) -> None:
+        self._tell(f"-{pgid}\n")
+
+    def _tell(self, line: str) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):  # a guardian that is gone: PDEATHSIG remains
+                os.write(self.fd, line.encode())
+
+
+def _fork_guardian() -> int:
+    """Fork the guardian; the write end of its pipe (non-inheritable: no exec'd process
+    holds it)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(read_fd)
+        return write_fd
+    try:
+        os.setpgid(0, 0)  # no signal to the command's process group (a terminal, a CI runner) reaches it
+        for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGTSTP"):
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # never keep the caller's pipes open
+            os.dup2(devnull, fd)
+        os.closerange(3, read_fd)
+        os.closerange(read_fd + 1, max(read_fd + 1, os.sysconf("SC_OPEN_MAX")))
+        _guard(read_fd)
+    finally:
+        os._exit(0)
+
+
+def _guard(fd: int) -> None:
+    """The guardian's life: follow the groups the parent names until its pipe closes, then
+    kill those still running."""
+    groups, pending = set(), b""
+    while chunk := os.read(fd, 4096):
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            (groups.add if line[:1] == b"+" else groups.discard)(int(line[1:]))
+    for pgid in groups:
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 def import_learned() -> None:

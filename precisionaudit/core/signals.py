@@ -1,8 +1,9 @@
 """Signals and time limits as exceptions, so that cleanup code runs and exit codes are honest.
 
 A real Ctrl-C raises :class:`Interrupted` (exit 130), SIGTERM :class:`Terminated` (exit
-143): both are told apart from a ``KeyboardInterrupt`` that model code raises itself, and
-``finally`` blocks (staging files of atomic writes) run. :func:`time_limit` raises
+143), and SIGHUP (the terminal closed) takes SIGTERM's path with its own code (129): all
+are told apart from a ``KeyboardInterrupt`` that model code raises itself, and ``finally``
+blocks (staging files of atomic writes, the model's child process) run. :func:`time_limit` raises
 :class:`TimeLimitExceeded` in the main thread once the seconds are spent; it derives from
 BaseException so that a model's ``except Exception`` cannot swallow it. One that Python
 drops (raised in a gc callback or a finalizer) comes again.
@@ -27,7 +28,11 @@ class Interrupted(KeyboardInterrupt):
 
 
 class Terminated(BaseException):
-    """The process received SIGTERM."""
+    """The process received SIGTERM, or SIGHUP (``signum``)."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signum)
+        self.signum = signum
 
 
 class TimeLimitExceeded(BaseException):
@@ -39,16 +44,24 @@ class TimeLimitExceeded(BaseException):
         return type(self), (self.seconds,)
 
 
-#: the exception each handled signal raises
-_RAISED_ON = {signal.SIGINT: Interrupted, signal.SIGTERM: Terminated}
-_SIGNAL_BEHIND = {exc: sig for sig, exc in _RAISED_ON.items()}
+#: the signals handled, and the exception each raises (SIGHUP: not on Windows)
+_RAISED_ON = {signal.SIGINT: Interrupted, signal.SIGTERM: Terminated,
+              **({signal.SIGHUP: Terminated} if hasattr(signal, "SIGHUP") else {})}
 
 
 def _raise(exc_type):
     def handler(signum, frame):
-        raise exc_type()
+        raise exc_type() if exc_type is Interrupted else exc_type(signum)
     handler.precisionaudit = True
     return handler
+
+
+def _signal_behind(exc: BaseException) -> int | None:
+    """The signal a real Ctrl-C, SIGTERM or SIGHUP exception stands for (the exact type: a
+    model's own KeyboardInterrupt is no Ctrl-C)."""
+    if type(exc) is Interrupted:
+        return signal.SIGINT
+    return exc.signum if type(exc) is Terminated else None
 
 
 def ctrl_c_is_interrupted() -> bool:
@@ -59,7 +72,7 @@ def ctrl_c_is_interrupted() -> bool:
 
 @contextlib.contextmanager
 def handled_signals():
-    """SIGINT → Interrupted, SIGTERM → Terminated while the block runs (main thread only)."""
+    """SIGINT → Interrupted, SIGTERM and SIGHUP → Terminated while the block runs (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -109,7 +122,7 @@ def time_limit(seconds: float | None):
 @contextlib.contextmanager
 def _dropped_raised_again():
     """Python drops what is raised while a gc callback, a finalizer or a weakref callback runs
-    (it prints "Exception ignored in ..." and goes on): a Ctrl-C, SIGTERM or time limit handled
+    (it prints "Exception ignored in ..." and goes on): a Ctrl-C, SIGTERM, SIGHUP or time limit handled
     there would be lost. While the block runs they come again a moment later, in the code that
     runs next; other dropped exceptions go to the previous hook."""
     previous = sys.unraisablehook
@@ -118,8 +131,8 @@ def _dropped_raised_again():
         exc = unraisable.exc_value
         if isinstance(exc, TimeLimitExceeded):
             signal.setitimer(signal.ITIMER_REAL, 0.001, RAISE_AGAIN_S)  # off when its block ends
-        elif type(exc) in _SIGNAL_BEHIND:  # the exact type: a model's own KeyboardInterrupt is no Ctrl-C
-            again = threading.Timer(0.001, os.kill, (os.getpid(), _SIGNAL_BEHIND[type(exc)]))
+        elif _signal_behind(exc) is not None:
+            again = threading.Timer(0.001, os.kill, (os.getpid(), _signal_behind(exc)))
             again.daemon = True  # a process already on its way out need not wait for it
             again.start()
         else:

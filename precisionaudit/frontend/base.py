@@ -17,6 +17,7 @@ from ..core.exits import internal_error_line
 from ..core.results import ModelResult
 from ..core.target import Target
 from ..core.values import NO_VALUES, ValueOptions
+from ..runtime.sources import DEFAULT_LOAD, LoadOptions
 
 
 @dataclass
@@ -29,10 +30,8 @@ class PlanRequest:
     findings: list
     min_severity: str = "warning"
     prune: bool = False
-    input_shapes: tuple = ()
     seed: int = 0
-    entry: str = "get_model"
-    inputs: str = "get_example_inputs"
+    load: LoadOptions = DEFAULT_LOAD  # entry, inputs, --input-shape, --pythonpath
     timeout: float | None = None
     values: ValueOptions = NO_VALUES
     output: str = "-"
@@ -51,23 +50,18 @@ class CheckRequest:
 
     path: str
     plan_path: str | None
-    dtype: str
-    mode: str
-    device: str  # auto, cuda, cpu, cpu-emulated
+    target: Target  # the policy (--dtype float8: bf16 autocast with the recipe's FP8 Linears)
+    device: str  # where it runs: auto, cuda, cpu, cpu-emulated
     tolerance: object
     seed: int = 0
     grad: bool = False
-    entry: str = "get_model"
-    inputs: str = "get_example_inputs"
-    input_shapes: tuple = ()
+    load: LoadOptions = DEFAULT_LOAD  # entry, inputs, --input-shape, --pythonpath
     timeout: float | None = None
     values: ValueOptions = NO_VALUES
     #: check --train: optimizer steps instead of one forward (docs/check-report.md)
     train: bool = False
     steps: int = 20
     lr: float = 1e-4
-    #: --dtype float8: the FP8 recipe (``dtype`` is then bfloat16, the autocast around it)
-    recipe: str | None = None
 
 
 class Frontend(Protocol):
@@ -83,12 +77,13 @@ class Frontend(Protocol):
     def judged_target(self, target: Target) -> Target:
         """The policy the file is judged under, given the one the settings ask for."""
 
-    def scan(self, path: str, target: Target, rules, entry: str, inputs: str, timeout: float | None,
-             values: ValueOptions) -> tuple[ModelResult, list]:
+    def scan(self, path: str, target: Target, rules, load: LoadOptions, timeout: float | None,
+             values: ValueOptions, cache_dir: str | None = None) -> tuple[ModelResult, list]:
         """(result, findings) of the selected ``rules``; the file's own failures are the
-        result's error, bad command input a UsageError."""
+        result's error, bad command input a UsageError. ``cache_dir``: where results read
+        statically may be kept (the settings' ``cache-dir``; None: not kept)."""
 
-    def explain(self, path: str, target: Target, entry: str, inputs: str, timeout: float | None,
+    def explain(self, path: str, target: Target, load: LoadOptions, timeout: float | None,
                 values: ValueOptions) -> str:
         """The text of ``precisionaudit explain``."""
 
@@ -135,9 +130,9 @@ class ModelFrontend:
     def judged_target(self, target: Target) -> Target:
         return target
 
-    def result_entry(self, entry: str) -> str:
-        """What the report names as the file's entry."""
-        return entry
+    def result_entry(self, path: str, load: LoadOptions) -> str:
+        """What the report names as the model's entry."""
+        return load.entry
 
     def preload(self) -> None:
         """Import what a child needs for this kind before the fork (see ``run``)."""
@@ -146,10 +141,10 @@ class ModelFrontend:
         """Process-wide state the file's code may change, put back after it."""
         return contextlib.nullcontext()
 
-    def capture(self, path: str, target: Target, entry: str, inputs: str):
+    def capture(self, path: str, target: Target, load: LoadOptions):
         raise NotImplementedError
 
-    def measured(self, path: str, target: Target, entry: str, inputs: str, values: ValueOptions) -> dict:
+    def measured(self, path: str, target: Target, load: LoadOptions, values: ValueOptions) -> dict:
         """The graph attributes measurement adds (real weights' statistics, per-op ranges)."""
         raise NotImplementedError
 
@@ -157,10 +152,10 @@ class ModelFrontend:
         raise UsageError(f"{path}: {what}")
 
     # ------------------------------------------------------------------ shared parts
-    def measure(self, graph, path: str, target: Target, entry: str, inputs: str, values: ValueOptions) -> None:
+    def measure(self, graph, path: str, target: Target, load: LoadOptions, values: ValueOptions) -> None:
         """Real weights' statistics and, with --data, the range pass's per-op ranges."""
         graph.graph["value_flags"] = values.flags()  # the plan a report suggests is made from the same values
-        graph.graph.update(self.measured(path, target, entry, inputs, values), headroom=values.headroom)
+        graph.graph.update(self.measured(path, target, load, values), headroom=values.headroom)
 
     def plan_command(self, path: str, target: dict, value_flags: str = "") -> str:
         flags = "".join(f" --{k} {target[k]}" for k, default in self.plan_defaults.items() if target[k] != default)
@@ -203,9 +198,9 @@ class ModelFrontend:
         with self.running(path, timeout):
             return fn(*args, **kwargs)
 
-    def scan(self, path, target, rules, entry="get_model", inputs="get_example_inputs", timeout=None,
-             values=NO_VALUES):
-        """(ModelResult, findings) for one model file, scanned in a child process (core.isolation);
+    def scan(self, path, target, rules, load=DEFAULT_LOAD, timeout=None, values=NO_VALUES, cache_dir=None):
+        """(ModelResult, findings) for one model file, scanned in a child process (core.isolation;
+        a model run is never cached, so ``cache_dir`` is not read);
         its errors (a capture error, the time limit, a child that exits or crashes, even a bug of
         ours on a malformed model) become the result's error, so that the other models of a scan
         are still reported. Bad --weights / --data end the command (exit 2)."""
@@ -213,9 +208,9 @@ class ModelFrontend:
         from ..core.signals import TimeLimitExceeded
 
         self.preload_all()
-        target, entry = self.judged_target(target), self.result_entry(entry)
+        target, entry = self.judged_target(target), self.result_entry(path, load)
         try:
-            result, findings = in_child(self.scan_here, path, target, rules, entry, inputs, timeout, values,
+            result, findings = in_child(self.scan_here, path, target, rules, load, timeout, values,
                                         timeout=timeout)
         except (ChildLost, TimeLimitExceeded) as exc:
             suffix = " (--timeout)" if isinstance(exc, TimeLimitExceeded) else ""
@@ -225,24 +220,26 @@ class ModelFrontend:
             result.plan_hint = self.plan_command(path, result.target, result.graph.graph.get("value_flags", ""))
         return result, findings
 
-    def scan_here(self, path, target, rules, entry, inputs, timeout, values):
+    def scan_here(self, path, target, rules, load, timeout, values):
         """``scan``'s work, in the process that runs it."""
         from ..analysis import run_passes
         from ..core.signals import TimeLimitExceeded
         from ..rules.engine import run_rules
         from ..rules.sites import collapse_sites
 
+        entry = self.result_entry(path, load)
         result = ModelResult(path=path, entry=entry, target=target.as_dict(), scopes=("node", "graph", "source"))
         try:
             with self.running(path, timeout):
-                captured = self.capture(path, target, entry, inputs)
+                captured = self.capture(path, target, load)
                 # the capture may judge the model under its own policy (a Keras model's dtype policies)
                 target = captured.graph.graph.get("target") or target
                 result.target = target.as_dict()
                 if values.weights or values.measure:
-                    self.measure(captured.graph, path, target, entry, inputs, values)
+                    self.measure(captured.graph, path, target, load, values)
                 graph = run_passes(captured.graph)
-                findings = collapse_sites(run_rules(graph, rules, target, path, f"{path}:{entry}"), graph)
+                model = path if path.endswith(f":{entry}") else f"{path}:{entry}"  # module:callable names it
+                findings = collapse_sites(run_rules(graph, rules, target, path, model), graph)
         except CaptureError as exc:
             result.status, result.error, result.traceback = "error", str(exc), _traceback_text(exc)
             return result, []
@@ -263,19 +260,19 @@ class ModelFrontend:
                 result.skipped.append("needs example inputs: " + " ".join(skipped_rules))
         return result, findings
 
-    def explain(self, path, target, entry, inputs, timeout, values) -> str:
-        return self.run(path, timeout, self._explained, path, self.judged_target(target), entry, inputs, values)
+    def explain(self, path, target, load, timeout, values) -> str:
+        return self.run(path, timeout, self._explained, path, self.judged_target(target), load, values)
 
-    def _explained(self, path, target, entry, inputs, values) -> str:
+    def _explained(self, path, target, load, values) -> str:
         from ..analysis import run_passes
         from ..report.explain import render
 
-        captured = self.capture(path, target, entry, inputs)
+        captured = self.capture(path, target, load)
         if captured.frontend == "structure":
-            raise CaptureError(f"{path}: explain needs example inputs ({inputs}() not found)")
+            raise CaptureError(f"{path}: explain needs example inputs; {captured.skipped[0]}")
         target = captured.graph.graph.get("target") or target
         if values.weights or values.measure:
-            self.measure(captured.graph, path, target, entry, inputs, values)
+            self.measure(captured.graph, path, target, load, values)
         return render(run_passes(captured.graph), path, target, captured.frontend, captured.notes)
 
 

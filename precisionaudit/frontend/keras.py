@@ -4,31 +4,12 @@ is imported) and is judged under the model's own dtype policies."""
 from __future__ import annotations
 
 import contextlib
-import re
+import dataclasses
 
 from ..core.errors import UsageError
 from .base import PlanOutcome
+from .python_file import read_python
 from .pytorch import PyTorchFrontend
-
-#: a file that imports keras at the start of a line is a Keras model file; one that imports
-#: TensorFlow is when it also names keras (``tf.keras``: a PyTorch model file may import
-#: TensorFlow for other things, TensorBoard's summaries)
-_KERAS_IMPORT = re.compile(r"^\s*(import\s+keras\b|from\s+keras\b)", re.MULTILINE)
-_TF_IMPORT = re.compile(r"^\s*(import\s+tensorflow\b|from\s+tensorflow\b)", re.MULTILINE)
-
-
-def imports_keras(text: str) -> bool:
-    """Whether the source imports keras (or TensorFlow and uses its ``keras``)."""
-    return _KERAS_IMPORT.search(text) is not None or (_TF_IMPORT.search(text) is not None and "keras" in text)
-
-
-def source_imports_keras(path: str) -> bool:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return imports_keras(fh.read())
-    except OSError:
-        return False  # the PyTorch frontend reports the unreadable file
-
 
 #: rules whose verdict depends on the kernel that runs the op: accumulation (softmax, norms,
 #: reductions, recurrent states) and Tensor Core paths
@@ -41,7 +22,7 @@ class KerasFrontend(PyTorchFrontend):
 
     def accepts(self, path: str, entry: str) -> bool:
         """A .keras archive, or a Python file that imports keras and defines the entry."""
-        return path.endswith(".keras") or (source_imports_keras(path) and super().accepts(path, entry))
+        return path.endswith(".keras") or (read_python(path).imports_keras and super().accepts(path, entry))
 
     def preload(self) -> None:
         import torch._dynamo  # noqa: F401 - FakeTensorMode imports it on first use
@@ -54,15 +35,18 @@ class KerasFrontend(PyTorchFrontend):
     def state_kept(self):
         return _keras_state_kept(super().state_kept())
 
-    def capture(self, path, target, entry, inputs):
+    def result_entry(self, path, load) -> str:
+        return load.entry
+
+    def capture(self, path, target, load):
         from ..capture.keras.capture import capture_file
 
-        return capture_file(path, target, entry, inputs)
+        return capture_file(path, target, load)
 
-    def scan_here(self, path, target, rules, entry, inputs, timeout, values):
+    def scan_here(self, path, target, rules, load, timeout, values):
         """The model scan; a finding whose verdict rests on a kernel (its accumulator, its
         Tensor Core path) says which backend's kernel it describes."""
-        result, findings = super().scan_here(path, target, rules, entry, inputs, timeout, values)
+        result, findings = super().scan_here(path, target, rules, load, timeout, values)
         device = "CUDA" if result.target.get("device") == "cuda" and result.frontend == "fake" else "CPU"
         for finding in findings:
             if finding.rule.startswith(KERNEL_RULES):
@@ -70,7 +54,7 @@ class KerasFrontend(PyTorchFrontend):
                 finding.evidence["kernel"] = f"torch backend, PyTorch {device} kernel"
         return result, findings
 
-    def measured(self, path, target, entry, inputs, values) -> dict:
+    def measured(self, path, target, load, values) -> dict:
         raise UsageError(f"{path}: --weights and --data are not supported for Keras models yet")
 
     def validate_plan(self, prune, input_shapes, values) -> None:
@@ -97,18 +81,17 @@ class KerasFrontend(PyTorchFrontend):
 
     def check(self, request):
         from ..check.keras import run_check
-        from ..core.target import Target
 
         r = request
-        if r.recipe:
+        if r.target.recipe:
             raise UsageError(f"{r.path}: check --dtype float8 emulates FP8 nn.Linear GEMMs of a PyTorch model "
                              "file; not a Keras model")
-        if r.input_shapes or r.grad or r.train or r.values.weights or r.values.measure:
+        if r.load.input_shapes or r.grad or r.train or r.values.weights or r.values.measure:
             raise UsageError("check of a Keras model takes neither --input-shape, --grad, --train, --weights "
                              "nor --data yet")
-        target = Target(r.dtype, "pure", "cpu" if r.device == "cpu" else "cuda")
+        target = dataclasses.replace(r.target, mode="pure")
         return self.run(r.path, r.timeout, run_check, r.path, target, plan=r.plan_path, tolerance=r.tolerance,
-                        seed=r.seed, entry=r.entry, inputs=r.inputs)
+                        seed=r.seed, load=r.load)
 
     def plan_command(self, path: str, target: dict, value_flags: str = "") -> str:
         """The model's policies set dtype and mode: only --device is the user's."""

@@ -21,18 +21,18 @@ class OnnxFrontend(ModelFrontend):
                              "takes float16 or bfloat16")
         return dataclasses.replace(target, mode="pure")
 
-    def result_entry(self, entry: str) -> str:
+    def result_entry(self, path, load) -> str:
         return "onnx"
 
     def preload(self) -> None:
         from ..capture.onnx import model  # noqa: F401 - no torch: ONNX scans stay torch-free
 
-    def capture(self, path, target, entry, inputs):
+    def capture(self, path, target, load):
         from ..capture.onnx.model import capture_onnx
 
         return capture_onnx(path, target)
 
-    def measured(self, path, target, entry, inputs, values) -> dict:
+    def measured(self, path, target, load, values) -> dict:
         from ..capture.onnx.calibration import measure_onnx
 
         measured = measure_onnx(path, target, values)
@@ -48,7 +48,7 @@ class OnnxFrontend(ModelFrontend):
         from ..runtime.onnx.io import require_onnx_extra
 
         require_onnx_extra()
-        from ..capture.onnx.model import load_onnx
+        from ..runtime.onnx.load import load_onnx
         from ..plan.onnx import header, make_onnx_plan
         from ..runtime.onnx.graph import refuse_converted
         from ..runtime.onnx.inputs import parse_shapes
@@ -60,7 +60,7 @@ class OnnxFrontend(ModelFrontend):
             from ..prune.onnx import pruned_plan
 
             override_plan, notes, extra, pruned = pruned_plan(
-                r.findings, model, r.path, r.target, r.min_severity, parse_shapes(r.input_shapes), r.seed,
+                r.findings, model, r.path, r.target, r.min_severity, parse_shapes(r.load.input_shapes), r.seed,
                 r.values)
         else:
             (override_plan, notes), extra = make_onnx_plan(r.findings, model, r.target, r.min_severity), []
@@ -79,7 +79,7 @@ class OnnxFrontend(ModelFrontend):
         from ..runtime.onnx.inputs import parse_shapes
 
         r = request
-        if r.recipe:
+        if r.target.recipe:
             raise UsageError(f"{r.path}: check --dtype float8 emulates FP8 nn.Linear GEMMs of a PyTorch model "
                              "file; an ONNX model is checked in float16")
         if r.train:
@@ -88,8 +88,8 @@ class OnnxFrontend(ModelFrontend):
             raise UsageError("--grad needs a PyTorch model file; an ONNX model is checked forward only")
         if r.values.weights:
             raise UsageError("--weights is for PyTorch model files; an ONNX model's initializers are its weights")
-        return self.run(r.path, r.timeout, run_onnx_check, r.path, plan=r.plan_path, dtype=r.dtype,
-                        tolerance=r.tolerance, seed=r.seed, input_shapes=parse_shapes(r.input_shapes),
+        return self.run(r.path, r.timeout, run_onnx_check, r.path, plan=r.plan_path, dtype=r.target.dtype,
+                        tolerance=r.tolerance, seed=r.seed, input_shapes=parse_shapes(r.load.input_shapes),
                         values=r.values)
 
     def convert(self, path, plan_path, output, dtype, keep_io_types, warn):
@@ -100,7 +100,7 @@ class OnnxFrontend(ModelFrontend):
 
         require_onnx_extra()
         from ..apply.onnx import convert
-        from ..capture.onnx.model import load_onnx
+        from ..runtime.onnx.load import load_onnx
         from ..core.outputs import checked_output
         from ..plan.file import load_plan
         from ..runtime.onnx.io import verify, write_atomic

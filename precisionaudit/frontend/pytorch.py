@@ -1,9 +1,15 @@
-"""A PyTorch model file: a Python file whose ``get_model()`` (``--entry``) returns the module
-and whose ``get_example_inputs()`` (``--inputs``) its inputs."""
+"""A PyTorch model: a model file (a Python file whose ``get_model()`` (``--entry``) returns the
+module and whose ``get_example_inputs()`` (``--inputs``) its inputs), a Hugging Face directory
+or config.json, or a ``module:callable`` spec (runtime/sources.py; the child opens them through
+runtime/pytorch/source.py)."""
 from __future__ import annotations
 
+import contextlib
+
 from ..core.errors import UsageError
+from ..runtime.sources import entry_label, read_hf_config, source_kind
 from .base import CheckRequest, ModelFrontend, PlanOutcome, PlanRequest
+from .python_file import read_python
 
 
 class PyTorchFrontend(ModelFrontend):
@@ -11,17 +17,21 @@ class PyTorchFrontend(ModelFrontend):
     plan_file = "amp_plan.yaml"
 
     def accepts(self, path: str, entry: str) -> bool:
-        """Decide from the source text alone (no import) whether the file defines the entry."""
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read: {exc.strerror}") from exc
-        return f"def {entry}(" in text or f"{entry} =" in text
+        """Whether ``path`` names a PyTorch model: a Python file whose module level defines the
+        entry as a model factory (read with ast, never imported: frontend/python_file.py), a
+        ``module:callable``, or a Hugging Face directory whose config names a model_type (a
+        config that does not is refused here, before anything is imported)."""
+        kind = source_kind(path)
+        if kind == "huggingface":
+            read_hf_config(path)
+        return kind is not None or read_python(path).defines_factory(entry)
 
     def not_taken(self, path: str, entry: str) -> UsageError:
         """Why a scan does not take the file (when no training rule reads it either)."""
-        return UsageError(f"{path}: no function {entry}() (use --entry to name the model factory)")
+        return UsageError(read_python(path).why_not(path, entry))
+
+    def result_entry(self, path, load) -> str:
+        return entry_label(path, load)
 
     def preload(self) -> None:
         import accelerate  # noqa: F401 - init_empty_weights builds the model
@@ -30,19 +40,20 @@ class PyTorchFrontend(ModelFrontend):
         from ..capture.pytorch import capture  # noqa: F401
 
     def state_kept(self):
-        from ..capture.pytorch.user_code import torch_defaults_kept
+        from ..runtime.pytorch.user_code import torch_defaults_kept
+        from ..runtime.sources import imports_kept
 
-        return torch_defaults_kept()
+        return _both(torch_defaults_kept(), imports_kept())
 
-    def capture(self, path, target, entry, inputs):
+    def capture(self, path, target, load):
         from ..capture.pytorch.capture import capture_file
 
-        return capture_file(path, target, entry, inputs)
+        return capture_file(path, target, load)
 
-    def measured(self, path, target, entry, inputs, values) -> dict:
+    def measured(self, path, target, load, values) -> dict:
         from ..capture.pytorch.calibration import measure_file
 
-        measurement = measure_file(path, target, entry, inputs, values)
+        measurement = measure_file(path, target, load, values)
         return dict(measured_calls=measurement.calls, measured_target_calls=measurement.target_calls,
                     weight_ranges=measurement.weights, first_nonfinite=measurement.first_nonfinite,
                     fp8_ranges=measurement.fp8,
@@ -50,10 +61,8 @@ class PyTorchFrontend(ModelFrontend):
                                  "target_runs": measurement.low_runs})
 
     def validate_plan(self, prune, input_shapes, values) -> None:
-        if input_shapes:
-            raise UsageError("--input-shape is for ONNX models")
         if prune and values.data not in (None, "example"):
-            raise UsageError("plan --prune --data FILE is for ONNX models; a model file's plan is pruned "
+            raise UsageError("plan --prune --data FILE is for ONNX models; a PyTorch model's plan is pruned "
                              "on its example inputs (--data example; check --data proves the whole plan "
                              "on the data)")
 
@@ -69,8 +78,8 @@ class PyTorchFrontend(ModelFrontend):
             from ..prune.pytorch import pruned_plan
             from ..report.progress import progress_printer
 
-            pruned = self.run(r.path, r.timeout, pruned_plan, override_plan, r.path, r.target, r.seed, r.entry,
-                              r.inputs, "cpu" if r.target.device == "cpu" else "auto", progress_printer(),
+            pruned = self.run(r.path, r.timeout, pruned_plan, override_plan, r.path, r.target, r.seed, r.load,
+                              "cpu" if r.target.device == "cpu" else "auto", progress_printer(),
                               r.values.weights)
             override_plan = pruned.plan
         lines = header(r.path, override_plan, r.target, notes, self.plan_file if r.output == "-" else r.output,
@@ -86,24 +95,20 @@ class PyTorchFrontend(ModelFrontend):
 
     def check(self, request: CheckRequest) -> dict:
         from ..check.pytorch.runner import run_check
-        from ..core.target import Target
         from ..report.progress import progress_printer
 
         r = request
-        if r.input_shapes:
-            raise UsageError("--input-shape is for ONNX models; a model file's example inputs give the shapes")
-        target = Target(r.dtype, r.mode, "cpu" if r.device == "cpu" else "cuda", r.recipe)
-        if (r.train or r.grad) and r.recipe:
+        if (r.train or r.grad) and r.target.recipe:
             flag = "--train" if r.train else "--grad"
             raise UsageError(f"check {flag} --dtype float8 is not supported: the FP8 check emulates the "
                              f"forward only (E5M2 gradients are not emulated); drop {flag}")
         if r.train:
             if r.grad or r.values.weights or r.values.measure:
                 raise UsageError("check --train takes neither --grad (it trains) nor --weights/--data")
-            return self.run(r.path, r.timeout, _train_report, r.path, target, steps=r.steps, lr=r.lr,
-                            seed=r.seed, plan=r.plan_path, device=r.device, entry=r.entry, inputs=r.inputs)
-        return self.run(r.path, r.timeout, run_check, r.path, target, plan=r.plan_path, device=r.device,
-                        tolerance=r.tolerance, seed=r.seed, grad=r.grad, entry=r.entry, inputs=r.inputs,
+            return self.run(r.path, r.timeout, _train_report, r.path, r.target, steps=r.steps, lr=r.lr,
+                            seed=r.seed, plan=r.plan_path, device=r.device, load=r.load)
+        return self.run(r.path, r.timeout, run_check, r.path, r.target, plan=r.plan_path, device=r.device,
+                        tolerance=r.tolerance, seed=r.seed, grad=r.grad, load=r.load,
                         progress=progress_printer(), values=r.values)
 
     def convert(self, path, plan_path, output, dtype, keep_io_types, warn):
@@ -111,8 +116,14 @@ class PyTorchFrontend(ModelFrontend):
                            "through precisionaudit.apply_plan / to_low_precision")
 
 
+@contextlib.contextmanager
+def _both(first, second):
+    with first, second:
+        yield
+
+
 def _train_report(path, target, **options) -> dict:
-    """check --train's report (JSON-ready), made in the child that runs the model file."""
+    """check --train's report (JSON-ready), made in the child that runs the model."""
     from ..check.pytorch.training import train_check_file
 
     return train_check_file(path, target, **options).to_dict()

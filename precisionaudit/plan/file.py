@@ -246,6 +246,8 @@ def _entry(entry: dict, where: str) -> Override:
             raise PlanError(f'{where}: module must be a string (a glob over named_modules() paths; "" '
                             "is the root)")
         ops = entry.get("ops")
+        for op in ops or ():
+            split_op(op, where)
         return Override(module=entry["module"], ops=list(ops) if ops is not None else None, **common)
     mixed = [key for key in ("module", "ops") if key in entry]
     if mixed:
@@ -258,6 +260,18 @@ def _entry(entry: dict, where: str) -> Override:
                         "name the nodes that need float32 under nodes: instead")
     return Override(module=None, nodes=_copy(entry.get("nodes")), op_types=_copy(entry.get("op_types")),
                     **common)
+
+
+def split_op(op: str, where: str = "<plan>") -> tuple[str, int | None]:
+    """('matmul', 1) for an entry's ``matmul#1`` (the first matmul call of each call of the
+    module, its submodules' included), ('matmul', None) for ``matmul`` (every call)."""
+    name, mark, number = op.partition("#")
+    if not mark:
+        return op, None
+    if not name or not number.isdigit() or int(number) < 1:
+        raise PlanError(f"{where}: op {op!r} is not an op name or an op name and a call number "
+                        "(matmul#1: the module's first matmul call)")
+    return name, int(number)
 
 
 def _copy(names):

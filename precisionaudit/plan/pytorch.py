@@ -1,9 +1,14 @@
 """Findings → override plan: the smallest fp32 regions that remove the hazards found.
 
-Op-level entries are preferred (only the ops a finding names run in fp32, so the module's
-large GEMMs stay in low precision); a fix that repeats across layers becomes one glob
-entry (``blocks.*.attn``) when the glob matches exactly the modules that need it. The
-output is deterministic: same findings, same file, byte for byte.
+Op-level entries only: the ops a finding names run in fp32, so the module's large GEMMs
+stay in low precision. A module is planned whole only when no finding there names an op
+(nor sits at one). A GEMM the findings name where the module runs several calls of it
+(attention's ``q @ k^T`` and ``p @ v``) is named by its call order (``matmul#1``), so the
+others stay on Tensor Cores. An op near a pole (log, reciprocal, rsqrt) takes the
+saturating or cancelling producers of its argument: ``log(1 - sigmoid(x))`` is -inf in
+fp32 too once ``1 - sigmoid(x)`` has rounded to 0 in fp16. A fix that repeats across
+layers becomes one glob entry (``blocks.*.attn``) when the glob matches exactly the modules
+that need it. The output is deterministic: same findings, same file, byte for byte.
 """
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import itertools
 
 from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITY_RANK
 from ..core.globs import matches
+from ..ir.graph import producers
+from ..runtime.pytorch.ops import GEMM_OPS
 from .file import Override, OverridePlan, not_covered
 
 
@@ -37,9 +44,12 @@ def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERIT
             continue
         module = f.fix.get("module", f.module) or ""
         region = regions.setdefault(module, {"ops": [], "whole": False, "rules": {}, "nodes": []})
-        ops = list(f.fix.get("ops") or [])
+        ops = list(f.fix.get("ops") or ([f.op] if f.node and f.op else []))
         if not ops:
             region["whole"] = True
+        if graph is not None and f.node in graph and f.op in ops:
+            ops += pole_producers(graph, f.node)
+            ops = [_call_of(graph, f.node, module) if op == f.op else op for op in ops]
         for op in ops:
             if op not in region["ops"]:
                 region["ops"].append(op)
@@ -56,6 +66,9 @@ def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERIT
     known = known_modules(graph) if graph is not None else set(regions)
     order = _module_order(graph, known | set(regions))
     entries = []
+    for module, region in regions.items():
+        region["ops"] = _merged_calls(region["ops"], graph, module)
+        region["whole"] = region["whole"] and not region["ops"]  # ops named there: never the whole module
     for pattern, members in _globbed(regions, known, order):
         first = regions[members[0]]
         ops = None if first["whole"] else _in_order(first["ops"], graph)
@@ -78,13 +91,92 @@ def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERIT
 
 
 def _in_order(ops, graph) -> list[str]:
-    """Ops in the order the forward first runs them (then by name), for a readable plan."""
+    """Ops in the order the forward first runs them (then by name and call number), for a
+    readable plan."""
     if graph is None:
         return sorted(ops)
     first = {}
     for i, (_, attrs) in enumerate(graph.nodes(data=True)):
         first.setdefault(attrs["op"], i)
-    return sorted(ops, key=lambda o: (first.get(o, len(first)), o))
+
+    def key(op):
+        name, _, number = op.partition("#")
+        return first.get(name, len(first)), name, int(number or 0)
+    return sorted(ops, key=key)
+
+
+# --------------------------------------------------------------------------- which calls
+#: ops with a pole at 0: only as exact as their argument
+POLE_OPS = frozenset({"log", "log1p", "log2", "log10", "reciprocal", "rsqrt"})
+#: producers that round a pole op's argument onto the pole in the low dtype: a function that
+#: saturates (sigmoid(9.4) is 1.0 in fp16) and the cancellation after it (1 - p is 0)
+SATURATING = frozenset({"sigmoid", "tanh", "softmax", "exp"})
+CANCELLING = frozenset({"sub", "rsub", "add"})
+
+
+def pole_producers(graph, node) -> list[str]:
+    """The ops of a saturating function that computes a pole op's argument in the same
+    module, directly or through a cancellation (``[sub, sigmoid]`` for
+    ``log(1 - sigmoid(x))``); [] for any other op or argument."""
+    attrs = graph.nodes[node]
+    if attrs["op"] not in POLE_OPS:
+        return []
+
+    def same_module(producers_of):
+        return [graph.nodes[p] for p in producers(graph, producers_of)
+                if graph.nodes[p].get("module", "") == attrs.get("module", "")]
+    found = []
+    for producer in same_module(node):
+        if producer["op"] in SATURATING:
+            found.append(producer["op"])
+        elif producer["op"] in CANCELLING:
+            saturating = [p["op"] for p in same_module(producer["name"]) if p["op"] in SATURATING]
+            found += [producer["op"], *saturating] if saturating else []
+    return list(dict.fromkeys(found))
+
+
+def _call_of(graph, node, module: str) -> str:
+    """``op#n`` for a GEMM that is the n-th call of its op while ``module`` runs (its
+    submodules included), when the module runs several and the call's source location is
+    run once (a module called once); the bare op otherwise."""
+    attrs = graph.nodes[node]
+    op = attrs["op"]
+    if op not in GEMM_OPS or not attrs.get("line"):
+        return op
+    calls = _calls(graph, op, module)
+    place = _place(attrs)
+    if len(calls) < 2 or sum(_place(a) == place for a in calls) != 1:
+        return op
+    return f"{op}#{next(i for i, a in enumerate(calls, 1) if a['name'] == node)}"
+
+
+def _calls(graph, op: str, module: str) -> list[dict]:
+    """The nodes of ``op`` that run while ``module`` runs (its submodules' included), in order."""
+    def inside(path):
+        return not module or path == module or path.startswith(module + ".")
+    return [a for _, a in graph.nodes(data=True) if a["op"] == op and inside(a.get("module", ""))]
+
+
+def _place(attrs) -> tuple:
+    return attrs.get("file"), attrs.get("line"), attrs.get("column")
+
+
+def _merged_calls(ops: list[str], graph, module: str) -> list[str]:
+    """Numbered calls of an op named beside the bare op, or all of its calls, are the bare op."""
+    numbered: dict[str, set] = {}
+    for op in ops:
+        name, _, number = op.partition("#")
+        if number:
+            numbered.setdefault(name, set()).add(int(number))
+    every = {name for name, numbers in numbered.items()
+             if name in ops or (graph is not None and len(numbers) == len(_calls(graph, name, module)))}
+    merged = []
+    for op in ops:
+        name = op.partition("#")[0]
+        op = name if name in every else op
+        if op not in merged:
+            merged.append(op)
+    return merged
 
 
 def _param_owners(graph, region) -> set[str]:

@@ -14,15 +14,17 @@ from .file import OverridePlan
 TRAINING_RULES = ("PA304", "PA305", "PA306")
 
 
-def training_plan(findings: list[Finding], target: dict, base: OverridePlan | None = None) -> OverridePlan:
+def training_plan(findings: list[Finding], target: dict, base: OverridePlan | None = None,
+                  rules=TRAINING_RULES) -> OverridePlan:
     """The plan ``base`` (default: an empty one for ``target``) with the training entries
     that fix ``findings``. Master weights make a module kept in fp32 for its updates
     redundant, so with them no module is added to ``keep_fp32_modules``; the largest
-    recommended initial loss scale wins (a smaller one only makes GradScaler skip less)."""
+    recommended initial loss scale wins (a smaller one only makes GradScaler skip less).
+    ``rules``: the findings read (the watch log's PA7xx carry the same ``fix["plan"]``)."""
     plan = base or OverridePlan(target=dict(target))
     keep = list(plan.keep_fp32_modules)
     master, scales = plan.master_weights, []
-    findings = [f for f in findings if f.rule in TRAINING_RULES]
+    findings = [f for f in findings if f.rule in rules]
     for f in findings:
         entries = f.fix.get("plan") or {}
         master = master or entries.get("master_weights")

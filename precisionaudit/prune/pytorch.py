@@ -9,7 +9,11 @@ the op where the first non-finite value appears (else the first that leaves the 
 else the op that raised) is kept in fp32 and the check runs again, up to ``MAX_GROWTH``
 regions, each named by module and op. A divergence inside a region already in fp32 has its
 cause earlier: the region widens to the op's module, then to each enclosing one. A
-divergence with the whole model in fp32 ends the search: no fp32 region fixes that.
+divergence with the whole model in fp32 is no region's doing: in pure mode the regions
+still read fp16-rounded weights, so the search then keeps the diverging module's weights
+in fp32 (``keep_fp32_modules``, with the module a whole region so that its ops read them
+in fp32), then each enclosing module's; a divergence with every weight in fp32 as well
+ends the search, and its message names the modules whose weights it tried.
 
 Then the plan less one unit at a time (a whole override, then one op of an override that
 lists several, then a pure-mode ``keep_fp32_modules`` entry), dropping each unit whose
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..core.globs import matches
 from ..plan.file import Override, OverridePlan
 
 #: at most this many fp32 regions are added by following the check's first divergence
@@ -106,27 +111,56 @@ def grow(plan: OverridePlan, session, entry: dict) -> tuple:
     """(plan, passed, regions added, why it stopped short): while ``entry`` (the run of
     ``plan``) fails, keep its first divergence in fp32 and run again. A divergence already
     inside an fp32 region is caused before it: the region widens to the op's whole module,
-    then to each enclosing module in turn."""
-    added = []
+    then to each enclosing module in turn; in pure mode, past the root, the diverging
+    module's weights (then each enclosing module's) are kept in fp32."""
+    added, kept = [], []
+    pure = session.target.mode == "pure"
     while entry["status"] != "ok":
         where = entry.get("first_divergence")
         if where is None:
             return plan, False, added, "the outputs leave the tolerance but no op or module does first"
         module = "" if where["module"] in ("<root>", None) else where["module"]
         region = _next_region(plan, module, where["op"])
-        if region is None:
+        weights = _next_weights(plan, module) if region is None and pure else None
+        if region is None and weights is None:
             cause = f"raises ({entry['error']})" if entry.get("error") else f"still diverges ({where['kind']})"
             place = f"{where['op']} in {module or '<root>'}" if where["op"] else f"the output of {module or '<root>'}"
-            return plan, False, added, (f"{place} {cause} with the whole model in float32: no float32 "
-                                        "region fixes this")
-        name = f"{region[1][0]} in {region[0] or '<root>'}" if region[1] else f"{region[0] or '<root>'} (whole)"
+            tried = (f" and float32 weights in {', '.join(m or '<root>' for m in kept)} (keep_fp32_modules)"
+                     if kept else "")
+            fixes = "no float32 region or weight fixes this" if pure else "no float32 region fixes this"
+            return plan, False, added, f"{place} {cause} with the whole model in float32{tried}: {fixes}"
+        name = (f"keep_fp32_modules {weights or '<root>'}" if region is None else
+                f"{region[1][0]} in {region[0] or '<root>'}" if region[1] else f"{region[0] or '<root>'} (whole)")
         if len(added) == MAX_GROWTH:
             return plan, False, added, f"still failing after {MAX_GROWTH} added regions (next: {name})"
-        plan = replace(plan, overrides=[*plan.overrides, Override(
-            region[0], region[1], reason=f"plan --prune: the check's first divergence ({where['kind']})")])
+        reason = f"plan --prune: the check's first divergence ({where['kind']})"
+        if region is None:
+            plan, kept = _with_weights(plan, weights, reason), [*kept, weights]
+        else:
+            plan = replace(plan, overrides=[*plan.overrides, Override(region[0], region[1], reason=reason)])
         added.append(name)
         entry = session.variant(f"plus {name}", plan)
     return plan, True, added, None
+
+
+def _next_weights(plan: OverridePlan, module: str) -> str | None:
+    """The innermost of ``module`` and its enclosing modules whose weights ``plan`` does not
+    keep in fp32 yet (a kept module keeps its submodules'); None when the root's are."""
+    parts = module.split(".") if module else []
+    paths = [".".join(parts[:n]) for n in range(len(parts) + 1)]  # the root first
+
+    def kept(i):
+        return any(matches(pattern, outer) for pattern in plan.keep_fp32_modules for outer in paths[:i + 1])
+    return next((paths[i] for i in range(len(paths) - 1, -1, -1) if not kept(i)), None)
+
+
+def _with_weights(plan: OverridePlan, module: str, reason: str) -> OverridePlan:
+    """``plan`` keeping ``module``'s weights in fp32, the module a whole region (its ops read
+    them in fp32; a low-precision input would not meet an fp32 weight)."""
+    overrides = plan.overrides
+    if not any(o.module == module and o.ops is None for o in overrides):
+        overrides = [*overrides, Override(module, None, reason=reason)]
+    return replace(plan, overrides=overrides, keep_fp32_modules=[*plan.keep_fp32_modules, module])
 
 
 def _next_region(plan: OverridePlan, module: str, op: str | None):
@@ -168,16 +202,17 @@ def header_lines(pruned: PrunedPlan, seed: int) -> list[str]:
     return lines
 
 
-def pruned_plan(plan: OverridePlan, path: str, target, seed: int, entry: str, inputs: str,
-                device: str = "auto", progress=None, weights: str | None = None) -> PrunedPlan:
-    """Run the check's session on the model file (with real ``weights`` when given) and
-    prune ``plan`` with it."""
-    from ..core.values import ValueOptions
-    from ..capture.pytorch.user_code import user_code
+def pruned_plan(plan: OverridePlan, path: str, target, seed: int, load=None, device: str = "auto",
+                progress=None, weights: str | None = None) -> PrunedPlan:
+    """Run the check's session on the model ``path`` names, loaded with ``load`` (with real
+    ``weights`` when given), and prune ``plan`` with it."""
     from ..check.pytorch.runner import Session
+    from ..core.values import ValueOptions
+    from ..runtime.pytorch.user_code import user_code
+    from ..runtime.sources import DEFAULT_LOAD
 
     with user_code(path, "the model's forward"):  # an exit from the forward is not a verdict
-        session = Session(path, target, device, seed=seed, entry=entry, inputs=inputs, progress=progress,
+        session = Session(path, target, device, seed=seed, load=load or DEFAULT_LOAD, progress=progress,
                           values=ValueOptions(weights=weights))
         pruned = prune(plan, session)
     pruned.device = session.runtime.name

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from . import strict_json
+from .words import verdict
 
 TEXT_GROWTH_ROWS = 24
 
@@ -32,6 +33,19 @@ def _pow2(x) -> str:
     return f"2^{int(k)}" if k is not None and k == int(k) else f"{x:g}"
 
 
+def tolerance_text(tol: dict) -> str:
+    """'atol 0.01, rtol 0.01 (of max |reference|), cosine 0.999' and what FP8 adds."""
+    parts = []
+    if tol.get("atol") is not None or tol.get("rtol") is not None:
+        parts.append(f"atol {tol.get('atol') or 0:g}, rtol {tol.get('rtol') or 0:g} (of max |reference|)")
+    parts.append(f"cosine {tol['cosine']:g}")
+    if tol.get("snr_db") is not None:
+        parts.append(f"SNR {tol['snr_db']:g} dB")
+    if tol.get("gemm_snr_db") is not None:
+        parts.append(f"each FP8 GEMM's SNR {tol['gemm_snr_db']:g} dB")
+    return ", ".join(parts)
+
+
 def render_text(report: dict) -> str:
     t = report["target"]
     tol = report["tolerance"]
@@ -39,8 +53,7 @@ def render_text(report: dict) -> str:
     dtype = f"float8 {t['recipe']}" if t.get("recipe") else t["dtype"]
     lines = [f"{report['path']} [{report['entry']}] ({dtype}, {t['mode']}, {t['device']}) "
              f"on {report['device']}",
-             f"tolerance: atol {tol['atol']:g}, rtol {tol['rtol']:g} (of max |reference|), "
-             f"cosine {tol['cosine']:g}; {runs['forward']} forward and {runs['backward']} backward "
+             f"tolerance: {tolerance_text(tol)}; {runs['forward']} forward and {runs['backward']} backward "
              f"runs in {report['wall_s']:.2f} s"]
     lines += [f"warning: {w}" for w in report.get("warnings", [])]
     lines += [f"note: {n}" for n in report.get("notes", [])]
@@ -59,8 +72,7 @@ def render_text(report: dict) -> str:
         lines.extend(_gradient_lines(report))
     last = report["variants"][-1]
     lines.append("")
-    lines.append("passed" if report["passed"] else
-                 f"FAILED: the {last['name']} variant is {last['status'].replace('_', ' ')}")
+    lines.append("passed" if report["passed"] else verdict(False, last["name"], last["status"]))
     return "\n".join(lines) + "\n"
 
 
@@ -96,6 +108,8 @@ def _variant_lines(v, width: int) -> list[str]:
         at = f" ({fd['line']})" if fd.get("line") else ""
         what = {"error": "raised", "nonfinite": f"{fd.get('nonfinite')} non-finite values",
                 "exceeds_tolerance": f"relative error {_e(fd.get('rel_error'))}"}[fd["kind"]]
+        if fd.get("snr_db") is not None:  # an FP8 GEMM below its own SNR bar
+            what = f"its FP8 GEMM's SNR {fd['snr_db']:.1f} dB"
         out.append(f"  {'':10} first divergence: {where}{at}: {what}")
     if v.get("plan", {}).get("unused"):
         out.append(f"  {'':10} plan entries whose ops never ran: {', '.join(v['plan']['unused'])}")
@@ -111,6 +125,10 @@ def _fp8_text(v) -> str:
         text += f"; kept out: {', '.join(fp8['kept_out'])}"
     if fp8["fallback"]:
         text += f"; {len(fp8['fallback'])} not eligible"
+    worst = fp8.get("worst_gemm")
+    if worst:
+        snr = "inf" if worst["snr_db"] is None else f"{worst['snr_db']:.1f}"
+        text += f"; lowest GEMM SNR {snr} dB ({worst['module']})"
     return text
 
 

@@ -13,6 +13,7 @@ from ..core.errors import UsageError
 from ..core.findings import SEVERITIES, SEVERITY_RANK, sort_key, summary
 from ..core.numerics import FP16_MAX, LARGEST_FINITE, SMALLEST_NORMAL
 from ..rules.docs import page_url
+from .check_report import tolerance_text
 from .text import location
 from .words import plural
 
@@ -204,8 +205,7 @@ def render_check(report: dict) -> str:
     verdict = "passed" if report["passed"] else "FAILED"
     body = ["<h1>precisionaudit check</h1>",
             f"<p>{_e(report['path'])} [{_e(report['entry'])}] ({_e(t['dtype'])}, {_e(t['mode'])}, "
-            f"{_e(t['device'])}) on {_e(report['device'])}; tolerance atol {tol['atol']:g}, "
-            f"rtol {tol['rtol']:g}, cosine {tol['cosine']:g}</p>",
+            f"{_e(t['device'])}) on {_e(report['device'])}; tolerance {_e(tolerance_text(tol))}</p>",
             f'<p id="verdict" class="verdict-{verdict.lower()}">{verdict}</p>']
     body += [f'<p class="note">warning: {_e(w)}</p>' for w in report.get("warnings", [])]
     body += [f'<p class="note">note: {_e(n)}</p>' for n in report.get("notes", [])]

@@ -14,7 +14,7 @@ def render_settings(groups) -> str:
         lines.append("  target: " + ", ".join(f"{k} {v}" for k, v in entry["target"].items()))
         lines.append(f"  fail-on: {entry['fail_on']}")
         lines.append("  rules: " + " ".join(entry["rules"]))
-        for key in ("per_file_ignores", "severity", "suppress", "baseline", "rule_packs"):
+        for key in ("per_file_ignores", "severity", "suppress", "baseline", "rule_packs", "pythonpath"):
             if entry[key]:
                 value = entry[key] if isinstance(entry[key], str) else json.dumps(entry[key])
                 lines.append(f"  {key.replace('_', '-')}: {value}")

@@ -29,8 +29,10 @@ def _fix_text(fix: dict) -> str:
     action = fix.get("action", "")
     ops = ", ".join(fix.get("ops", []))
     where = fix.get("module") or "<root>"
+    if action == "keep_fp32" and not ops:
+        return f"fix: run the whole of {where} in float32 (precisionaudit plan writes the override)"
     if action == "keep_fp32":
-        return f"fix: run {ops or 'it'} in float32 in {where} (precisionaudit plan writes the override)"
+        return f"fix: run {ops} in float32 in {where} (precisionaudit plan writes the override)"
     if action == "pad":
         return f"fix: pad to {fix.get('to')}"
     if action == "replace":

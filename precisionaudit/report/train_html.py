@@ -3,7 +3,9 @@
 - the loss curves of every variant (fp32 reference, baseline, planned) against the step;
 - the dynamic loss scale each GradScaler run used at each step, its skipped steps marked
   (fp16 autocast; a page without a scaled run says so instead);
-- the updates lost per module: one bar per module per low-precision variant.
+- each per-module measure a finding is about (updates lost, optimizer state underflow,
+  gradients flushed: the finding's ``evidence.measure``), one bar per module per
+  low-precision variant; a page without such a finding says so instead of drawing zeros.
 
 The variants, the modules' measures and the findings are plain HTML tables too, readable
 with JavaScript off. Formats what the check measured (docs/check-report.md); computes
@@ -12,21 +14,31 @@ nothing. The page is assembled by report.html (plotly inlined, nothing loaded).
 from __future__ import annotations
 
 from .html import _e, _num, _page, _rule_link, require_plotly
+from .words import verdict
 
 SKIPPED_COLOR = "#d62728"
+#: per-module measure (``modules[]`` key) → (div id, heading, axis title, hover words)
+MODULE_MEASURES = {
+    "updates_lost": ("updates-lost", "Updates lost per module", "updates lost (share of element-steps)",
+                     "of updates lost"),
+    "state_underflow": ("state-underflow", "Optimizer state underflow per module",
+                        "exp_avg_sq 0 or subnormal where fp32's is normal (worst step)", "of exp_avg_sq underflowed"),
+    "grad_flushed": ("grad-flushed", "Gradients flushed per module",
+                     "gradient elements 0 where fp32's are not (worst step)", "of gradients flushed"),
+}
 
 
 def render_train(report: dict) -> str:
     """The page of a ``check --train`` report dict (``TrainReport.to_dict()``)."""
     t = report["target"]
-    verdict = "passed" if report["passed"] else "FAILED"
     last = report["variants"][-1]
+    outcome = "passed" if report["passed"] else "failed"
     body = ["<h1>precisionaudit check --train</h1>",
             f"<p>{_e(report['path'])}: {report['steps']} training steps, lr {report['lr']:g} "
             f"({_e(t['dtype'])}, {_e(t['mode'])}, {_e(t['device'])}) on {_e(report['device'])}; "
             f"seed {_e(report['seed'])}</p>",
-            f'<p id="verdict" class="verdict-{verdict.lower()}">{verdict}: {_e(last["name"])} is '
-            f'{_e(last["status"])}</p>']
+            f'<p id="verdict" class="verdict-{outcome}">{_e(verdict(report["passed"], last["name"], last["status"]))}'
+            "</p>"]
     body += [f'<p class="note">warning: {_e(w)}</p>' for w in report.get("warnings", [])]
     body += [f'<p class="note">note: {_e(n)}</p>' for n in report.get("notes", [])]
     body += [_variants_table(report["variants"]), "<h2>Findings</h2>", _findings_table(report["findings"])]
@@ -38,10 +50,16 @@ def render_train(report: dict) -> str:
         figures.append(("loss-scale", scale))
     else:
         body.append('<p class="note" id="no-loss-scale">No variant scales its loss (no GradScaler).</p>')
-    lost = updates_lost(report["variants"])
-    if lost is not None:
-        body.append('<h2>Updates lost per module</h2><div id="updates-lost" class="plot"></div>')
-        figures.append(("updates-lost", lost))
+    charted = charted_measures(report)
+    for measure in charted:
+        figure = per_module(report["variants"], measure)
+        if figure is not None:
+            div, heading = MODULE_MEASURES[measure][:2]
+            body.append(f'<h2>{heading}</h2><div id="{div}" class="plot"></div>')
+            figures.append((div, figure))
+    if not charted:
+        body.append('<p class="note" id="no-module-measures">No finding is about a per-module measure: '
+                    "the table below lists every module's.</p>")
     body.append(_modules_table(report["variants"]))
     return _page(f"precisionaudit check --train {report['path']}", body, figures)
 
@@ -93,20 +111,28 @@ def loss_scale_trajectory(variants: list):
     return figure
 
 
-def updates_lost(variants: list):
-    """The share of updates lost to rounding, one bar per module per low-precision variant
+def charted_measures(report: dict) -> list[str]:
+    """The per-module measures the findings of any variant are about, in MODULE_MEASURES' order."""
+    findings = [*report.get("findings", []), *(f for v in report["variants"] for f in v.get("findings", []))]
+    named = {(f.get("evidence") or {}).get("measure") for f in findings}
+    return [m for m in MODULE_MEASURES if m in named]
+
+
+def per_module(variants: list, measure: str):
+    """One per-module ``measure`` (a share), one bar per module per low-precision variant
     (None when no variant has module measures, e.g. every run raised at once)."""
     drawn = [v for v in _low_variants(variants) if v.get("modules")]
     if not drawn:
         return None
     go, _ = require_plotly()
+    _, _, axis, words = MODULE_MEASURES[measure]
     figure = go.Figure()
     for v in drawn:
         modules = v["modules"]
         figure.add_trace(go.Bar(x=[m["module"] or "<root>" for m in modules],
-                                y=[m.get("updates_lost") for m in modules], name=_label(v), meta=v["name"],
-                                hovertemplate="%{x}: %{y:.1%} of updates lost<extra>" + _label(v) + "</extra>"))
-    figure.update_yaxes(title="updates lost (share of element-steps)", range=[0, 1], tickformat=".0%")
+                                y=[m.get(measure) for m in modules], name=_label(v), meta=v["name"],
+                                hovertemplate="%{x}: %{y:.1%} " + words + "<extra>" + _label(v) + "</extra>"))
+    figure.update_yaxes(title=axis, range=[0, 1], tickformat=".0%")
     figure.update_layout(height=420, margin={"t": 20}, barmode="group")
     return figure
 

@@ -2,6 +2,8 @@
 docs/check-report.md). Formats what the check measured; computes nothing."""
 from __future__ import annotations
 
+from .words import verdict
+
 #: modules listed under a variant: the worst by updates lost, state underflow or flushed gradients
 MODULE_ROWS = 8
 
@@ -20,8 +22,7 @@ def render_train_text(report: dict) -> str:
         lines += [f"{f['path']}: {f['rule']} [{f['severity']}] {f['module'] or '<root>'}: {f['message']}"
                   for f in report["findings"]]
     last = report["variants"][-1]
-    verdict = "PASSED" if report["passed"] else "FAILED"
-    lines += ["", f"{verdict}: {last['name']} is {last['status']}"
+    lines += ["", verdict(report["passed"], last["name"], last["status"])
               + ("" if report["passed"] else " (precisionaudit plan --train writes the fix)")]
     return "\n".join(lines) + "\n"
 

@@ -115,7 +115,8 @@ def markdown_pages(rules) -> dict[str, str]:
         "PA0xx are about precisionaudit itself, PA1xx precision hazards (values that overflow, "
         "underflow or lose their precision), PA2xx Tensor Core performance hints (never "
         "errors), PA3xx hazards in measured values (calibration data, real weights: `--data`, "
-        "`--weights`). `precisionaudit rules ID` shows a page in the terminal.\n\n" + "\n".join(rows) + "\n")
+        "`--weights`), PA7xx what `precisionaudit.watch` found inside a training job (`precisionaudit "
+        "watch DIR`). `precisionaudit rules ID` shows a page in the terminal.\n\n" + "\n".join(rows) + "\n")
     return pages
 
 

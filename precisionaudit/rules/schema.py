@@ -32,7 +32,8 @@ RULE_SCHEMA = {
             "where": {"type": "object"}}},
         "check": {"type": "string"},
         # measurement: found by a run, not by a scan (check --train's PA304-PA306); the scan skips it
-        "scope": {"enum": ["node", "graph", "source", "training", "measurement"]},
+        # watch: found in the user's own training job by precisionaudit.watch (PA7xx, `watch DIR`)
+        "scope": {"enum": ["node", "graph", "source", "training", "measurement", "watch"]},
         "needs_inputs": {"type": "boolean"},
         "modes": {"type": "array", "minItems": 1, "items": {"enum": list(MODES)}},
         # the --dtype targets the rule judges (left out: every one); float8 rules judge FP8 GEMMs

@@ -20,6 +20,9 @@ from ..core.schema import schema_error
 from ..core.target import DEVICES, FP8_RECIPES, MODES, TARGET_DTYPES
 
 PYPROJECT, OWN_FILE = "pyproject.toml", "precisionaudit.toml"
+#: where training scripts' findings are cached, below the settings file's directory (or the
+#: working directory when there is none), unless ``cache-dir`` says otherwise
+DEFAULT_CACHE_DIR = ".precisionaudit_cache"
 SUPPRESS_MATCHERS = ("path", "module", "node", "op")
 
 
@@ -41,6 +44,17 @@ class Config:
     suppress: list[dict] = field(default_factory=list)
     rule_packs: list[str] = field(default_factory=list)  # rule pack directories (absolute)
     pack_ids: list[str] = field(default_factory=list)  # the rule ids those packs add
+    cache_dir: str | bool | None = None  # cache-dir: a directory (absolute), False (no cache), None (default)
+    pythonpath: list[str] = field(default_factory=list)  # directories model imports search (absolute)
+
+    @property
+    def cache_directory(self) -> str | None:
+        """Where the training findings cache lives; None when ``cache-dir = false``."""
+        if self.cache_dir is False:
+            return None
+        if isinstance(self.cache_dir, str):
+            return self.cache_dir
+        return os.path.join(self.root if self.path else os.getcwd(), DEFAULT_CACHE_DIR)
 
     def ignored_for(self, path: str) -> list[str]:
         """Rule codes that ``per-file-ignores`` switches off for ``path``."""
@@ -154,7 +168,10 @@ SCHEMA = {
         "fail-on": _enum(SEVERITIES), "dtype": _enum(TARGET_DTYPES),
         "recipe": _enum(FP8_RECIPES), "mode": _enum(MODES), "device": _enum(DEVICES),
         "baseline": _STRING,
+        "cache-dir": {"type": ["string", "boolean"], "x-message": "expected a directory or false, got {got}"},
         "rule-packs": {"type": "array", "x-message": "expected a list of directories, got {got}",
+                       "items": _STRING},
+        "pythonpath": {"type": "array", "x-message": "expected a list of directories, got {got}",
                        "items": _STRING},
     },
 }
@@ -211,9 +228,24 @@ def _parse(path: str, data: dict, prefix: str, known_ids: set) -> Config:
             setattr(config, key.replace("-", "_"), value)
         elif key == "baseline":
             config.baseline = os.path.join(config.root, value)
+        elif key == "cache-dir":
+            if value is True:
+                check.fail(key, "expected a directory or false, got true")
+            config.cache_dir = os.path.join(config.root, value) if isinstance(value, str) else False
+        elif key == "pythonpath":
+            config.pythonpath = _directories(check, config.root, key, value)
     if config.recipe and config.dtype != "float8":
         check.fail("recipe", 'an FP8 recipe needs dtype = "float8" in the same file')
     return config
+
+
+def _directories(check: _Checker, root: str, key: str, value) -> list[str]:
+    """The directories ``key`` names, resolved against the config's directory; each must exist."""
+    found = [os.path.normpath(os.path.join(root, v)) for v in value]
+    for i, directory in enumerate(found):
+        if not os.path.isdir(directory):
+            check.fail(f"{key}[{i}]", f"no such directory: {directory}")
+    return found
 
 
 def _rule_packs(check: _Checker, root: str, value) -> tuple[list[str], list[str]]:
@@ -221,10 +253,7 @@ def _rule_packs(check: _Checker, root: str, value) -> tuple[list[str], list[str]
     the rule ids they add)."""
     from ..rules.engine import rule_ids
 
-    packs = [os.path.join(root, v) for v in value]
-    for i, pack in enumerate(packs):
-        if not os.path.isdir(pack):
-            check.fail(f"rule-packs[{i}]", f"no such directory: {pack}")
+    packs = _directories(check, root, "rule-packs", value)
     added = sorted(set(rule_ids(packs=packs)) - set(rule_ids()))
     return packs, added
 

@@ -34,6 +34,11 @@ class FileSettings:
     rule_ids: set[str]
     baseline: str | None
 
+    @property
+    def cache_dir(self) -> str | None:
+        """Where the training findings cache lives (None: no cache)."""
+        return self.config.cache_directory
+
     def as_json(self, files=()) -> dict:
         """One entry of ``--show-settings`` and of the JSON report's ``settings``."""
         c = self.config
@@ -41,7 +46,8 @@ class FileSettings:
                 "fail_on": self.fail_on, "rules": sorted(self.rule_ids),
                 "per_file_ignores": c.per_file_ignores, "severity": c.severity,
                 "suppress": c.suppress, "baseline": shown_path(self.baseline),
-                "rule_packs": [shown_path(p) for p in c.rule_packs]}
+                "rule_packs": [shown_path(p) for p in c.rule_packs],
+                "pythonpath": [shown_path(p) for p in c.pythonpath]}
 
 
 class SettingsResolver:

@@ -1,11 +1,11 @@
 """Distributed-training config files, read statically: DeepSpeed JSON configs and accelerate
-config YAMLs. ``config_kind`` says whether a .json/.yaml is one (any other JSON or YAML in a
-repository is skipped); ``read_config`` parses it and keeps the line and column of each key,
-so a finding points at the key it is about.
+config YAMLs. ``read_config`` parses a file once, says whether it is one (any other JSON or
+YAML in a repository is skipped) and keeps where each key is, so a finding points at the
+key it is about. Which kind a file may be is its frontend's to say (frontend/training.py).
 
 DeepSpeed reads its JSON with hjson: comments and trailing commas are read too.
 
-Torch-free and fast: a scan calls ``config_kind`` on every .json of a repository
+Torch-free and fast: a scan calls ``read_config`` on every .json of a repository
 (tokenizer.json files of 10 MB included), so it looks for a telling key in the raw text
 before it parses anything.
 """
@@ -38,9 +38,6 @@ _DEEPSPEED_HINT = re.compile(r'"(?:%s)"\s*:' % "|".join(sorted(DEEPSPEED_KEYS | 
 _DEEPSPEED_STRONG = re.compile(r'"(?:%s)"\s*:' % "|".join(sorted(DEEPSPEED_ONLY_KEYS)))
 _ACCELERATE_HINT = re.compile(r"^(?:%s)\s*:" % "|".join(sorted(ACCELERATE_KEYS)), re.MULTILINE)
 
-JSON_SUFFIXES = (".json",)
-YAML_SUFFIXES = (".yaml", ".yml")
-
 
 @dataclass
 class Config:
@@ -69,24 +66,20 @@ class Config:
         return self._where(path) or (1, 1)
 
 
-def config_kind(path: str) -> str | None:
-    """"deepspeed" for a DeepSpeed JSON config, "accelerate" for an accelerate config YAML,
-    None for any other file (the scan skips it).
+def read_config(path: str, kind: str) -> Config | None:
+    """``path`` read as a ``kind`` config ("deepspeed": JSON, "accelerate": YAML), parsed
+    once; None when the file is not one (any other JSON or YAML of a repository). The one
+    place that decides whether a file is a config of ours.
 
     A DeepSpeed config has a top-level key only DeepSpeed reads (``zero_optimization``,
     ``train_micro_batch_size_per_gpu``...) or an ``fp16``/``bf16`` section with ``enabled``;
     an accelerate config has ``compute_environment`` or ``distributed_type``. A file that
     does not parse is claimed when it names a key only DeepSpeed has
-    (``DEEPSPEED_ONLY_KEYS``: not ``fp16`` or ``train_batch_size``), so that
-    ``read_config`` reports it.
+    (``DEEPSPEED_ONLY_KEYS``: not ``fp16`` or ``train_batch_size``) or an accelerate key, and
+    is then a UsageError ``path:line:col: ...`` (one line, exit 2), never a traceback.
     """
-    lower = path.lower()
-    if lower.endswith(JSON_SUFFIXES):
-        kind, hint, strong, parse = "deepspeed", _DEEPSPEED_HINT, _DEEPSPEED_STRONG, _json_data
-    elif lower.endswith(YAML_SUFFIXES):
-        kind, hint, strong, parse = "accelerate", _ACCELERATE_HINT, _ACCELERATE_HINT, _yaml_data
-    else:
-        return None
+    hint, strong, read = {"deepspeed": (_DEEPSPEED_HINT, _DEEPSPEED_STRONG, _read_json),
+                          "accelerate": (_ACCELERATE_HINT, _ACCELERATE_HINT, _read_yaml)}[kind]
     try:
         text = read_text(path, "utf-8-sig")
     except UsageError:
@@ -94,10 +87,12 @@ def config_kind(path: str) -> str | None:
     if not hint.search(text):
         return None
     try:
-        data = parse(path, text)
+        config = read(path, text)
     except UsageError:  # broken: ours to report only if a key no other file has says so
-        return kind if strong.search(text) else None
-    return kind if _is_kind(kind, data) else None
+        if strong.search(text):
+            raise
+        return None
+    return config if _is_kind(kind, config.data) else None
 
 
 def _is_kind(kind: str, data) -> bool:
@@ -109,24 +104,7 @@ def _is_kind(kind: str, data) -> bool:
         isinstance(data.get(k), dict) and "enabled" in data[k] for k in DEEPSPEED_SECTIONS)
 
 
-def read_config(path: str, kind: str) -> Config:
-    """``path`` parsed as a ``kind`` config. Bad JSON/YAML is a UsageError
-    ``path:line:col: ...`` (one line, exit 2), never a traceback."""
-    text = read_text(path, "utf-8-sig")
-    if kind == "deepspeed":
-        return _read_json(path, text)
-    if kind == "accelerate":
-        return _read_yaml(path, text)
-    raise ValueError(f"not a config kind: {kind!r}")
-
-
-
-
 # --- JSON (DeepSpeed) ---------------------------------------------------------------------
-
-def _json_data(path: str, text: str, pairs_hook=None):
-    return _parse_json(path, text, pairs_hook)[0]
-
 
 def _parse_json(path: str, text: str, pairs_hook=None):
     """(data, the text the data was read from). DeepSpeed reads its config with hjson,
@@ -175,7 +153,7 @@ def _read_json(path: str, text: str) -> Config:
         return data
 
     data, text = _parse_json(path, text, as_dict)
-    if duplicated:
+    if duplicated and _is_kind("deepspeed", data):
         # DeepSpeed loads its config with dict_raise_error_on_duplicate_keys
         # (deepspeed/runtime/config_utils.py): such a file never starts a job
         key, offset = first_repeated_key(text)
@@ -191,10 +169,6 @@ def _read_json(path: str, text: str) -> Config:
 
 
 # --- YAML (accelerate) --------------------------------------------------------------------
-
-def _yaml_data(path: str, text: str):
-    return _compose_yaml(path, text)[0]
-
 
 def _compose_yaml(path: str, text: str):
     """(data, root node): the node tree keeps each key's mark (line, column)."""

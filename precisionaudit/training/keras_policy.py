@@ -2,16 +2,17 @@
 global dtype policy is set and to what, the models and layers built before it, the
 ``tf.GradientTape`` gradients, and every sign of loss scaling.
 
-Names are LibCST qualified names, with ``tensorflow.keras.*`` and ``tf_keras.*`` read as the
+Names are qualified names (``Script.names_of``), with ``tensorflow.keras.*`` and ``tf_keras.*`` read as the
 ``keras.*`` they are (Keras 2 under TensorFlow, Keras 3, tf-keras), so any import spelling
 resolves. A policy given by anything but a string literal (or ``Policy("...")`` of one) is
 unknown, and no rule fires on it.
 """
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 
-import libcst as cst
+from .syntax import FUNCTIONS, string
 
 #: what sets the global policy (keras/src/dtype_policies/dtype_policy.py: keras.config
 #: .set_dtype_policy, with set_global_policy as its legacy name; TF 2.1-2.3's experimental one)
@@ -44,9 +45,9 @@ def mentions_keras_policy(text: str) -> bool:
 
 @dataclass
 class PolicySet:
-    call: cst.Call = field(repr=False)
+    call: ast.Call = field(repr=False)
     policy: str | None  # None: not a literal
-    scope: object = field(repr=False)  # the FunctionDef (or Module) whose body runs the call
+    scope: object = field(repr=False)  # the function (or Module) whose body runs the call
 
 
 @dataclass
@@ -60,62 +61,8 @@ class KerasTraining:
         """The policies set where they govern ``node``: at module level (import time), or
         earlier in a function that encloses it. A policy set in another function (another
         test method) is not the one this code runs under."""
-        line = script.line_column(node)[0]
         return [p for p in self.policies if p.scope is scopes[0]
-                or (p.scope in scopes and script.line_column(p.call)[0] < line)]
-
-
-class _Reader(cst.CSTVisitor):
-    def __init__(self, script):
-        self.script = script
-        self.found = KerasTraining()
-        self.scopes: list = [script.module]
-        self.tapes: list = [set()]  # per function: names bound by ``with GradientTape() as t``
-
-    def visit_FunctionDef(self, node):
-        self.scopes.append(node)
-        self.tapes.append(set())
-
-    def leave_FunctionDef(self, node):
-        self.scopes.pop()
-        self.tapes.pop()
-
-    def _names(self, node) -> set[str]:
-        return {keras_name(n) for n in self.script.names_of(node)}
-
-    def visit_WithItem(self, node):
-        if isinstance(node.item, cst.Call) and isinstance(node.asname, cst.AsName) \
-                and isinstance(node.asname.name, cst.Name) \
-                and any(n.endswith(".GradientTape") for n in self._names(node.item.func)):
-            self.tapes[-1].add(node.asname.name.value)
-
-    def visit_Call(self, node):
-        names = self._names(node.func)
-        func = node.func
-        if names & SETS_POLICY:
-            self.found.policies.append(PolicySet(node, self._policy(node), self.scopes[-1]))
-        elif names & LOSS_SCALE_NAMES:
-            self.found.loss_scaling.append((node, tuple(self.scopes)))
-        elif any(n.startswith(BUILDS) for n in names):
-            self.found.builds.append((node, min(n for n in names if n.startswith(BUILDS)), self.scopes[-1]))
-        if isinstance(func, cst.Attribute):
-            if func.attr.value in SCALES_LOSS:
-                self.found.loss_scaling.append((node, tuple(self.scopes)))
-            elif func.attr.value == "gradient" and isinstance(func.value, cst.Name) \
-                    and func.value.value in self.tapes[-1]:
-                self.found.gradients.append((node, tuple(self.scopes)))
-
-    def visit_Attribute(self, node):
-        if self._names(node) & LOSS_SCALE_NAMES:  # a reference (isinstance, a class attribute)
-            self.found.loss_scaling.append((node, tuple(self.scopes)))
-
-    def _policy(self, call: cst.Call) -> str | None:
-        if not call.args:
-            return None
-        value = call.args[0].value
-        if isinstance(value, cst.Call) and self._names(value.func) & POLICY_CLASSES and value.args:
-            value = value.args[0].value
-        return value.evaluated_value if isinstance(value, cst.SimpleString) else None
+                or (p.scope in scopes and p.call.lineno < node.lineno)]
 
 
 def keras_training(script) -> KerasTraining:
@@ -124,6 +71,55 @@ def keras_training(script) -> KerasTraining:
 
 
 def _read(script) -> KerasTraining:
-    reader = _Reader(script)
-    script.module.visit(reader)
-    return reader.found
+    found, tapes = KerasTraining(), {}
+    index = script.index
+
+    def names(node) -> set[str]:
+        return {keras_name(n) for n in script.names_of(node)}
+
+    for call in index.calls:
+        called, func = names(call.func), call.func
+        method = func.attr if isinstance(func, ast.Attribute) else None
+        tape = any(n.endswith(".GradientTape") for n in called)
+        if not (tape or called & (SETS_POLICY | LOSS_SCALE_NAMES) or any(n.startswith(BUILDS) for n in called)
+                or method in SCALES_LOSS or method == "gradient"):
+            continue
+        scopes = _scopes(script, call)
+        holder = index.parents.get(call)
+        if tape and isinstance(holder, ast.withitem) and holder.context_expr is call \
+                and isinstance(holder.optional_vars, ast.Name):
+            tapes.setdefault(scopes[-1], set()).add(holder.optional_vars.id)
+        if called & SETS_POLICY:
+            found.policies.append(PolicySet(call, _policy(call, names), scopes[-1]))
+        elif called & LOSS_SCALE_NAMES:
+            found.loss_scaling.append((call, scopes))
+        elif any(n.startswith(BUILDS) for n in called):
+            found.builds.append((call, min(n for n in called if n.startswith(BUILDS)), scopes[-1]))
+        if method in SCALES_LOSS:
+            found.loss_scaling.append((call, scopes))
+        elif method == "gradient" and isinstance(func.value, ast.Name) and func.value.id in tapes.get(scopes[-1], ()):
+            found.gradients.append((call, scopes))
+    for chain in index.chains():
+        for node in chain[1:]:
+            if names(node) & LOSS_SCALE_NAMES:  # a reference: isinstance, an attribute
+                found.loss_scaling.append((node, _scopes(script, node)))
+    return found
+
+
+def _scopes(script, node) -> tuple:
+    """The module and the functions around ``node``, outermost first."""
+    functions, parent = [], script.index.parents.get(node)
+    while parent is not None:
+        if isinstance(parent, FUNCTIONS):
+            functions.append(parent)
+        parent = script.index.parents.get(parent)
+    return (script.tree, *reversed(functions))
+
+
+def _policy(call: ast.Call, names) -> str | None:
+    if not call.args:
+        return None
+    value = call.args[0]
+    if isinstance(value, ast.Call) and names(value.func) & POLICY_CLASSES and value.args:
+        value = value.args[0]
+    return string(value)

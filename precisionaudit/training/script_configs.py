@@ -10,9 +10,8 @@ from __future__ import annotations
 import ast
 import re
 
-import libcst as cst
-
 from .configs import DEEPSPEED_KEYS, DEEPSPEED_SECTIONS, Config
+from .syntax import string
 
 
 class _Unknown:
@@ -28,54 +27,58 @@ _HINT = re.compile(r"""["'](?:%s)["']\s*:""" % "|".join(sorted(DEEPSPEED_KEYS | 
 
 def deepspeed_dicts(script) -> list[Config]:
     """Every outermost dict literal of ``script`` that is a DeepSpeed config (a top-level
-    key only DeepSpeed has, or an ``fp16``/``bf16`` section with ``enabled``)."""
+    key only DeepSpeed has, or an ``fp16``/``bf16`` section with ``enabled``), in source
+    order (found once)."""
+    return script.once(_deepspeed_dicts)
+
+
+def _deepspeed_dicts(script) -> list[Config]:
     if not _HINT.search(script.text):  # cheap, before walking the tree
         return []
-    found = []
-
-    class Dicts(cst.CSTVisitor):
-        def visit_Dict(self, node):
-            keys = _literal_keys(node)
-            if any(k in DEEPSPEED_KEYS for k in keys) or any(
-                    isinstance(keys.get(k), cst.Dict) and "enabled" in _literal_keys(keys[k])
-                    for k in DEEPSPEED_SECTIONS):
-                found.append(_as_config(script, node))
-                return False  # its inner dicts are its sections
-            return True
-
-    script.module.visit(Dicts())
+    found, claimed = [], set()
+    for node in script.index.dicts:  # outer dicts come first
+        if _inside(script, node, claimed):
+            continue  # a section of a config already found
+        keys = _literal_keys(node)
+        if any(k in DEEPSPEED_KEYS for k in keys) or any(
+                isinstance(keys.get(k), ast.Dict) and "enabled" in _literal_keys(keys[k]) for k in DEEPSPEED_SECTIONS):
+            found.append(_as_config(script, node))
+            claimed.add(node)
     return found
 
 
-def _literal_keys(node: cst.Dict) -> dict:
+def _inside(script, node, claimed) -> bool:
+    parent = script.index.parents.get(node)
+    while parent is not None:
+        if parent in claimed:
+            return True
+        parent = script.index.parents.get(parent)
+    return False
+
+
+def _literal_keys(node: ast.Dict) -> dict:
     """{key: value node} for the string-literal keys of a dict literal."""
-    keys = {}
-    for element in node.elements:
-        if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
-            keys[element.key.evaluated_value] = element.value
-    return keys
+    return {k.value: v for k, v in zip(node.keys, node.values) if string(k) is not None}
 
 
-def _as_config(script, node: cst.Dict) -> Config:
+def _as_config(script, node: ast.Dict) -> Config:
     def value_of(value):
-        if isinstance(value, cst.Dict):
+        if isinstance(value, ast.Dict):
             return {k: value_of(v) for k, v in _literal_keys(value).items()}
         try:
-            return ast.literal_eval(script.module.code_for_node(value).strip())
+            return ast.literal_eval(value)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return UNKNOWN
 
     def where(key_path):
-        current = node
-        key_node = None
+        current, key_node = node, None
         for key in key_path:
-            if not isinstance(current, cst.Dict):
+            if not isinstance(current, ast.Dict):
                 return None
-            match = [e for e in current.elements if isinstance(e, cst.DictElement)
-                     and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key]
+            match = [(k, v) for k, v in zip(current.keys, current.values) if string(k) == key]
             if not match:
                 return None
-            key_node, current = match[-1].key, match[-1].value
+            key_node, current = match[-1]
         return script.line_column(key_node) if key_node is not None else None
 
     return Config(script.path, "deepspeed", value_of(node), where)

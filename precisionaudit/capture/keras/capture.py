@@ -27,10 +27,12 @@ from ...core.errors import CaptureError
 from ...core.numerics import LOW_PRECISION_NAMES
 from ...core.target import Target
 from ...ir.capture import Capture
+from ...runtime.pytorch.model_file import call_user
+from ...runtime.pytorch.source import open_source
+from ...runtime.pytorch.user_code import describe, user_code
+from ...runtime.sources import DEFAULT_LOAD, LoadOptions
 from ..pytorch.capture import build_graph
-from ..pytorch.model_file import call_user, entry_points
 from ..pytorch.recorder import Recorder, calls_the_model, skip_frames_in
-from ..pytorch.user_code import describe, user_code
 from .backend import import_keras, require_torch_backend
 
 #: what a scan's notes say about verdicts that depend on a kernel
@@ -38,30 +40,29 @@ KERNEL_NOTE = ("kernel verdicts (accumulation in softmax, norms, reductions) des
                "and PyTorch's {device} kernels, not TensorFlow's or XLA's")
 
 
-def capture_file(path: str, target: Target, entry: str = "get_model",
-                 inputs: str = "get_example_inputs") -> Capture:
+def capture_file(path: str, target: Target, load: LoadOptions = DEFAULT_LOAD) -> Capture:
     """The IR of the Keras model file at ``path``, judged under its layers' dtype policies."""
     keras = import_keras()
     skip_frames_in(keras)
     filtering = keras.config.is_traceback_filtering_enabled()
     keras.config.disable_traceback_filtering()  # its frames name an op the backend cannot run
     try:
-        return _capture(keras, path, target, entry, inputs)
+        return _capture(keras, path, target, load)
     finally:
         if filtering:
             keras.config.enable_traceback_filtering()
 
 
-def model_and_inputs(keras, path: str, entry: str = "get_model", inputs: str = "get_example_inputs"):
+def model_and_inputs(keras, path: str, load: LoadOptions = DEFAULT_LOAD):
     """(keras model, example inputs) of a Keras model file or ``.keras`` archive."""
     if path.endswith(ARCHIVE_SUFFIX):
         model = load_archive(keras, path)
         return model, archive_inputs(model, path)
-    return _from_model_file(keras, path, entry, inputs)
+    return _from_model_file(keras, path, load)
 
 
-def _capture(keras, path, target, entry, inputs) -> Capture:
-    model, example = model_and_inputs(keras, path, entry, inputs)
+def _capture(keras, path, target, load) -> Capture:
+    model, example = model_and_inputs(keras, path, load)
     layers = layer_facts(model)
     judged = policy_target(layers, target)
     try:
@@ -87,10 +88,10 @@ def _capture(keras, path, target, entry, inputs) -> Capture:
     return Capture(graph, kind, notes=notes)
 
 
-def _from_model_file(keras, path, entry, inputs):
+def _from_model_file(keras, path, load):
     """(model, example inputs) of a Keras model file."""
     try:
-        make_model, make_inputs = entry_points(path, entry, inputs)
+        source = open_source(path, load)
     except CaptureError as exc:
         if "No module named 'tensorflow'" in str(exc):
             raise CaptureError(f"{path}: the model file imports TensorFlow, which precisionaudit does not run: "
@@ -98,14 +99,14 @@ def _from_model_file(keras, path, entry, inputs):
         raise
     require_torch_backend(path)
     try:
-        model = call_user(make_model, path, entry)
+        model = call_user(source.make_model, path, source.entry)
     except CaptureError as exc:  # a functional model calls its layers while it is built
         raise (_forward_error(exc, path) if _unsupported_op(exc) else exc) from exc
     if not isinstance(model, keras.Layer):
-        raise CaptureError(f"{path}: {entry}() returned {type(model).__name__}, not a keras.Model")
-    if make_inputs is None:
-        raise CaptureError(f"{path}: a Keras model needs example inputs ({inputs}() not found)")
-    return model, call_user(make_inputs, path, inputs)
+        raise CaptureError(f"{path}: {source.entry}() returned {type(model).__name__}, not a keras.Model")
+    if not source.has_inputs:
+        raise CaptureError(f"{path}: a Keras model needs example inputs ({source.missing_inputs})")
+    return model, call_user(source.make_inputs, path, source.inputs)
 
 
 #: what a model that needs TensorFlow can do instead

@@ -15,10 +15,11 @@ import numpy as np
 
 from ...core.errors import UsageError
 from ...core.values import ValueOptions, merge, value_stats
+from ...runtime.data import onnx_batches
 from ...runtime.onnx.graph import name_nodes
 from ...runtime.onnx.io import session, with_outputs
-from ..data import onnx_batches
-from .model import Tensors, load_onnx
+from ...runtime.onnx.load import load_onnx
+from .model import Tensors
 
 
 @dataclass

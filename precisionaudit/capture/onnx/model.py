@@ -8,9 +8,6 @@ minus the nodes a plan keeps in fp32 — unless the file is mixed precision alre
 """
 from __future__ import annotations
 
-import ast
-import os
-
 import numpy as np
 
 from ...core.errors import CaptureError
@@ -26,87 +23,13 @@ from ...runtime.onnx.graph import (
     canonical_op,
     consumers,
     low_precision_tensor,
+    module_of,
     name_nodes,
+    source_of,
     tensor_info,
 )
 from ...runtime.onnx.io import infer_shapes
-from .validate import check_structure
-
-
-def load_onnx(path: str, shapes: bool = True):
-    """The ModelProto with external data (and, with ``shapes``, the shapes onnx shape
-    inference derives), or a CaptureError."""
-    import onnx
-
-    if not os.path.isfile(path):
-        raise CaptureError(f"{path}: no such file")
-    try:
-        model = onnx.load(path, load_external_data=False)
-    except Exception as exc:  # noqa: BLE001 - DecodeError and friends: not a model
-        raise CaptureError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from exc
-    if not model.graph.node and not model.graph.output:
-        raise CaptureError(f"{path}: not a readable ONNX model (empty or truncated graph)")
-    try:
-        onnx.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
-    except (OSError, onnx.checker.ValidationError, ValueError) as exc:
-        raise CaptureError(f"{path}: {_external_data_problem(exc)}") from exc
-    check_structure(model, path)
-    _drop_trailing_empty_inputs(model)
-    if shapes:
-        infer_shapes(model, path)  # a failure leaves tensors untyped; capture_onnx reports it
-    return model
-
-
-def _drop_trailing_empty_inputs(model) -> None:
-    """``LayerNormalization(x, w, "")``: an omitted optional input written as "" at the end
-    means the same as leaving it out, and onnxruntime's graph optimizer crashes the process
-    (segfault, onnxruntime 1.2x) on some such nodes. Left out, every command sees one model."""
-    for node in model.graph.node:
-        while node.input and node.input[-1] == "":
-            node.input.pop()
-
-
-def _external_data_problem(exc: Exception) -> str:
-    """What onnx's refusal to load a model's external data means, in one line."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    stored = text.split(" should be stored in ")[-1].split(",")[0]
-    if "symbolic link" in text:
-        return f"external data {stored} is a symbolic link, which onnx refuses to follow (put the file itself there)"
-    if "exceeds available data" in text:
-        return f"external data shorter than declared: {text}"
-    if isinstance(exc, OSError) and exc.filename:
-        return f"external data missing: {exc.filename}" if isinstance(exc, FileNotFoundError) \
-            else f"external data {exc.filename}: {exc.strerror}"
-    return f"external data missing: {stored}" if " should be stored in " in text else f"external data: {text}"
-
-
-def module_of(node) -> str:
-    """`named_modules()`-style path: from the dynamo exporter's name scopes, else the name."""
-    for prop in node.metadata_props:
-        if prop.key == "pkg.torch.onnx.name_scopes":
-            try:
-                scopes = ast.literal_eval(prop.value)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                break
-            if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
-                break  # not what the exporter writes: fall back on the node name
-            return scopes[-2] if len(scopes) >= 2 else ""
-    parts = [p for p in node.name.split("/") if p]
-    return ".".join(parts[:-1]) if len(parts) > 1 else ""
-
-
-def source_of(node) -> tuple[str | None, int | None]:
-    """(file, line) of the user code that made ``node``, from the dynamo exporter's stack trace."""
-    for prop in node.metadata_props:
-        if prop.key == "pkg.torch.onnx.stack_trace" and prop.value.startswith("File "):
-            first = prop.value.split("\n", 1)[0]  # File "/x/model.py", line 8, in forward
-            try:
-                file = first.split('"')[1]
-                line = int(first.split("line ")[1].split(",")[0])
-                return file, line
-            except (IndexError, ValueError):
-                return None, None
-    return None, None
+from ...runtime.onnx.load import load_onnx
 
 
 class Tensors:

@@ -36,17 +36,17 @@ import torch
 from ...core.errors import CaptureError, UsageError
 from ...core.numerics import LARGEST_FINITE, LOW_PRECISION_NAMES, dtype_name
 from ...core.values import ValueOptions, call_key, matched_calls, merge
+from ...runtime.data import pytorch_batches
 from ...runtime.pytorch.cuda_autocast import autocast_policy
-from ..data import pytorch_batches
+from ...runtime.pytorch.source import open_source
+from ...runtime.pytorch.user_code import describe, user_code
+from ...runtime.sources import LoadOptions
 from .capture import is_significant
 from .fp8_ranges import LinearCounts
 from .memory import reuse_freed_memory
-from .model_file import call_user, entry_point, import_model_file, split_inputs
 from .offload import checkpoint_stats, load_offloaded, needs_offload
 from .recorder import AtenOp, Recorder, calls_the_model
 from .tensor_stats import tensor_extremes, tensor_stats
-from .user_code import describe, user_code
-from .weights import load_model
 
 @dataclass
 class Measurement:
@@ -109,31 +109,32 @@ def weight_stats(model, dtype: str) -> dict:
 
 
 # --------------------------------------------------------------------------- the pass
-def measure_file(path: str, target, entry: str, inputs_name: str, values: ValueOptions) -> Measurement:
-    """Weight statistics (with --weights) and per-op ranges over the batches (with --data)."""
-    module = import_model_file(path)
+def measure_file(name: str, target, load: LoadOptions, values: ValueOptions) -> Measurement:
+    """Weight statistics (with --weights) and per-op ranges over the batches (with --data) of
+    the model ``name`` names (runtime/pytorch/source.py)."""
+    source = open_source(name, load)
     if needs_offload(values.weights):  # larger than half the free memory: accelerate
         if target.mode == "pure":
             raise UsageError(f"{values.weights}: larger than half the free memory; the range "
                              "pass offloads it to disk under autocast only (--mode autocast)")
-        model = load_offloaded(module, path, entry, values.weights)
+        model = load_offloaded(source, values.weights)
         ranges = checkpoint_stats(values.weights, lambda t: tensor_stats(t, target.dtype))
-        return measure_model(model, module, path, target, inputs_name, values, ranges)
-    model = load_model(module, path, entry, values.weights)
-    return measure_model(model, module, path, target, inputs_name, values)
+        return measure_model(model, source, target, values, ranges)
+    model = source.build_loaded(values.weights)
+    return measure_model(model, source, target, values)
 
 
-def measure_model(model, module, path: str, target, inputs_name: str, values: ValueOptions,
-                  weight_ranges: dict | None = None) -> Measurement:
-    """``measure_file`` on a model already built and loaded (``module``: its model file;
-    ``weight_ranges``: the weights' statistics when they are not all in memory)."""
+def measure_model(model, source, target, values: ValueOptions, weight_ranges: dict | None = None) -> Measurement:
+    """``measure_file`` on a model already built and loaded (``source``: where it came from,
+    for its example inputs and data functions; ``weight_ranges``: the weights' statistics when
+    they are not all in memory)."""
+    path = source.name
     result = Measurement(weights=weight_stats(model, target.dtype) if weight_ranges is None else weight_ranges)
     if not values.measure:
         return result
-    make_inputs = entry_point(module, path, inputs_name, required=True)
-    example = split_inputs(call_user(make_inputs, path, inputs_name), path, inputs_name)
+    example = source.example_inputs("--data")
     low_model = _low_model(model, target)
-    batches = pytorch_batches(values.data, module, path, example, values.batches)
+    batches = pytorch_batches(values.data, source, example, values.batches)
     linears = LinearCounts(model, enabled=bool(getattr(target, "recipe", None)))
     # the data function and the forwards are the model's code
     with user_code(path, "forward"), reuse_freed_memory():

@@ -24,11 +24,13 @@ from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
 from ...runtime.pytorch.cuda_autocast import autocast_policy
 from ...runtime.pytorch.emulation import EmulatedKernels, mixed_operands
+from ...runtime.pytorch.model_file import on_meta
 from ...runtime.pytorch.ops import CAST_FNS
+from ...runtime.pytorch.source import ModelSource, open_source
+from ...runtime.pytorch.user_code import describe, user_code
+from ...runtime.sources import DEFAULT_LOAD, LoadOptions
 from .fakes import register_fakes
-from .model_file import as_module, build_without_weights, call_user, entry_points, on_meta, split_inputs
 from .recorder import Recorder, calls_the_model
-from .user_code import describe, user_code
 
 #: aten ops that only re-view, alias or copy a tensor: not nodes, edges pass through them.
 TRANSPARENT = {
@@ -47,22 +49,29 @@ DIM_ARG_OPS = {"sum", "mean", "var", "std", "var_mean", "std_mean", "cumsum", "c
                "amin", "max", "min", "argmax", "nansum", "nanmean"}
 
 
-def capture_file(path: str, target: Target, entry: str = "get_model",
-                 inputs: str = "get_example_inputs") -> Capture:
-    make_model, make_inputs = entry_points(path, entry, inputs)
-    return capture(make_model, make_inputs, target, path, entry, inputs)
+def capture_file(name: str, target: Target, load: LoadOptions = DEFAULT_LOAD) -> Capture:
+    """The capture of the model ``name`` names: a model file, a Hugging Face directory or a
+    ``module:callable`` (runtime/pytorch/source.py)."""
+    return capture_source(open_source(name, load), target)
 
 
 def capture(make_model, make_inputs, target: Target, path: str = "<model>",
             entry: str = "get_model", inputs: str = "get_example_inputs") -> Capture:
-    if make_inputs is None:
-        model, note = _fake_model(make_model, path, entry)
+    """The capture of the model ``make_model()`` builds, run on ``make_inputs()`` (None: the
+    module structure alone)."""
+    return capture_source(ModelSource(path, entry, make_model, inputs, make_inputs), target)
+
+
+def capture_source(source: ModelSource, target: Target) -> Capture:
+    path = source.name
+    if not source.has_inputs:
+        model, note = _fake_model(source)
         return Capture(structure_graph(model, target), "structure", notes=[note] if note else [],
-                       skipped=[f"{inputs}() not found: only module-structure checks ran"])
+                       skipped=[f"{source.missing_inputs}: only module-structure checks ran"])
     register_fakes()
     try:
         with _quiet_fake_tensor_log():
-            return _run(make_model, make_inputs, target, path, entry, inputs, fake=True)
+            return _run(source, target, fake=True)
     except Exception as exc:  # noqa: BLE001 - sorted out below
         if not _fake_limitation(exc):
             raise _as_capture_error(exc, path) from exc
@@ -70,7 +79,7 @@ def capture(make_model, make_inputs, target: Target, path: str = "<model>",
     # The forward needs real values (data-dependent control flow): run it eagerly. Only
     # then, so that a model with wrong inputs never has its real weights allocated.
     try:
-        result = _run(make_model, make_inputs, target, path, entry, inputs, fake=False)
+        result = _run(source, target, fake=False)
     except Exception as exc:  # noqa: BLE001
         raise _as_capture_error(exc, path) from exc
     result.notes.append(f"fake-tensor capture failed ({describe(fake_error)}); ran eagerly"
@@ -110,8 +119,8 @@ def _as_capture_error(exc: BaseException, path: str) -> CaptureError:
     return CaptureError(f"{path}: the forward failed on the example inputs: {describe(exc)}")
 
 
-def _fake_model(make_model, path, entry):
-    model, note = build_without_weights(make_model, path, entry)
+def _fake_model(source):
+    model, note = source.build_without_weights()
     with FakeTensorMode(allow_non_fake_inputs=True):
         _materialise_meta(model)
     return model, note
@@ -167,14 +176,15 @@ def buffer_ranges(model, persistent: bool = False) -> dict:
 
 
 @calls_the_model
-def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) -> Capture:
+def _run(source, target, fake: bool) -> Capture:
+    path = source.name
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
     notes = []
     if fake:
-        model, note = build_without_weights(make_model, path, entry)
+        model, note = source.build_without_weights()
         notes += [note] if note else []
     else:
-        model = as_module(call_user(make_model, path, entry), path, entry)
+        model = source.build()
     tables = buffer_ranges(model)  # real values: outside the fake mode
     built = buffer_ranges(model, persistent=True)
     with mode:
@@ -183,8 +193,7 @@ def _run(make_model, make_inputs, target, path, entry, inputs_name, fake: bool) 
         elif on_meta(model):
             raise CaptureError(f"{path}: the model is on the meta device and its forward "
                                "needs real values (data-dependent control flow)")
-        example = call_user(make_inputs, path, inputs_name)
-        args, kwargs = split_inputs(example, path, inputs_name)
+        args, kwargs = source.example_inputs()
         if target.mode == "pure":
             model = _to_dtype(model, target.torch_dtype) if fake else model.to(target.torch_dtype)
             args, kwargs = _cast_floats((args, kwargs), target.torch_dtype)
@@ -320,8 +329,8 @@ def build_graph(rec: Recorder, target: Target, inputs, outputs, model) -> object
                 source = node_of.get(source)
                 if source and source != name and not graph.has_edge(source, name):
                     graph.add_edge(source, name, arg=arg)
-                elif not source:
-                    _untracked(graph.nodes[name], viewed, ref)
+                elif not source and (viewed is not None or ref.value is None):
+                    _untracked(graph.nodes[name], viewed, ref)  # a known 0-d constant is in scalars
             elif isinstance(source, tuple) and source[0] == "input":
                 graph.nodes[name].setdefault("sources", []).append(source[1])
             elif source is None and ref.value is None:

@@ -20,8 +20,7 @@ import tempfile
 import torch
 
 from ...core.errors import UsageError
-from .model_file import as_module, call_user, entry_point
-from .weights import check_fits
+from ...runtime.pytorch.weights import check_fits
 
 #: a checkpoint larger than this share of the available memory is dispatched with offload
 OFFLOAD_SHARE = 0.5
@@ -87,24 +86,27 @@ def _retie(model) -> None:
                 module._parameters[name] = kept
 
 
-def load_offloaded(module, path: str, entry: str, weights: str, budget: int | None = None):
-    """The model of ``module`` dispatched by accelerate: GPUs, then ``budget`` bytes of CPU
-    memory (default: OFFLOAD_SHARE of what is free), then disk."""
+def load_offloaded(source, weights: str, budget: int | None = None):
+    """The model of ``source`` (a ``runtime.pytorch.source.ModelSource``) dispatched by
+    accelerate: GPUs, then ``budget`` bytes of CPU memory (default: OFFLOAD_SHARE of what is
+    free), then disk."""
     try:
         from accelerate import infer_auto_device_map, init_empty_weights, load_checkpoint_and_dispatch
         from accelerate.utils import get_max_memory
     except ImportError as exc:
         raise UsageError(f"{weights}: larger than half the free memory; profiling it needs "
                          "accelerate for disk offload (pip install 'precisionaudit[offload]')") from exc
-    make_model = entry_point(module, path, entry, required=True)
-    with init_empty_weights():
-        model = as_module(call_user(make_model, path, entry), path, entry)
-    _retie(model)
-    check_fits(model, checkpoint_shapes(weights), weights)
     folder = tempfile.mkdtemp(prefix="precisionaudit-offload-")
     atexit.register(shutil.rmtree, folder, True)
     max_memory = get_max_memory()
     max_memory["cpu"] = int(budget if budget is not None else OFFLOAD_SHARE * available_memory())
+    own = source.load_own(weights, device_map="auto", max_memory=max_memory, offload_folder=folder)
+    if own is not None:  # a Hugging Face directory's shards: transformers dispatches them itself
+        return own
+    with init_empty_weights():
+        model = source.build()
+    _retie(model)
+    check_fits(model, checkpoint_shapes(weights), weights)
     device_map = infer_auto_device_map(model, max_memory=max_memory)
     if set(device_map.values()) == {"disk"}:
         raise UsageError(f"{weights}: not enough free memory to hold even its largest layer "

@@ -19,14 +19,14 @@ import onnx
 
 from ... import __version__
 from ...apply.onnx import BF16_UNSUPPORTED, convert, resolve_plan
-from ...capture.onnx.model import load_onnx, module_of, source_of
 from ...core.errors import UsageError
 from ...core.text import first_few
 from ...plan.file import load_plan
 from ...runtime.onnx.emulate import NOTE, emulate
-from ...runtime.onnx.graph import canonical_op, name_nodes, refuse_converted, tensor_info
+from ...runtime.onnx.graph import canonical_op, module_of, name_nodes, refuse_converted, source_of, tensor_info
 from ...runtime.onnx.inputs import make_inputs, resolve_shapes
 from ...runtime.onnx.io import infer_shapes, session, verify, with_outputs
+from ...runtime.onnx.load import load_onnx
 from ..metrics import (
     BUDGET_ELEMENTS,
     check_reference,
@@ -109,7 +109,7 @@ def run_onnx_check(path: str, plan=None, dtype: str = "float16", tolerance=None,
         resolve_plan(plan_obj, model.graph, dtype)  # a plan for another model stops here
     if values is None or values.data is None:
         return _check_inputs(path, model, plan_obj, dtype, tol, seed, input_shapes, device, None, started)
-    from ...capture.data import onnx_batches
+    from ...runtime.data import onnx_batches
     from ...runtime.onnx.inputs import graph_inputs
 
     report = None

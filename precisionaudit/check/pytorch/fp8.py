@@ -6,16 +6,26 @@ torchao's ``convert_to_float8_training`` and Transformer Engine swap ``nn.Linear
 16 (32 for mxfp8); the plan's ``keep_out_of_fp8`` (exact module paths) stay bf16. While a
 variant runs, each chosen module's forward is the FP8 ``linear`` of runtime/pytorch/fp8.py;
 every other op runs under the variant's bf16 autocast as before.
+
+Each FP8 GEMM is also measured on its own: its output against the same GEMM in fp32 on the
+same operands (the input as the FP8 GEMM received it, the fp32 weight), as torchao's tests
+measure one FP8 GEMM (SQNR, ``compute_error``). The check's FP8 verdict holds every GEMM to
+``gemm_snr_db`` (check/tolerance.py): an outlier channel that flushes a Linear's other
+inputs to zero costs that GEMM its whole output, even where the model's output, carried by
+a residual stream, loses only a few dB.
 """
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from ...analysis.fp8 import dims_fallback, multiple_of
 from ...runtime.pytorch import fp8
+from ..metrics import report_number
 
 
 def emulation_note(recipe: str) -> str:
@@ -35,17 +45,45 @@ def emulation_note(recipe: str) -> str:
 @dataclass
 class Fp8Choice:
     """``modules``: the Linears run in FP8; ``fallback``: {path: why not}; ``kept``: the
-    plan's keep_out_of_fp8 entries that matched; ``unmatched``: those that matched no Linear."""
+    plan's keep_out_of_fp8 entries that matched; ``unmatched``: those that matched no Linear;
+    ``sums``: {path: [signal, noise]} of its FP8 GEMM against fp32, over the calls that ran."""
 
     recipe: str
     modules: list[str] = field(default_factory=list)
     fallback: dict[str, str] = field(default_factory=dict)
     kept: list[str] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)
+    sums: dict[str, list[float]] = field(default_factory=dict)
+
+    def gemm_snr_db(self) -> dict[str, float | None]:
+        """{path: SQNR in dB of its FP8 GEMM against the fp32 GEMM of the same operands}, for the
+        Linears that ran; None where there is no error (or no signal: zero operands, zero output)."""
+        return {path: 10 * math.log10(signal / noise) if signal and noise else None
+                for path, (signal, noise) in self.sums.items()}
+
+    def worst_gemm(self) -> tuple[str, float | None] | None:
+        """(path, SQNR) of the FP8 GEMM with the lowest SQNR; None when none ran."""
+        snr = self.gemm_snr_db()
+        if not snr:
+            return None
+        path = min(snr, key=lambda p: math.inf if snr[p] is None else snr[p])
+        return path, snr[path]
 
     def as_dict(self) -> dict:
+        worst = self.worst_gemm()
         return {"recipe": self.recipe, "linears": len(self.modules), "kept_out": list(self.kept),
-                "fallback": dict(self.fallback), "unmatched": list(self.unmatched)}
+                "fallback": dict(self.fallback), "unmatched": list(self.unmatched),
+                "gemm_snr_db": {p: report_number(v) for p, v in self.gemm_snr_db().items()},
+                "worst_gemm": None if worst is None else {"module": worst[0], "snr_db": report_number(worst[1])}}
+
+    def below(self, gemm_snr_db: float | None) -> dict | None:
+        """The first divergence of a variant whose worst FP8 GEMM is below ``gemm_snr_db``
+        (that GEMM, as its ``linear`` op), or None."""
+        worst = self.worst_gemm()
+        if gemm_snr_db is None or worst is None or worst[1] is None or worst[1] >= gemm_snr_db:
+            return None
+        return {"module": worst[0], "op": "linear", "line": None, "snr_db": report_number(worst[1]),
+                "nonfinite": 0, "kind": "exceeds_tolerance"}
 
 
 def choose(model: torch.nn.Module, recipe: str, keep_out=()) -> Fp8Choice:
@@ -74,7 +112,7 @@ def fp8_linears(model: torch.nn.Module, choice: Fp8Choice):
     patched = []
     for path in choice.modules:
         module = model.get_submodule(path)
-        module.forward = _fp8_forward(module, choice.recipe)
+        module.forward = _fp8_forward(module, path, choice)
         patched.append(module)
     try:
         yield
@@ -83,7 +121,23 @@ def fp8_linears(model: torch.nn.Module, choice: Fp8Choice):
             del module.forward
 
 
-def _fp8_forward(module: torch.nn.Linear, recipe: str):
+def _fp8_forward(module: torch.nn.Linear, path: str, choice: Fp8Choice):
     def forward(input):
-        return fp8.linear(input, module.weight, module.bias, recipe=recipe)
+        out = fp8.linear(input, module.weight, module.bias, recipe=choice.recipe)
+        _measure(choice.sums.setdefault(path, [0.0, 0.0]), input, module, out)
+        return out
     return forward
+
+
+def _measure(sums: list, input: torch.Tensor, module: torch.nn.Linear, out: torch.Tensor) -> None:
+    """Add the signal and noise of one FP8 GEMM call to ``sums``: ``out`` less its bias against
+    the fp32 product of the operands the FP8 GEMM quantized (the input cast as fp8.linear casts
+    it). No mode of the run sees this arithmetic: it is no op of the model."""
+    device = input.device.type
+    operand = input.to(torch.get_autocast_dtype(device)) if torch.is_autocast_enabled(device) else input
+    with torch.no_grad(), torch._C.DisableTorchFunction(), _disable_current_modes(), \
+            torch.autocast(device, enabled=False):
+        exact = operand.float() @ module.weight.float().t()
+        got = out.float() if module.bias is None else out.float() - module.bias.to(out.dtype).float()
+        sums[0] += float(exact.double().square().sum())
+        sums[1] += float((got - exact).double().square().sum())

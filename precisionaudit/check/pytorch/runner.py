@@ -18,16 +18,16 @@ import torch
 
 from ... import __version__
 from ...apply.pytorch import LOW, apply_plan, to_low_precision
-from ...capture.data import pytorch_batches
-from ...capture.pytorch import model_file
 from ...capture.pytorch.recorder import calls_the_model
-from ...capture.pytorch.user_code import describe, user_code
-from ...capture.pytorch.weights import load_model
 from ...core.errors import UsageError
 from ...core.target import Target
 from ...core.values import NO_VALUES, ValueOptions
 from ...plan.file import load_plan
+from ...runtime.data import pytorch_batches
 from ...runtime.pytorch import execution
+from ...runtime.pytorch.source import open_source
+from ...runtime.pytorch.user_code import describe, user_code
+from ...runtime.sources import DEFAULT_LOAD, LoadOptions
 from ..metrics import (
     BUDGET_ELEMENTS,
     check_reference,
@@ -64,21 +64,22 @@ class Run:
 
 
 def run_check(path: str, target: Target, plan=None, device: str = "auto", tolerance=None,
-              seed: int = 0, grad: bool = False, entry: str = "get_model",
-              inputs: str = "get_example_inputs", progress=None, values: ValueOptions = NO_VALUES) -> dict:
-    """The check report (docs/check-report.md) of one model file (a dict, JSON-ready).
+              seed: int = 0, grad: bool = False, load: LoadOptions = DEFAULT_LOAD, progress=None,
+              values: ValueOptions = NO_VALUES) -> dict:
+    """The check report (docs/check-report.md) of one model (a dict, JSON-ready): a model file,
+    a Hugging Face directory or a ``module:callable`` (``path``, loaded with ``load``).
 
     With calibration data (``values.data``) every batch is checked; the report is the first
     failing batch's (else the last one's), with ``batch`` (its index) and ``data`` (the source) saying which.
     """
     with user_code(path, "the model's forward"):  # an exit from the forward is not a verdict
-        return _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs, progress, values)
+        return _run_check(path, target, plan, device, tolerance, seed, grad, load, progress, values)
 
 
-def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs, progress, values) -> dict:
+def _run_check(path, target, plan, device, tolerance, seed, grad, load, progress, values) -> dict:
     started = time.perf_counter()
     plan_obj = load_plan(plan) if plan is not None else None
-    session = Session(path, target, device, tolerance, seed, grad, entry, inputs, progress=progress,
+    session = Session(path, target, device, tolerance, seed, grad, load, progress=progress,
                       plans=[plan_obj] if plan_obj is not None else [], values=values)
     if plan_obj is not None:
         mismatch = plan_obj.target_mismatch(session.target.as_dict())
@@ -100,7 +101,7 @@ def _run_check(path, target, plan, device, tolerance, seed, grad, entry, inputs,
 
 
 class Session:
-    """One model file loaded and its fp32 reference run once; low-precision variants (the
+    """One model loaded and its fp32 reference run once; low-precision variants (the
     baseline, a plan) are then run and compared against it one at a time, as ``check`` and
     ``plan --prune`` need. ``plans``: the plans to run, known up front (pure mode converts
     their models before the reference runs); ``None`` when they are not known (``plan
@@ -109,16 +110,18 @@ class Session:
     inputs); ``next_batch`` moves on to the next one, the variants' models kept."""
 
     def __init__(self, path: str, target: Target, device: str = "auto", tolerance=None, seed: int = 0,
-                 grad: bool = False, entry: str = "get_model", inputs: str = "get_example_inputs",
+                 grad: bool = False, load: LoadOptions = DEFAULT_LOAD,
                  *, progress=None, plans=None, values: ValueOptions = NO_VALUES):
-        self.path, self.entry, self.seed, self.grad = path, entry, seed, grad
+        self.path, self.seed, self.grad = path, seed, grad
         self.progress = progress or (lambda message: None)
         self.runtime = runtime = execution.resolve(device)
         self.target = target = Target(target.dtype, target.mode, runtime.policy_device, target.recipe)
-        self.tol = tolerance or tolerance_for(target.dtype)
+        self.tol = tolerance or tolerance_for(target.named_dtype)
         self.warnings: list[str] = []
         self.progress("loading the model")
-        model, self._batches = _load(path, entry, inputs, seed, runtime, values)
+        source = open_source(path, load)
+        self.entry = source.entry
+        model, self._batches = _load(source, seed, runtime, values)
         self.model = model
         self._keep_models = values.data is not None  # the variants run again on the next batch
         self.counts = {"forward": 0, "backward": 0}
@@ -203,6 +206,10 @@ class Session:
         if choice is not None:
             entry.update(dtype="float8", recipe=target.recipe, fp8=choice.as_dict(),
                          gemm_flops_fp8=None if run.error else report_number(run.flops.fp8_share()))
+            gemm = choice.below(self.tol.gemm_snr_db)
+            if gemm is not None and entry["status"] == "ok":  # an FP8 GEMM below its own bar
+                entry["status"] = "exceeds_tolerance"
+                entry["first_divergence"] = run.probe.first_divergence() or gemm
             for path in choice.unmatched:
                 self.warnings.append(f"{plan.source}: keep_out_of_fp8 entry {path!r} names no nn.Linear "
                                      "of the model")
@@ -258,23 +265,18 @@ def _measurement_notes(ref, variants) -> list[str]:
 
 
 # --------------------------------------------------------------------------- loading
-def _load(path, entry, inputs, seed, runtime, values):
+def _load(source, seed, runtime, values):
     """The model (its weights: --weights, else its own init from ``seed``) and an iterator
     over the input batches (--data, else the example inputs)."""
-    module = model_file.import_model_file(path)
-    model_file.entry_point(module, path, entry, required=True)  # a missing entry is reported first
-    make_inputs = model_file.entry_point(module, path, inputs, required=False)
-    if make_inputs is None:
-        raise UsageError(f"{path}: check needs example inputs: no function {inputs}() "
-                         "(use --inputs to name it)")
-    model = load_model(module, path, entry, values.weights, seed)  # fp32 (the reference), eval
+    if not source.has_inputs:
+        source.example_inputs("check")  # says what is missing, before the model is built
+    model = source.build_loaded(values.weights, seed)  # fp32 (the reference), eval
     torch.manual_seed(seed)
-    example = model_file.split_inputs(model_file.call_user(make_inputs, path, inputs), path, inputs)
+    example = source.example_inputs("check")
     model.to(runtime.torch_device)
-    source = [example] if values.data is None else pytorch_batches(
-        values.data, module, path, example, values.batches)
+    batches = [example] if values.data is None else pytorch_batches(values.data, source, example, values.batches)
     # inputs handed over in fp16/bf16 are widened: the reference is fp32
-    return model, (_widen(execution.to_device(batch, runtime.torch_device)) for batch in source)
+    return model, (_widen(execution.to_device(batch, runtime.torch_device)) for batch in batches)
 
 
 def _describe_inputs(args, kwargs) -> str:

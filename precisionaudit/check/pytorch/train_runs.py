@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...capture.pytorch.user_code import describe, user_code
 from ...core.errors import UsageError
 from ...runtime.pytorch import execution
+from ...runtime.pytorch.user_code import describe, user_code
 
 
 @dataclass

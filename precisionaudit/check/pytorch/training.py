@@ -23,13 +23,15 @@ import torch
 
 from ... import __version__
 from ...apply.pytorch import LOW, apply_plan, to_low_precision
-from ...capture.pytorch import model_file
-from ...capture.pytorch.user_code import describe, user_code
 from ...core.errors import UsageError
 from ...core.target import Target
 from ...plan.file import load_plan
 from ...runtime.pytorch import execution
 from ...runtime.pytorch.cuda_autocast import emulated_cuda_autocast
+from ...runtime.pytorch.model_file import as_module, call_user, split_inputs
+from ...runtime.pytorch.source import open_source
+from ...runtime.pytorch.user_code import describe, user_code
+from ...runtime.sources import DEFAULT_LOAD, LoadOptions
 from ..metrics import report_number
 from ..training_findings import training_findings
 from .grads import ActivationGrads, GradHistogram, loss_scale_report, scalar_loss
@@ -113,7 +115,7 @@ def train_check(model_factory, batches, target: Target, *, steps: int = 20, lr: 
     factory = optimizer_factory or (lambda params: torch.optim.AdamW(params, lr=lr))
 
     torch.manual_seed(seed)
-    model = model_file.as_module(model_file.call_user(model_factory, path, entry), path, entry)
+    model = as_module(call_user(model_factory, path, entry), path, entry)
     model._apply(lambda t: t.float() if t.dtype in LOW else t)
     model.to(runtime.torch_device).eval()
     trainable(model, path)
@@ -306,7 +308,7 @@ class _Loss:
 
 
 def _split(batch, path):
-    return model_file.split_inputs(batch, path, "get_batches")
+    return split_inputs(batch, path, "get_batches")
 
 
 def _widen(tree):
@@ -388,36 +390,34 @@ def _numbers(row: dict) -> dict:
 
 # --------------------------------------------------------------------------- a model file
 def train_check_file(path: str, target: Target, *, steps: int = 20, lr: float = 1e-4, seed: int = 0,
-                     plan=None, device: str = "auto", scaler: bool = True, entry: str = "get_model",
-                     inputs: str = "get_example_inputs", tolerance: TrainTolerance | None = None,
-                     rules=None) -> TrainReport:
-    """``train_check`` on a model file: ``get_model()`` (``entry``), its batches
-    (``get_batches()`` if defined, else ``get_example_inputs()``), ``get_optimizer(params)``
-    and ``get_loss(outputs, inputs)`` when defined (else AdamW(lr) and the default loss), and
-    ``get_grad_scaler()`` when defined: None (the loss is not scaled) or the
-    ``torch.amp.GradScaler`` the training script makes (its settings are used)."""
-    module = model_file.import_model_file(path)
-    make_model = model_file.entry_point(module, path, entry, required=True)
-    get_batches = model_file.entry_point(module, path, "get_batches", required=False)
-    make_inputs = model_file.entry_point(module, path, inputs, required=False)
-    if get_batches is None and make_inputs is None:
-        raise UsageError(f"{path}: check --train needs batches: no function get_batches() or {inputs}()")
-    get_optimizer = model_file.entry_point(module, path, "get_optimizer", required=False)
-    get_loss = model_file.entry_point(module, path, "get_loss", required=False)
-    get_scaler = model_file.entry_point(module, path, "get_grad_scaler", required=False)
+                     plan=None, device: str = "auto", scaler: bool = True, load: LoadOptions = DEFAULT_LOAD,
+                     tolerance: TrainTolerance | None = None, rules=None) -> TrainReport:
+    """``train_check`` on a model (a model file, a Hugging Face directory, a ``module:callable``):
+    its factory, its batches (``get_batches()`` if the model file defines it, else the example
+    inputs), ``get_optimizer(params)`` and ``get_loss(outputs, inputs)`` when defined (else
+    AdamW(lr) and the default loss), and ``get_grad_scaler()`` when defined: None (the loss is
+    not scaled) or the ``torch.amp.GradScaler`` the training script makes (its settings are used)."""
+    source = open_source(path, load)
+    get_batches = source.function("get_batches")
+    if get_batches is None and not source.has_inputs:
+        raise UsageError(f"{path}: check --train needs batches: no function get_batches() and "
+                         f"{source.missing_inputs}")
+    get_scaler = source.function("get_grad_scaler")
     if get_scaler is not None:
-        scaler = scaler_settings(model_file.call_user(get_scaler, path, "get_grad_scaler"), path)
+        scaler = scaler_settings(call_user(get_scaler, path, "get_grad_scaler"), path)
     torch.manual_seed(seed)
     if get_batches is not None:
-        batches = model_file.call_user(lambda: list(get_batches()), path, "get_batches")
+        batches = call_user(lambda: list(get_batches()), path, "get_batches")
         if not batches:
             raise UsageError(f"{path}: get_batches() gave no batch")
     else:
-        batches = [model_file.call_user(make_inputs, path, inputs)]
+        args, kwargs = source.example_inputs("check --train")
+        batches = [kwargs if kwargs else args]
     with user_code(path, "the training step"):  # an exit from user code is not a verdict
-        return train_check(make_model, batches, target, steps=steps, lr=lr, seed=seed,
-                           optimizer_factory=get_optimizer, loss_fn=get_loss, plan=plan, scaler=scaler,
-                           device=device, tolerance=tolerance, path=path, entry=entry, rules=rules)
+        return train_check(source.make_model, batches, target, steps=steps, lr=lr, seed=seed,
+                           optimizer_factory=source.function("get_optimizer"), loss_fn=source.function("get_loss"),
+                           plan=plan, scaler=scaler, device=device, tolerance=tolerance, path=path,
+                           entry=source.entry, rules=rules)
 
 
 SCALER_SETTINGS = {"init_scale": "_init_scale", "growth_factor": "_growth_factor",

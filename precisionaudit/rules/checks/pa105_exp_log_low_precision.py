@@ -16,6 +16,13 @@ from ..registry import Hit, check
 SATURATING = {"tanh", "sigmoid", "erf", "hardtanh", "softsign"}
 
 
+#: the smallest argument each op keeps its range on: log and its kin lose a subnormal's
+#: digits; reciprocal and rsqrt overflow below 1/max and 1/max^2 (rsqrt(1e-5) is 316)
+FLOORS = {"log": SMALLEST_NORMAL.get, "log2": SMALLEST_NORMAL.get, "log10": SMALLEST_NORMAL.get,
+          "reciprocal": lambda dtype: 1 / LARGEST_FINITE[dtype],
+          "rsqrt": lambda dtype: LARGEST_FINITE[dtype] ** -2}
+
+
 #: monotone steps between an overflowing op and the saturating function (gelu-tanh:
 #: tanh(c * (x + 0.044715 * x**3)))
 MONOTONE = {"add", "mul", "to", "float", "half"}
@@ -46,8 +53,9 @@ def _saturates(graph, name, depth=4) -> bool:
 
 
 def _scalar_parameter(node) -> bool:
-    """exp of a 0-d learned parameter (CLIP's logit_scale): a trained temperature, not an activation."""
-    return len(node["params"]) == 1 and len(node["in_dtypes"]) == 1 and not tuple(node["params"][0][1])
+    """exp of a one-element learned parameter (CLIP's 0-d logit_scale, SigLIP's of shape (1,)):
+    a trained temperature, not an activation."""
+    return len(node["params"]) == 1 and len(node["in_dtypes"]) == 1 and math.prod(node["params"][0][1]) == 1
 
 
 def _root_exponent(node) -> bool:
@@ -76,9 +84,7 @@ def exp_log_low_precision(graph, name, node, target):
         return None  # x ** 0.5 (a norm's sqrt) is smaller than x for x >= 1: it cannot overflow
     if op in ("exp", "expm1", "pow") and _saturates(graph, name):
         return None  # inf only drives a tanh/sigmoid to its limit (gelu-tanh's x**3)
-    tiny = SMALLEST_NORMAL[dtype]
-    if op in ("log", "log2", "log10", "reciprocal", "rsqrt") and arg is not None \
-            and arg[0] >= max(tiny, 1 / limit if op != "log" else tiny):
+    if op in FLOORS and arg is not None and arg[0] >= FLOORS[op](dtype):
         return None  # bounded away from 0
     if op == "log1p" and arg is not None and arg[0] > -1 + 1e-3:
         return None
@@ -86,6 +92,12 @@ def exp_log_low_precision(graph, name, node, target):
         problem = f"overflows {dtype} for arguments above {math.log(limit):.2f}"
     elif op == "pow":
         problem = f"overflows {dtype} (max {limit:.4g}) for large bases"
+    elif op in ("reciprocal", "rsqrt"):
+        problem = f"overflows {dtype} for arguments below {FLOORS[op](dtype):.2g}"
     else:
         problem = f"loses range near 0 in {dtype}"
-    return Hit(name, {"problem": problem, **({"argument_range": list(arg)} if arg is not None else {})})
+    if arg is not None and math.isinf(arg[1]) and op in FLOORS:
+        problem += f", and its argument itself overflows {dtype} (up to inf)"  # DETR's log(x1 / x2)
+    arguments = "values nothing bounds" if arg is None else f"values in [{arg[0]:.4g}, {arg[1]:.4g}]"
+    return Hit(name, {"problem": problem, "arguments": arguments,
+                      **({"argument_range": list(arg)} if arg is not None else {})})

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from ...analysis.facts import fact
+from ...analysis.ranges import PAIRWISE, value_range
 from ...core.numerics import LARGEST_FINITE
 from ...ir.graph import consumers, producers
 from ..registry import Fix, Hit, check
@@ -19,6 +21,8 @@ from .low_dtype import low_dtype
 from .plan_region import common_module, number
 
 REFERENCE = "float32"
+#: ops that bound a value by constants, inf included (elementwise max/min: ranges.PAIRWISE)
+CLAMPS = {"clamp", "clamp_min", "clamp_max", "hardtanh"}
 BECOMES_INF = "it becomes inf there"
 
 
@@ -88,6 +92,9 @@ def activation_overflow(graph, name, node, target):
         value, where, run = None, "result", dtype
         consequence = f"{graph.nodes[nan_at]['op']} (line {graph.nodes[nan_at].get('line')}) turns it into NaN"
     if value is not None and value <= limit:  # the "near" case: it still fits
+        subject = name if where == "result" else big_inputs[0]
+        if held_in_range(graph, subject, run, limit, clamps=where == "result"):
+            return None
         consequence = f"within the {_headroom(graph):g}x headroom of overflowing there"
     chain = overflow_chain(graph, name, dtype) if nan_at is None else _path(graph, name, nan_at)
     nodes = [name, *chain]
@@ -106,6 +113,38 @@ def activation_overflow(graph, name, node, target):
                case=None if value is None or value > limit else "near",
                fix=Fix(ops=tuple(dict.fromkeys(graph.nodes[n]["op"] for n in (chain if whole else nodes))),
                        whole_modules=whole))
+
+
+def held_in_range(graph, name, run, limit, clamps=True) -> bool:
+    """A value near the dtype's max that cannot grow past it, so no headroom is at stake: the
+    model's own code bounds it within the range (a static interval: a finfo.min mask built
+    from constants), it is a constant the op writes (masked_fill's finfo.min), or (``clamps``)
+    every next op brings it back into the range on the side it is near (OPT's
+    ``torch.max(attn_weights, finfo.min)`` after adding the mask)."""
+    node = graph.nodes[name]
+    static = fact(node, "range.value_range")
+    if static is not None and fact(node, "range.source") == "static" and max(map(abs, static)) <= limit:
+        return True
+    stats = node["calibration"].stats if run == REFERENCE else node["calibration"].target
+    value = stats["max_abs"]
+    if any(abs(abs(c) - value) <= value * 2.0 ** -10 for _, c in node["scalars"]
+           if isinstance(c, (int, float)) and not isinstance(c, bool)):
+        return True
+    low, high = -stats["lo"] * _headroom(graph) >= limit, stats["hi"] * _headroom(graph) >= limit
+    uses = consumers(graph, name)
+    return clamps and bool(uses) and all(_bounds_back(graph, use, name, limit, low, high) for use in uses)
+
+
+def _bounds_back(graph, use, name, limit, low, high) -> bool:
+    """``use`` is a clamp (or an elementwise max/min with a bound) whose output stays in
+    [-limit, limit] on the sides asked, whatever ``name`` holds, inf included (a softmax's
+    output is in [0, 1] too, but a row of -inf makes it NaN)."""
+    node = graph.nodes[use]
+    if node["op"] not in CLAMPS and node["target"] not in PAIRWISE:
+        return False
+    ranges = {p: fact(graph.nodes[p], "range.value_range") for p in producers(graph, use)}
+    bound = value_range(graph, use, graph.nodes[use], {**ranges, name: (-math.inf, math.inf)})
+    return bound is not None and (not low or bound[0] >= -limit) and (not high or bound[1] <= limit)
 
 
 def _run_text(run: str) -> str:

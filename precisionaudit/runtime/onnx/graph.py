@@ -6,6 +6,7 @@ the scan reports, so a finding's ``node`` is a name the converter can block).
 """
 from __future__ import annotations
 
+import ast
 from collections import defaultdict
 
 from onnx import TensorProto
@@ -143,3 +144,31 @@ def attribute(node, name, default=None):
             return helper.get_attribute_value(attr)
     return default
 
+
+def module_of(node) -> str:
+    """`named_modules()`-style path: from the dynamo exporter's name scopes, else the name."""
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            try:
+                scopes = ast.literal_eval(prop.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                break
+            if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+                break  # not what the exporter writes: fall back on the node name
+            return scopes[-2] if len(scopes) >= 2 else ""
+    parts = [p for p in node.name.split("/") if p]
+    return ".".join(parts[:-1]) if len(parts) > 1 else ""
+
+
+def source_of(node) -> tuple[str | None, int | None]:
+    """(file, line) of the user code that made ``node``, from the dynamo exporter's stack trace."""
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.stack_trace" and prop.value.startswith("File "):
+            first = prop.value.split("\n", 1)[0]  # File "/x/model.py", line 8, in forward
+            try:
+                file = first.split('"')[1]
+                line = int(first.split("line ")[1].split(",")[0])
+                return file, line
+            except (IndexError, ValueError):
+                return None, None
+    return None, None

@@ -11,12 +11,13 @@ the check stops with the input and the dimension named.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 from onnx import TensorProto
 
 from ...core.errors import UsageError
+from ..shapes import MAX_ELEMENTS
+from ..shapes import parse_shapes as named_shapes
 from .graph import attribute, consumers
 
 FLOATS = {TensorProto.FLOAT: np.float32, TensorProto.DOUBLE: np.float64}
@@ -26,23 +27,9 @@ PASS_THROUGH = {"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast", "Identity"
                 "Transpose", "Slice", "Concat"}
 
 
-#: no generated input is larger than this (2^31 elements, 8 GiB of float32)
-MAX_ELEMENTS = 2**31
-
-
 def parse_shapes(values) -> dict[str, tuple[int, ...]]:
     """``["ids=2x128", "mask=2x128"]`` → {"ids": (2, 128), ...}."""
-    shapes = {}
-    for value in values:
-        match = re.fullmatch(r"\s*([^=]+?)\s*=\s*(\d+(?:\s*[x,]\s*\d+)*)\s*", value)
-        if not match:
-            raise UsageError(f"--input-shape {value!r}: expected NAME=DIMS such as input_ids=2x128")
-        shape = tuple(int(d) for d in re.split(r"\s*[x,]\s*", match.group(2)))
-        if math.prod(shape) > MAX_ELEMENTS:
-            raise UsageError(f"--input-shape {value}: {math.prod(shape):,} elements is more than "
-                             f"the {MAX_ELEMENTS:,} an input may have")
-        shapes[match.group(1)] = shape
-    return shapes
+    return dict(named_shapes(values))
 
 
 def graph_inputs(model) -> list:

@@ -4,10 +4,10 @@ With a GPU the baseline runs under the real ``torch.autocast("cuda")``. Without 
 autocast is no stand-in (its op lists differ: softmax, layer_norm, sum, exp stay low on
 CPU), so the CUDA policy is emulated op by op on CPU tensors (``emulated_cuda_autocast``:
 CUDA's casting decisions, exact dtypes), and the low-precision kernels are computed as
-the GPU computes them (``emulation.EmulatedKernels``: GEMMs and convolutions from fp16/bf16
-inputs in fp32 arithmetic, rounded once to the low dtype), which is also far faster than
-CPU's own fp16 GEMMs. Errors are of the right kind and order, not bit-equal to a GPU's
-(accumulation order differs).
+the GPU computes them (``emulation.EmulatedKernels``: every op in fp32 arithmetic from the
+fp16/bf16 inputs, rounded once to the low dtype; scans and atomic adds in the low dtype),
+which is also far faster than CPU's own fp16 GEMMs. Errors are of the right kind and
+order, not bit-equal to a GPU's (accumulation order differs).
 """
 from __future__ import annotations
 
@@ -22,10 +22,12 @@ from .cuda_autocast import autocast_policy
 from .emulation import EmulatedKernels
 
 DEVICE_CHOICES = ("auto", "cuda", "cpu", "cpu-emulated")
-EMULATION_NOTE = ("CUDA's low-precision kernels emulated on CPU: GEMMs, convolutions, log_softmax "
-                  "and prod computed in float32 from the low-precision inputs and rounded once "
-                  "(tensor-core numerics); fp16 cumsum is CPU's, which accumulates in float32 "
-                  "where CUDA's accumulates in float16")
+EMULATION_NOTE = ("CUDA's low-precision kernels emulated on CPU: every op that computes runs in float32 "
+                  "from the low-precision inputs and is rounded once (CUDA's opmath and float32 "
+                  "accumulators; GEMMs and convolutions as tensor cores), never on CPU's own "
+                  "float16/bfloat16 kernels; cumsum, cumprod and logcumsumexp are scanned, and "
+                  "scatter_add and index_add accumulated, in the low dtype step by step, as CUDA's "
+                  "kernels do")
 
 
 @dataclass

@@ -39,6 +39,16 @@ _ALIASES = {"truediv": "div", "floordiv": "div", "getitem": "getitem", "setitem"
             "softmax": "softmax", "_softmax": "softmax", "multiply": "mul", "divide": "div",
             "subtract": "sub", "true_divide": "div"}
 
+#: GEMMs and convolutions: the Tensor Core work a plan keeps in the low dtype unless it names
+#: the call (``apply_plan`` hands them region-made fp32 values back in the low dtype; a plan
+#: names one of several such calls in a module by its order, ``matmul#1``).
+GEMM_OPS = frozenset("""
+linear matmul mm bmm addmm baddbmm addbmm addmv addr mv einsum chain_matmul multi_dot
+linalg_multi_dot linalg_vecdot tensordot bilinear prelu conv1d conv2d conv3d conv_tbc
+conv_transpose1d conv_transpose2d conv_transpose3d convolution scaled_dot_product_attention
+lstm gru rnn_tanh rnn_relu lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell
+""".split())
+
 #: metadata queries: never worth an upcast copy.
 QUERIES = frozenset("""
 size dim numel stride element_size is_floating_point is_complex is_contiguous data_ptr

@@ -1,10 +1,21 @@
-"""PA403 fp16-without-loss-scaling: found by the step analysis (``training/step.py``), which walks the
-training step's paths once for all the AMP-protocol rules."""
+"""PA403 fp16-without-loss-scaling: a backward of a loss computed under fp16 autocast that
+no enabled GradScaler scaled. Decided at each ``Backward`` of the step walk."""
 from ..registry import training_check
-from ..step import training_hits
-from ..step_syntax import mentions_amp
+from ..step.events import Backward, step_rule
+from ..step.walk import mentions_amp, step_hits
 
 
 @training_check("PA403", mentions=mentions_amp)
 def check(script):
-    yield from training_hits(script, "PA403")
+    yield from step_hits(script, "PA403")
+
+
+@step_rule("PA403", Backward)
+def fp16_without_loss_scaling(event: Backward, report):
+    fp16 = [r for r in event.regions if r.dtype == "float16"]
+    if not fp16 or event.scaled:
+        return
+    text = report.walker.script.text_of
+    region = min(fp16, key=lambda r: (r.node.lineno, r.node.col_offset))
+    backward = text(event.call.func)
+    report(event.call, {"backward": backward, "autocast": text(region.node)}, subject=backward)

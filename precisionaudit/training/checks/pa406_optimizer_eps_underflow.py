@@ -11,12 +11,13 @@ The fused kernels (``fused=True``) compute in fp32 and are not reported.
 """
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
-from ...core.numerics import SMALLEST_SUBNORMAL, rounds_to
+from ..guards import Possible, conjoin, words
+from ..lookup import bound_values, numbers
 from ..params import mentions_an_optimizer, optimizer_sites, unfused_paths
 from ..registry import TrainingHit, training_check
-from ..values import UNKNOWN, Possible, argument, bound_values, conjoin, condition_words, numbers
+from ..syntax import LOW_DTYPES, argument
 
 #: class -> (eps default in torch 2.13, eps's position in the signature, the denominator)
 EPS = {
@@ -26,8 +27,12 @@ EPS = {
     "Adagrad": (1e-10, 5, "sqrt(state_sum) + eps"),
     "Adadelta": (1e-6, 3, "sqrt(square_avg + eps)"),
 }
+
+
 @training_check("PA406", mentions=mentions_an_optimizer)
 def optimizer_eps_underflow(script):
+    from ...core.numerics import SMALLEST_SUBNORMAL, rounds_to  # numpy: only where an optimizer is built
+
     for site in optimizer_sites(script):
         if site.short_name not in EPS:
             continue
@@ -36,24 +41,25 @@ def optimizer_eps_underflow(script):
         if _groups_set_eps(script, argument(call, "params", 0)):
             continue
         given = argument(call, "eps", index)
-        if given is None and any(arg.star for arg in call.args):
+        if given is None and (any(isinstance(a, ast.Starred) for a in call.args)
+                              or any(k.arg is None for k in call.keywords)):
             continue  # eps may be in *args / **kwargs: unknown
         eps_values = [Possible(default)] if given is None else numbers(script, given)
         not_fused = unfused_paths(script, call, site.short_name)
         hits = []
         for dtype in site.param_dtypes:
-            if dtype.value not in ("float16", "bfloat16"):
+            if dtype.value not in LOW_DTYPES:
                 continue
             for eps in eps_values:
-                if eps.value is UNKNOWN or eps.value <= 0 or rounds_to(eps.value, dtype.value) != 0.0:
+                if not eps.known or eps.value <= 0 or rounds_to(eps.value, dtype.value) != 0.0:
                     continue
                 for path in not_fused:
-                    both = conjoin(conjoin([eps], dtype.condition), path)
+                    both = conjoin(conjoin([eps], dtype.guard), path)
                     if both:
-                        hits.append((len(both[0].condition), sorted(both[0].condition), dtype, eps, both[0].condition))
+                        hits.append((len(both[0].guard), sorted(both[0].guard), dtype, eps, both[0].guard))
         if not hits:
             continue
-        _, _, dtype, eps, condition = min(hits, key=lambda h: h[:2])
+        _, _, dtype, eps, guard = min(hits, key=lambda h: h[:2])
         line, column = script.line_column(call)
         origin_line = script.line_column(dtype.origin)[0] if dtype.origin is not None else line
         values = {
@@ -62,7 +68,7 @@ def optimizer_eps_underflow(script):
             "dtype": dtype.value, "conversion_line": origin_line, "denominator": denominator,
             "smallest": f"{SMALLEST_SUBNORMAL[dtype.value]:.3g}",
         }
-        yield TrainingHit(line, column, values, condition_words(condition), scope=script.enclosing(call),
+        yield TrainingHit(line, column, values, words(guard, script.index.flag_atoms), scope=script.enclosing(call),
                           subject=site.name)
 
 
@@ -71,24 +77,13 @@ def _groups_set_eps(script, params) -> bool:
     if params is None:
         return False
     nodes = [params]
-    if isinstance(params, cst.Name):
-        nodes += [value for value, _ in bound_values(script, params)]
+    if isinstance(params, ast.Name):
+        nodes += [value for value, _ in bound_values(script, params) if value is not None]
     for node in nodes:
-        finder = _EpsKey()
-        node.visit(finder)
-        if finder.found:
-            return True
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "eps"
+                                                   for k in inner.keys):
+                return True
+            if isinstance(inner, ast.keyword) and inner.arg == "eps":  # dict(params=..., eps=...)
+                return True
     return False
-
-
-class _EpsKey(cst.CSTVisitor):
-    def __init__(self):
-        self.found = False
-
-    def visit_DictElement(self, node):
-        if isinstance(node.key, cst.SimpleString) and node.key.evaluated_value == "eps":
-            self.found = True
-
-    def visit_Arg(self, node):  # dict(params=..., eps=...)
-        if node.keyword is not None and node.keyword.value == "eps":
-            self.found = True

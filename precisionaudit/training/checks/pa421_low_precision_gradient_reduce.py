@@ -9,10 +9,11 @@ fp16/bf16; "auto" (the HF integration fills it in) is unknown and stays silent.
 """
 from __future__ import annotations
 
-from ..dtype_values import LOW_DTYPES, combine, condition_text
 from ..fsdp_policy import fsdp_policies, may_use_fsdp_policies
+from ..guards import combine, either
 from ..registry import TrainingHit, training_check
 from ..script_configs import deepspeed_dicts
+from ..syntax import LOW_DTYPES
 
 _TORCH = {"float16": "torch.float16", "bfloat16": "torch.bfloat16"}
 _REDUCED = dict(what="reduced across data-parallel ranks", over="ranks")
@@ -27,19 +28,18 @@ def script_reduce(script):
 
 
 def fsdp_reduce(script):
-    if not may_use_fsdp_policies(script.text):  # cheap, before any LibCST metadata
+    if not may_use_fsdp_policies(script.text):  # cheap, before any analysis
         return
     for policy in fsdp_policies(script):
         if policy.param is None or policy.reduce is None:
             continue
         paths = combine(policy.param, policy.reduce)
-        low = [(dtype, setting, conditions) for (param, reduce), conditions in paths
-               for dtype, setting in [_reduced_in(param.dtype, reduce.dtype)] if dtype in LOW_DTYPES]
+        low = [(dtype, setting, guard) for (param, reduce), guard in paths
+               for dtype, setting in [_reduced_in(param.value, reduce.value)] if dtype in LOW_DTYPES]
         if not low:
             continue
         dtype, setting, _ = low[0]
-        condition = None if len(low) == len(paths) else " or ".join(
-            condition_text(conditions) for _, _, conditions in low)
+        condition = None if len(low) == len(paths) else either([g for _, _, g in low], script.index.flag_atoms)
         line, column = script.line_column(policy.call)
         fix_to = (f"pass reduce_dtype=torch.float32 to {policy.api}(...): compute stays in low "
                   "precision, gradients are summed in fp32")

@@ -12,16 +12,13 @@ whose dispatcher reduces ``found_inf`` across the mesh itself
 """
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
-from ..dtype_values import condition_text
-from ..fsdp_policy import all_calls, fsdp_policies, may_use_fsdp_policies
+from ..fsdp_policy import fsdp_policies, may_use_fsdp_policies
+from ..guards import either
 from ..registry import TrainingHit, training_check
+from ..syntax import PLAIN_SCALERS, SHARDED_SCALERS
 
-SHARDED_SCALERS = frozenset(("torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
-                             "torch.distributed.fsdp.ShardedGradScaler"))
-PLAIN_SCALERS = frozenset(("torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler",
-                           "torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"))
 #: libraries that make the loss scaler themselves (accelerate makes a ShardedGradScaler for
 #: FSDP fp16; Lightning's FSDP precision plugin too; DeepSpeed scales its own loss)
 SCALING_FRAMEWORKS = frozenset(("accelerate", "lightning", "pytorch_lightning", "lightning_fabric",
@@ -30,19 +27,19 @@ SCALING_FRAMEWORKS = frozenset(("accelerate", "lightning", "pytorch_lightning", 
 
 @training_check("PA422", reads="script")
 def fp16_fsdp_scaler(script):
-    if not may_use_fsdp_policies(script.text):  # cheap, before any LibCST metadata
+    if not may_use_fsdp_policies(script.text):  # cheap, before any analysis
         return
     fp16 = []
     for policy in fsdp_policies(script):
         if not policy.param or policy.version == 0:  # accelerate's plugin: accelerate scales
             continue
-        paths = [p.conditions for p in policy.param if p.dtype == "float16"]
+        paths = [p.guard for p in policy.param if p.value == "float16"]
         if paths:
-            condition = None if len(paths) == len(policy.param) else " or ".join(map(condition_text, paths))
+            condition = None if len(paths) == len(policy.param) else either(paths, script.index.flag_atoms)
             fp16.append((policy, condition))
     if not fp16:
         return
-    calls = all_calls(script)
+    calls = script.index.calls
     if any(script.names_of(c.func) & SHARDED_SCALERS for c in calls):
         return
     plain = [c for c in calls if script.names_of(c.func) & PLAIN_SCALERS]
@@ -51,11 +48,10 @@ def fp16_fsdp_scaler(script):
         policy, condition = fsdp1[0]
         for scaler in plain:
             line, column = script.line_column(scaler)
-            name = script.module.code_for_node(scaler.func).strip()
+            name = script.source(scaler.func).strip()
             yield TrainingHit(
                 line, column, case="plain-scaler", condition=condition, subject=name, scope=script.enclosing(scaler),
-                values=dict(setting=f"param_dtype=torch.float16 in {policy.api}(...) at line "
-                                    f"{script.line_column(policy.call)[0]}",
+                values=dict(setting=f"param_dtype=torch.float16 in {policy.api}(...) at line {policy.call.lineno}",
                             problem=f"and {name} unscales them: it checks only this rank's gradient "
                                     "shard for inf/NaN, so ranks skip different steps and their loss "
                                     "scales drift apart",
@@ -80,18 +76,6 @@ def fp16_fsdp_scaler(script):
 def _scales_elsewhere(script, calls) -> bool:
     """A scaler made outside this file (``scaler.scale(loss)`` on a parameter) or by a
     library that scales the loss itself."""
-    if any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "scale" for c in calls):
+    if any(isinstance(c.func, ast.Attribute) and c.func.attr == "scale" for c in calls):
         return True
-    imported = set()
-
-    class Imports(cst.CSTVisitor):
-        def visit_Import(self, node):
-            for alias in node.names:
-                imported.add(script.module.code_for_node(alias.name).split(".")[0])
-
-        def visit_ImportFrom(self, node):
-            if node.module is not None and not node.relative:
-                imported.add(script.module.code_for_node(node.module).split(".")[0])
-
-    script.module.visit(Imports())
-    return bool(imported & SCALING_FRAMEWORKS)
+    return bool(script.index.imported & SCALING_FRAMEWORKS)

@@ -15,6 +15,6 @@ def check(script):
             continue  # Model.train_step: the optimizer is the one compile() wrapped
         line, column = script.line_column(call)
         yield TrainingHit(line=line, column=column, scope=script.enclosing(call),
-                          subject=script.module.code_for_node(call.func),
-                          values={"gradient": script.module.code_for_node(call.func),
+                          subject=script.source(call.func),
+                          values={"gradient": script.source(call.func),
                                   "policy_line": script.line_column(fp16[-1].call)[0]})

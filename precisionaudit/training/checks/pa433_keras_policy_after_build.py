@@ -16,6 +16,6 @@ def check(script):
         if before:
             call, name = before[0]
             yield TrainingHit(line=line, column=column, scope=script.enclosing(policy.call),
-                              subject=script.module.code_for_node(policy.call.func),
-                              values={"policy": policy.policy, "built": script.module.code_for_node(call.func),
+                              subject=script.source(policy.call.func),
+                              values={"policy": policy.policy, "built": script.source(call.func),
                                       "built_line": script.line_column(call)[0]})

@@ -9,6 +9,6 @@ def check(script):
     for value in data_parallel_groups(script):
         line, column = script.line_column(value)
         yield TrainingHit(line=line, column=column, scope=script.enclosing(value),
-                          subject=script.module.code_for_node(value.func),
+                          subject=script.source(value.func),
                           condition="when tensor parallelism is used",
-                          values={"group": script.module.code_for_node(value)})
+                          values={"group": script.source(value)})

@@ -1,0 +1,238 @@
+"""The replay of a failing step: the last forward's batch run again, from the random state it
+started with, under op-level attribution (``attribution``), then its backward from the
+gradients that reached the model's outputs; and the smallest region that keeps the failing
+value out of the low dtype.
+
+It never changes the user's run: the parameters' ``.grad`` are set aside and put back, the
+buffers (BatchNorm's running statistics) are restored, the random state is put back as it
+was, and the backward is ``torch.autograd.grad`` on the parameters (no ``.grad`` written, no
+DDP reducer hook). It runs before the optimizer applies the step's update.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+
+import torch
+from torch.utils import _pytree as pytree
+
+from .attribution import LOW, MOVES, Calls, ModuleStack, Ops, all_finite, autocast_off, floating
+
+
+@contextlib.contextmanager
+def _random_state(saved):
+    """The generators set to ``saved`` (the forward's) for the block, then put back."""
+    now = rng_state()
+    set_rng_state(saved)
+    try:
+        yield
+    finally:
+        set_rng_state(now)
+
+
+def rng_state() -> dict:
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def autocast_state() -> list:
+    """[(device, dtype)] of every device type autocast is on for."""
+    found = []
+    for device in ("cpu", "cuda", "xpu", "mps", "hpu"):
+        try:
+            if torch.is_autocast_enabled(device):
+                found.append((device, torch.get_autocast_dtype(device)))
+        except (RuntimeError, ValueError, TypeError, AttributeError):
+            continue
+    return found
+
+
+@contextlib.contextmanager
+def _autocast(state):
+    with contextlib.ExitStack() as stack:
+        for device, dtype in state:
+            stack.enter_context(torch.autocast(device, dtype=dtype))
+        yield
+
+
+@contextlib.contextmanager
+def _grads_and_buffers_kept(model: torch.nn.Module):
+    params = [p for p in model.parameters()]
+    grads = [p.grad for p in params]
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    for p in params:
+        p.grad = None
+    try:
+        yield
+    finally:
+        for p, g in zip(params, grads):
+            p.grad = g
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+
+
+def replay(model, names: dict, batch, rng, autocast, output_grads, collective: bool = False) -> dict:
+    """{first, masked, region, seconds}: the first non-finite op of the step run again (None
+    when the replay stays finite), the first one the forward masked (a log(0) behind a
+    where, a -inf mask: not a failure while the outputs stay finite). ``collective``: every
+    rank replays together (FSDP's all-gathers and reduce-scatters), so the backward runs on
+    every rank whatever its forward found, to keep the ranks' collectives in step."""
+    started = time.perf_counter()
+    args, kwargs = batch
+    produced: dict = {}
+    modules = ModuleStack(names)
+    calls = Calls(modules, produced)
+    ops = Ops(calls, modules, produced, _leaves(model, names))
+    first = masked = None
+    with _grads_and_buffers_kept(model), _random_state(rng), torch.enable_grad(), _autocast(autocast):
+        with modules, calls, ops:
+            out = model(*args, **kwargs)
+            leaves = [t if isinstance(t, torch.Tensor) else None for t in pytree.tree_leaves(out)]
+            outputs = floating([t for t in leaves if t is not None])
+            forward_failed = not all_finite(outputs)
+            forward_first = ops.origin_of(outputs) if forward_failed else None
+            masked, ops.first = (ops.describe(ops.first.failed, ops.first) if ops.first and not forward_failed
+                                 else None), None
+            pairs = [(t, g) for t, g in zip(leaves, output_grads or ()) if t is not None and g is not None
+                     and t.requires_grad]
+            grads_failed = bool(pairs) and not all_finite(floating([g for _, g in pairs]))
+            if pairs and (collective or not (forward_failed or grads_failed)):
+                ops.phase = "backward"
+                params = [p for p in model.parameters() if p.requires_grad]
+                torch.autograd.grad([t for t, _ in pairs], params, [g for _, g in pairs], allow_unused=True)
+        if forward_failed:
+            first = forward_first or {"phase": "forward", "module": "", "op": None, "aten": None, "node": None,
+                                      "dtype": None, "input_dtypes": [], "fp32_finite": None, "index": ops.count,
+                                      "_inputs": [], "_stack": []}
+        elif grads_failed:
+            first = {"phase": "loss", "module": None, "op": None, "aten": None, "node": None,
+                     "dtype": str(pairs[0][1].dtype).replace("torch.", ""), "input_dtypes": [],
+                     "fp32_finite": None, "index": ops.count, "_inputs": [], "_stack": []}
+        else:
+            first = ops.first
+        fixable = first is not None and first["phase"] in ("forward", "backward") and first.get("op")
+        region = _region(first, rerun=not collective) if fixable else None
+    for record in (first, masked):
+        if record:
+            record.pop("_inputs", None)
+            record.pop("_stack", None)
+    return {"first": first, "masked": masked, "region": region,
+            "seconds": round(time.perf_counter() - started, 3)}
+
+
+def _leaves(model, names: dict) -> dict:
+    """_key -> the name of each parameter: a non-finite value no op made is named by it."""
+    from .attribution import _key
+
+    found = {}
+    for module, name in names.items():
+        for pname, p in module.named_parameters(recurse=False):
+            key = _key(p.detach())
+            if key is not None:
+                found[key] = f"parameter {name + '.' if name else ''}{pname}"
+    return found
+
+
+# --------------------------------------------------------------------------- the region
+def _region(first: dict, rerun: bool = True) -> dict:
+    """The smallest region that keeps the failing value out of the low dtype: the calls from
+    the op where the low dtype first lost the value (flushed it to 0, or made it inf) to the
+    failing call, in the innermost module that holds them all; for a failing op that float32
+    keeps finite, that op alone, in the innermost module whose float32 output is back in the
+    low dtype's range (``rerun``: the modules are rerun in float32 to find it; not when the
+    ranks replay together, whose sharded modules would gather on one rank only)."""
+    path = _path_to_loss(first["_inputs"]) if first.get("fp32_finite") is not True else []
+    ops = [r.fn for r in path if r.fn and r.fn not in MOVES]
+    if first["op"] and first["op"] not in ops:
+        ops.append(first["op"])
+    modules = [r.module for r in path] + ([first["module"]] if first["module"] is not None else [])
+    module = _common(modules) if modules else ""
+    back = None
+    if first["phase"] == "forward" and rerun:
+        module, back = _back_in_range(first, module)
+    origin = path[0] if path else None
+    return {"module": module, "ops": list(dict.fromkeys(ops)), "back_in_range": back,
+            "origin": {"op": origin.fn, "module": origin.module, "lost": origin.lost} if origin else None}
+
+
+def _path_to_loss(inputs: list, depth: int = 64) -> list:
+    """The producers from the nearest value the low dtype lost (breadth first through the
+    inputs' records) to the failing op's input; [] when none was lost."""
+    seen, frontier = set(), [(r, [r]) for r in inputs]
+    for _ in range(depth):
+        following = []
+        for record, path in frontier:
+            if id(record) in seen:
+                continue
+            seen.add(id(record))
+            if record.lost:
+                return list(reversed(path))
+            following += [(r, path + [r]) for r in record.inputs]
+        if not following:
+            break
+        frontier = following
+    return []
+
+
+def _common(names: list) -> str:
+    """The innermost module that holds every module of ``names`` ("" is the root)."""
+    parts = [n.split(".") if n else [] for n in names]
+    common = []
+    for level in zip(*parts):
+        if len(set(level)) != 1:
+            break
+        common.append(level[0])
+    return ".".join(common)
+
+
+def _back_in_range(first: dict, module: str) -> tuple[str, bool | None]:
+    """(module, back in range): from ``module`` outwards along the failing op's stack, the
+    innermost module whose float32 rerun (same inputs, float32 parameters) gives outputs
+    that are finite and fit the failing op's dtype; ``module`` itself with False when none
+    does, None when none could be rerun."""
+    dtype = getattr(torch, first["dtype"], None)
+    limit = torch.finfo(dtype).max if dtype in LOW else None
+    answered = None
+    for mod, name, args, kwargs in reversed(first["_stack"]):
+        if not _encloses(name, module):
+            continue
+        outputs = _in_float32(mod, args, kwargs)
+        if outputs is None:
+            continue
+        answered = False
+        if all_finite(outputs) and (limit is None or all(float(t.abs().amax()) <= limit for t in outputs if t.numel())):
+            return name, True
+    return module, answered
+
+
+def _encloses(name: str, module: str) -> bool:
+    return name == "" or name == module or module.startswith(name + ".")
+
+
+def _in_float32(module, args, kwargs):
+    """``module``'s floating outputs run in float32: low-precision inputs and parameters as
+    float32 copies, buffers as copies (running statistics untouched), autocast off; None when
+    it cannot run so."""
+    from torch.func import functional_call
+
+    def up(t):
+        return t.detach().float() if isinstance(t, torch.Tensor) and t.dtype in LOW else t
+
+    state = {name: up(p.detach()) for name, p in module.named_parameters()}
+    state.update({name: b.detach().float() if b.dtype in LOW else b.detach().clone()
+                  for name, b in module.named_buffers()})
+    try:
+        with torch.no_grad(), autocast_off():
+            out = functional_call(module, state, pytree.tree_map(up, args), pytree.tree_map(up, kwargs))
+    except Exception:  # noqa: BLE001 - a module that cannot run so: no answer from it
+        return None
+    return floating(out)

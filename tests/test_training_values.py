@@ -1,0 +1,64 @@
+"""The training stage's one value model (training/guards.py, lookup.py): a value under a
+guard, one backward lookup of what a name holds, and one wording of a condition, so that
+both strategies (the step walk and the lookup) name a flag the same way, as argparse spells
+it where the script declares it and as written where it does not."""
+import textwrap
+
+import pytest
+from training_rules import Audit, write
+
+from precisionaudit.training.guards import Atom, Possible, simplify, words
+
+ALL = Audit("PA403", "PA407", "PA421")
+
+SCRIPT = textwrap.dedent("""\
+    import argparse
+    import torch
+    from torch.distributed.fsdp import MixedPrecision
+
+    def main(args):
+        dtype = torch.float16 if args.fp16 else torch.float32
+        policy = MixedPrecision(param_dtype=dtype)
+        model = Net().to(dtype)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in data:
+            with torch.autocast("cuda", dtype=dtype):
+                loss = model(x).sum()
+            loss.backward()
+            opt.step()
+    """)
+DECLARED = 'parser = argparse.ArgumentParser()\nparser.add_argument("--fp16", action="store_true")\n'
+
+
+@pytest.mark.parametrize("declared,words", [(True, "--fp16 is set"), (False, "args.fp16 is true")])
+def test_the_walk_and_the_lookup_name_one_flag_one_way(tmp_path, declared, words):
+    """PA403 (the walk), PA407 (the optimizer's parameters) and PA421 (the FSDP policy)
+    under one flag: one wording, ``--fp16`` only where argparse declares it."""
+    path = write(tmp_path, SCRIPT + (DECLARED if declared else ""))
+    conditions = {rule: condition for rule, _, condition in ALL.conditions(path)}
+    assert conditions == {"PA403": f"when {words}", "PA407": f"when {words}", "PA421": f"when {words}"}
+
+
+def test_a_flag_read_from_a_parse_args_result_of_any_name_is_the_flag(tmp_path):
+    path = write(tmp_path, SCRIPT.replace("def main(args):", "def main(cfg):").replace("args.fp16", "cfg.fp16")
+                 + DECLARED + "main(parser.parse_args())\ncfg = parser.parse_args()\n")
+    assert ("PA407", 9, "when --fp16 is set") in ALL.conditions(path)
+
+
+@pytest.mark.parametrize("guard,expected", [
+    (frozenset(), None),
+    (frozenset({("args.fp16", True)}), "when --fp16 is set"),
+    (frozenset({("args.fp16", False), ("use_bf16", True)}), "when --fp16 is not set and use_bf16 is true"),
+    (frozenset({("(i + 1) % accum == 0", False)}), "when not ((i + 1) % accum == 0)"),
+    (frozenset({("cf.dtype ==", "bf16")}), "when cf.dtype == 'bf16'"),
+])
+def test_words(guard, expected):
+    assert words(guard, {"args.fp16": "--fp16"}) == expected
+
+
+def test_guards_that_differ_in_one_literal_merge_to_what_they_share():
+    a, b = frozenset({("x", True), ("y", True)}), frozenset({("x", False), ("y", True)})
+    assert simplify([a, b]) == frozenset({("y", True)})
+    assert simplify([a, frozenset()]) is None
+    assert Possible(1, a).given(frozenset({("x", False)})) is None
+    assert Atom("x") == Atom("x") and Atom("x") != Atom("y")
