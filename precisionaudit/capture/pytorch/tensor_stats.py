@@ -6,11 +6,12 @@ of it in ``np.partition`` for the high percentile), most of it spent making full
 temporaries (``abs``, masks, filtered copies), whose fresh pages cost more than the ops. Here
 a tensor is read in chunks of about a million values into buffers kept between calls: per
 chunk one ``aminmax`` (the interval and largest |x|; a value that is inf/NaN or a fill sends
-the tensor to the path that filters them out first, as value_stats does), |x|, and, on |x|'s
-bit patterns, the least non-zero value and the counts below the smallest normal and below
-half the smallest subnormal, and the sampled values at or above a lower bound of the
-percentile (read beforehand from a sparser sample), of which the percentile is a small
-``topk``. Comparisons, counts and the selection run in numpy on views of the buffers: torch's
+the tensor to the path that filters them out first, as value_stats does), |x|'s bit patterns
+(the sign bit cleared: one ``bitwise_and``, whose fp32 view is |x|), their least (the least
+non-zero |x|, unless the chunk holds zeros), the counts below the smallest normal and below
+half the smallest subnormal where the least is below them, and the sampled values at or above
+a lower bound of the percentile (read beforehand from a sparser sample), of which the
+percentile is a small ``topk``. Comparisons, counts and the selection run in numpy on views of the buffers: torch's
 bool-producing kernels and ``nonzero`` are 5-10x slower on CPU. The result equals
 ``value_stats`` of the same values key for key (tests/test_tensor_stats.py); ``value_stats``
 stays the definition, and the ONNX range pass's. ``tensor_extremes`` keeps where the values
@@ -107,33 +108,38 @@ def _stats(x: torch.Tensor, n: int, dtype: str, limit: float) -> dict | None:
     bound = _lower_bound(x[::step], need)
     chunk = min(x.numel(), step * max(1, _CHUNK // step))  # a multiple of step: each chunk's sample starts at 0
     values, bits, mask = _buffers(chunk)
-    normal, half_subnormal = _bits(SMALLEST_NORMAL[dtype]) - 1, _bits(SMALLEST_SUBNORMAL[dtype] / 2) - 1
+    normal, half_subnormal = _bits(SMALLEST_NORMAL[dtype]), _bits(SMALLEST_SUBNORMAL[dtype] / 2)
     lo, hi, below, flushed, least, above = math.inf, -math.inf, 0, 0, _INT32_MAX, []
     for start in range(0, x.numel(), chunk):
         part = x[start:start + chunk]
-        a, w, m = values[:part.numel()], bits[:part.numel()], mask[:part.numel()]
+        size = part.numel()
+        w, m = bits[:size], mask[:size]
         if part.dtype != torch.float32:
-            part = a.copy_(part)  # widened: |x| is then taken in place
+            part = values[:size].copy_(part)  # widened
         low, high = (float(v) for v in torch.aminmax(part))
         if not max(-low, high) < limit:
             return None
         lo, hi = min(lo, low), max(hi, high)
-        torch.abs(part, out=a)
-        # w: |x|'s bit pattern less 1, 0 wrapped to the largest int32: the order of the non-zero
-        # values, with every 0 above them all; "0 < |x| < t" is "w < pattern(t) - 1"
-        torch.sub(a.view(torch.int32), 1, out=w).bitwise_and_(_INT32_MAX)
-        least = min(least, int(w.amin()))
-        wn = w.numpy()
-        below += np.count_nonzero(np.less(wn, normal, out=m))
-        if least < half_subnormal:
-            flushed += np.count_nonzero(np.less(wn, half_subnormal, out=m))
-        sampled = a.numpy()[::step]
+        # w: |x|'s bit pattern (the sign bit cleared), in |x|'s order; as fp32 it is |x|
+        torch.bitwise_and(part.view(torch.int32), _INT32_MAX, out=w)
+        wn, smallest = w.numpy(), int(w.amin())
+        zeros = size - np.count_nonzero(wn) if smallest == 0 else 0
+        if 0 < zeros < size:  # the least non-zero: 0 wrapped above every other pattern
+            smallest = int(torch.sub(w, 1, out=values[:size].view(torch.int32)).bitwise_and_(_INT32_MAX).amin()) + 1
+        if smallest:
+            least = min(least, smallest)
+        # "0 < |x| < t" is "w < pattern(t)" less the zeros; none below when the least is not
+        if 0 < smallest < normal:
+            below += np.count_nonzero(np.less(wn, normal, out=m)) - zeros
+        if 0 < smallest < half_subnormal:
+            flushed += np.count_nonzero(np.less(wn, half_subnormal, out=m)) - zeros
+        sampled = w.view(torch.float32).numpy()[::step]
         above.append(np.compress(np.greater_equal(sampled, bound, out=m[:sampled.size]), sampled))
     above = torch.from_numpy(np.concatenate(above))
     if above.numel() < need:  # the bound was above the percentile: read the whole sample
         above = x[::step].float().abs()
     return {"max_abs": max(-lo, hi), "p999": float(torch.topk(above, need).values[-1]),
-            "min_nonzero": None if least == _INT32_MAX else _float(least + 1),
+            "min_nonzero": None if least == _INT32_MAX else _float(least),
             "below_normal": below / n, "flushed": flushed / n, "numel": n,
             "lo": lo, "hi": hi, "nonfinite": 0.0, "nan": 0.0}
 
