@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from precisionaudit.capture.pytorch.tensor_stats import EXTREMES, tensor_extremes, tensor_stats
+from precisionaudit.capture.pytorch.tensor_stats import EXTREMES, WEIGHT_KEYS, tensor_extremes, tensor_stats, weight_stats
 from precisionaudit.core.values import SAMPLE, merge, value_stats
 
 F16_MAX, F32_MAX = 65504.0, float(torch.finfo(torch.float32).max)
@@ -32,6 +32,7 @@ def test_equal_to_value_stats_on_any_values(values, dtype):
     want = value_stats(x.numpy(), dtype)
     _same(tensor_stats(x, dtype), want)
     _same(tensor_extremes(x, dtype), {key: want[key] for key in EXTREMES})
+    _same(weight_stats(x, dtype), {key: want[key] for key in WEIGHT_KEYS})
     low = x.to(getattr(torch, dtype))  # the run under the target's results: its own dtype
     _same(tensor_extremes(low, dtype), {key: value_stats(low.float().numpy(), dtype)[key] for key in EXTREMES})
 
@@ -40,7 +41,9 @@ def test_equal_to_value_stats_on_any_values(values, dtype):
 def test_a_low_precision_tensor_is_judged_on_its_fp32_widening(storage):
     x = (torch.randn(4, 33, generator=torch.Generator().manual_seed(0)) * 3000).to(storage)
     x[0, 0], x[1, 1] = 0, float("inf") if storage != torch.float64 else 1e300
-    _same(tensor_stats(x, "float16"), value_stats(x.float().numpy(), "float16"))
+    want = value_stats(x.float().numpy(), "float16")
+    _same(tensor_stats(x, "float16"), want)
+    _same(weight_stats(x, "float16"), {key: want[key] for key in WEIGHT_KEYS})
 
 
 @pytest.mark.parametrize("size", [SAMPLE - 1, 3 * SAMPLE + 17])
@@ -56,7 +59,9 @@ def test_the_sampled_percentile_is_value_stats_s(size, kind):
         x = x.round()
     elif kind == "relu":
         x = x.clamp(min=0)
-    _same(tensor_stats(x, "float16"), value_stats(x.numpy(), "float16"))
+    want = value_stats(x.numpy(), "float16")
+    _same(tensor_stats(x, "float16"), want)
+    _same(weight_stats(x, "float16"), {key: want[key] for key in WEIGHT_KEYS})  # over chunks
 
 
 def test_a_bound_above_the_percentile_falls_back_to_every_value():

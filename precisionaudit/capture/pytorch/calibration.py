@@ -46,13 +46,13 @@ from .fp8_ranges import LinearCounts
 from .memory import reuse_freed_memory
 from .offload import checkpoint_stats, load_offloaded, needs_offload
 from .recorder import AtenOp, Recorder, calls_the_model
-from .tensor_stats import tensor_extremes, tensor_stats
+from .tensor_stats import tensor_extremes, tensor_stats, weight_stats
 
 @dataclass
 class Measurement:
     calls: dict = field(default_factory=dict)  # key → the fp32 reference's merged statistics of that call
     target_calls: dict = field(default_factory=dict)  # key → merged extremes in the run under the target
-    weights: dict = field(default_factory=dict)  # parameter name → statistics
+    weights: dict = field(default_factory=dict)  # parameter name → tensor_stats.weight_stats
     batches: int = 0
     first_nonfinite: dict = field(default_factory=dict)  # batch → key of the target run's first inf/NaN
     low_runs: int = 0  # batches whose run under the target completed (one that raises: the reference alone)
@@ -103,8 +103,9 @@ class _StatsRecorder(Recorder):
         return result
 
 
-def weight_stats(model, dtype: str) -> dict:
-    return {name: tensor_stats(p, dtype) for name, p in model.named_parameters()
+def model_weight_stats(model, dtype: str) -> dict:
+    """``weight_stats`` of every floating-point parameter, by name (PA303's input)."""
+    return {name: weight_stats(p, dtype) for name, p in model.named_parameters()
             if p.is_floating_point() and p.numel()}
 
 
@@ -118,7 +119,7 @@ def measure_file(name: str, target, load: LoadOptions, values: ValueOptions) -> 
             raise UsageError(f"{values.weights}: larger than half the free memory; the range "
                              "pass offloads it to disk under autocast only (--mode autocast)")
         model = load_offloaded(source, values.weights)
-        ranges = checkpoint_stats(values.weights, lambda t: tensor_stats(t, target.dtype))
+        ranges = checkpoint_stats(values.weights, lambda t: weight_stats(t, target.dtype))
         return measure_model(model, source, target, values, ranges)
     model = source.build_loaded(values.weights)
     return measure_model(model, source, target, values)
@@ -129,7 +130,7 @@ def measure_model(model, source, target, values: ValueOptions, weight_ranges: di
     for its example inputs and data functions; ``weight_ranges``: the weights' statistics when
     they are not all in memory)."""
     path = source.name
-    result = Measurement(weights=weight_stats(model, target.dtype) if weight_ranges is None else weight_ranges)
+    result = Measurement(weights=model_weight_stats(model, target.dtype) if weight_ranges is None else weight_ranges)
     if not values.measure:
         return result
     example = source.example_inputs("--data")
