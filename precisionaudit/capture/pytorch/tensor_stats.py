@@ -88,7 +88,7 @@ def tensor_extremes(t: torch.Tensor, dtype: str) -> dict:
         largest = max(-lo, hi)
         if largest < min(_FLOAT32_MAX, LARGEST_FINITE[dtype]):
             return {"max_abs": largest, "numel": x.numel(), "lo": lo, "hi": hi, "nonfinite": 0.0, "nan": 0.0}
-    stats = _tensor_stats(x, dtype)
+    stats = _tensor_stats(x, dtype, full=False)  # fills (a causal mask's finfo.min), inf or NaN
     return {key: stats[key] for key in EXTREMES}
 
 
