@@ -86,9 +86,14 @@ def tensor_extremes(t: torch.Tensor, dtype: str) -> dict:
     if x.numel():
         lo, hi = (float(v) for v in torch.aminmax(x))
         largest = max(-lo, hi)
+        extremes = {"max_abs": largest, "numel": x.numel(), "lo": lo, "hi": hi, "nonfinite": 0.0, "nan": 0.0}
         if largest < min(_FLOAT32_MAX, LARGEST_FINITE[dtype]):
-            return {"max_abs": largest, "numel": x.numel(), "lo": lo, "hi": hi, "nonfinite": 0.0, "nan": 0.0}
-    stats = _tensor_stats(x, dtype, full=False)  # fills (a causal mask's finfo.min), inf or NaN
+            return extremes
+        if math.isfinite(largest):  # fills (a causal mask's finfo.min), no inf or NaN: max |x| without them
+            a = x.abs()
+            extremes["max_abs"] = float(a.masked_fill_((a >= _FLOAT32_MAX) | (a == LARGEST_FINITE[dtype]), 0).max())
+            return extremes
+    stats = _tensor_stats(x, dtype, full=False)  # inf or NaN
     return {key: stats[key] for key in EXTREMES}
 
 
