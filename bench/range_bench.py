@@ -190,8 +190,9 @@ SMALL_BATCHES, SMALL_SHAPE = 2, (1, 64)  # small enough for a shared 2-core mach
 
 
 def small_child() -> dict:
-    """GPT-2 small's plain forwards and range pass, timed in this process after one untimed
-    run of each (the first run of a process pays for its lazy set-up)."""
+    """GPT-2 small's plain forwards, the same forwards under the target policy alone and the
+    range pass, timed in this process after one untimed run of each (the first run of a
+    process pays for its lazy set-up)."""
     import torch
 
     from precisionaudit.capture.pytorch.calibration import measure_model
