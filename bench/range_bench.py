@@ -15,6 +15,12 @@ in a fresh process so that peak RSS is its own (``ru_maxrss`` from ``os.wait4``)
 Prints a Markdown table. Targets: the range pass at most 2x the 8 plain forwards, and the
 range process's peak RSS at most the model's size + 1 GiB. Exit status 1 if one is missed.
 
+``--baseline DIR`` (both modes): DIR holds another checkout's ``precisionaudit`` package (for
+instance ``git archive main precisionaudit | tar -x -C DIR``); its range pass runs beside this
+checkout's, interleaved round by round (plain, range, baseline range), so that both face the
+same load. Each run also reports its CPU seconds (user + system), steadier than wall time on a
+shared machine.
+
 ``--offload`` (``--keep DIR`` to keep the shards): bench/models/gpt_offload_calibration.py,
 64 of those blocks (3.3 B parameters, 13 GB of fp32 safetensors shards written block by
 block, more than half of a 24 GiB machine), profiled by ``precisionaudit scan --weights DIR
@@ -24,9 +30,12 @@ the scan's wall time and peak RSS; exit status 1 if the scan fails or its peak R
 below the checkpoint's size.
 
 ``--small`` (issue 25: the run under the target on every batch): bench/models/gpt2_small.py
-(124 M parameters, Hugging Face's GPT-2 with random weights, 1 x 64 tokens), in this
-process: 2 plain fp32 forwards against the range pass over the same 2 batches (autocast
-fp16), interleaved ``--repeat`` times; prints the medians and their ratio (target <= 2x).
+(124 M parameters, Hugging Face's GPT-2 with random weights, 1 x 64 tokens): 2 plain fp32
+forwards against the range pass over the same 2 batches (autocast fp16), each round in a
+fresh process (after one untimed run of each), ``--repeat`` rounds; prints the medians and
+their ratio (target <= 2x), and the ratio of the same forwards under the target policy alone
+(CUDA's fp16 autocast and kernels emulated on CPU, nothing recorded): the part of the range
+pass's cost that is the emulated forward itself.
 """
 from __future__ import annotations
 
@@ -53,6 +62,8 @@ def child(kind: str, weights: str) -> dict:
     from precisionaudit.core.values import ValueOptions
     from precisionaudit.runtime.pytorch.source import open_source
 
+    if kind == "small":
+        return small_child()
     torch.manual_seed(0)
     source = open_source(MODEL)
     module = source.module
@@ -65,29 +76,56 @@ def child(kind: str, weights: str) -> dict:
     model = source.build_loaded(weights)
     out = {"load_s": time.perf_counter() - started,
            "model_bytes": sum(p.numel() * p.element_size() for p in model.parameters())}
-    started = time.perf_counter()
-    if kind == "plain":
-        with torch.no_grad():
-            for (ids,) in module.calibration_batches():
-                model(ids)
-        out["run_s"] = time.perf_counter() - started
-    else:
-        values = ValueOptions(weights=weights, data="calibration_batches")
-        measured = measure_model(model, source, Target("float16", "autocast", "cuda"), values)
-        out["run_s"] = time.perf_counter() - started
-        out["batches"], out["low_runs"] = measured.batches, measured.low_runs
-        out["ops"] = len(measured.calls)
+    with _timed(out):
+        if kind == "plain":
+            with torch.no_grad():
+                for (ids,) in module.calibration_batches():
+                    model(ids)
+        else:
+            values = ValueOptions(weights=weights, data="calibration_batches")
+            measured = measure_model(model, source, Target("float16", "autocast", "cuda"), values)
+    if kind == "range":
+        out |= _counts(measured)
     return out
 
 
-def run_child(kind: str, weights: str) -> dict:
+class _timed:
+    """Wall and CPU seconds (user + system, all threads) of the block, into ``out``."""
+
+    def __init__(self, out: dict, suffix: str = ""):
+        self.out, self.suffix = out, suffix
+
+    def __enter__(self):
+        self.wall, self.cpu = time.perf_counter(), _cpu_seconds()
+
+    def __exit__(self, *exc):
+        self.out[f"run_s{self.suffix}"] = time.perf_counter() - self.wall
+        self.out[f"cpu_s{self.suffix}"] = _cpu_seconds() - self.cpu
+
+
+def _cpu_seconds() -> float:
+    usage = os.times()
+    return usage.user + usage.system
+
+
+def _counts(measured) -> dict:
+    """What the range pass ran: ops measured, batches, and the runs of each kind."""
+    return {"ops": len(measured.target_calls or measured.calls), "batches": measured.batches,
+            "low_runs": measured.low_runs, "reference_runs": getattr(measured, "reference_runs", measured.batches)}
+
+
+def run_child(kind: str, weights: str, package: str | None = None) -> dict:
+    """``child(kind, weights)`` in a fresh process, importing ``precisionaudit`` from
+    ``package``'s directory when given (a baseline checkout), else from this checkout."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package or os.path.dirname(HERE),
+                                                       os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     with tempfile.TemporaryFile() as stdout:
-        proc = subprocess.Popen([sys.executable, __file__, "--child", kind, weights], stdout=stdout)
+        proc = subprocess.Popen([sys.executable, __file__, "--child", kind, weights], stdout=stdout, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         stdout.seek(0)
         text = stdout.read().decode()
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"range_bench: the {kind} run failed")
+        raise SystemExit(f"range_bench: the {kind} run ({package or 'this checkout'}) failed")
     return {**json.loads(text.strip().splitlines()[-1]), "rss_gib": usage.ru_maxrss / 2**20}
 
 
@@ -148,14 +186,20 @@ def offload_run(directory: str) -> dict:
 
 
 SMALL_MODEL = os.path.join(HERE, "models", "gpt2_small.py")
+SMALL_BATCHES, SMALL_SHAPE = 2, (1, 64)  # small enough for a shared 2-core machine
 
 
-def small_bench(repeat: int, batches: int = 2) -> int:
+def small_child() -> dict:
+    """GPT-2 small's plain forwards, the same forwards under the target policy alone and the
+    range pass, timed in this process after one untimed run of each (the first run of a
+    process pays for its lazy set-up)."""
     import torch
 
     from precisionaudit.capture.pytorch.calibration import measure_model
     from precisionaudit.core.numerics import Target
     from precisionaudit.core.values import ValueOptions
+    from precisionaudit.runtime.pytorch.cuda_autocast import autocast_policy
+    from precisionaudit.runtime.pytorch.execution import Runtime, numerics
     from precisionaudit.runtime.pytorch.source import open_source
 
     source = open_source(SMALL_MODEL)
@@ -163,30 +207,65 @@ def small_bench(repeat: int, batches: int = 2) -> int:
     torch.manual_seed(0)
     model = module.get_model().eval()
     (ids, *rest) = module.get_example_inputs()
-    ids = ids[:1, :64]  # small enough for a shared 2-core machine
+    ids = ids[:SMALL_SHAPE[0], :SMALL_SHAPE[1]]
     generator = torch.Generator().manual_seed(1)
-    data = [(torch.randint(0, int(ids.max()) + 1, ids.shape, generator=generator), *rest) for _ in range(batches)]
+    data = [(torch.randint(0, int(ids.max()) + 1, ids.shape, generator=generator), *rest)
+            for _ in range(SMALL_BATCHES)]
     module.calibration_batches = lambda: iter(data)
-    times = {"plain": [], "range": []}
-    for _ in range(repeat):  # interleaved: the machine's load hits both alike
-        started = time.perf_counter()
+
+    def plain():
         with torch.no_grad():
             for batch in data:
                 model(*batch)
-        times["plain"].append(time.perf_counter() - started)
-        started = time.perf_counter()
-        measured = measure_model(model, source, Target("float16", "autocast", "cuda"),
-                                 ValueOptions(data="calibration_batches"))
-        times["range"].append(time.perf_counter() - started)
-    plain, ranged = statistics.median(times["plain"]), statistics.median(times["range"])
-    print(f"| GPT-2 small, {batches} batches x {tuple(ids.shape)} tokens (median of {repeat}) | run (s) |")
-    print("|---|---:|")
-    print(f"| {batches} plain fp32 forwards | {plain:.2f} |")
-    print(f"| range pass over the {batches} batches | {ranged:.2f} |")
-    print(f"\nrange pass / plain forwards: {ranged / plain:.2f}x (target <= {TIME_RATIO_TARGET:.0f}x); "
-          f"{len(measured.calls)} ops measured, runs under the target on {measured.low_runs} of "
-          f"{measured.batches} batches")
-    return 0 if ranged / plain <= TIME_RATIO_TARGET else 1
+
+    target = Target("float16", "autocast", "cuda")
+    runtime = Runtime("cpu-emulated", "cuda", torch.device("cpu"))
+
+    def target_forwards():  # the forwards under the target alone, nothing recorded: the pass's floor
+        for batch in data:
+            with torch.no_grad(), numerics(runtime), autocast_policy(target, runtime.name):
+                model(*batch)
+
+    def ranged():
+        return measure_model(model, source, target, ValueOptions(data="calibration_batches"))
+
+    plain(), target_forwards(), ranged()
+    out = {}
+    with _timed(out, "_plain"):
+        plain()
+    with _timed(out, "_target"):
+        target_forwards()
+    with _timed(out, "_range"):
+        measured = ranged()
+    return out | _counts(measured)
+
+
+def small_bench(repeat: int, baseline: str | None) -> int:
+    packages = {"range": None, **({"baseline": baseline} if baseline else {})}
+    runs = {kind: [] for kind in packages}
+    for _ in range(repeat):  # interleaved: the machine's load hits both alike
+        for kind, package in packages.items():
+            runs[kind].append(run_child("small", "-", package))
+    print(f"| GPT-2 small, {SMALL_BATCHES} batches x {SMALL_SHAPE} tokens (median of {repeat}) | "
+          "plain (s) | range pass (s) | ratio | plain CPU (s) | range CPU (s) | CPU ratio | "
+          "fp16 forwards alone / plain | reference runs |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    ratios = {}
+    for kind, package in packages.items():
+        rows = runs[kind]
+
+        def median(key):
+            return statistics.median(r[key] for r in rows)
+
+        ratios[kind] = statistics.median(r["run_s_range"] / r["run_s_plain"] for r in rows)
+        cpu_ratio = statistics.median(r["cpu_s_range"] / r["cpu_s_plain"] for r in rows)
+        floor = statistics.median(r["run_s_target"] / r["run_s_plain"] for r in rows)
+        print(f"| {package or 'this checkout'} | {median('run_s_plain'):.2f} | {median('run_s_range'):.2f} | "
+              f"{ratios[kind]:.2f}x | {median('cpu_s_plain'):.2f} | {median('cpu_s_range'):.2f} | "
+              f"{cpu_ratio:.2f}x | {floor:.2f}x | {rows[-1]['reference_runs']} of {rows[-1]['batches']} |")
+    print(f"\nrange pass / plain forwards (median of the rounds' ratios): {ratios['range']:.2f}x "
+          f"(target <= {TIME_RATIO_TARGET:.0f}x); {rows[-1]['ops']} ops measured")
+    return 0 if ratios["range"] <= TIME_RATIO_TARGET else 1
 
 
 def offload_bench(directory: str | None) -> int:
@@ -220,10 +299,12 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--keep", metavar="DIR", help="where to write (and reuse) the weights")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also run the range pass of the precisionaudit package in DIR, interleaved")
     parser.add_argument("--offload", action="store_true",
                         help="instead: profile a checkpoint larger than half the machine's memory")
     parser.add_argument("--small", action="store_true",
-                        help="instead: the ratio on GPT-2 small, in this process")
+                        help="instead: the ratio on GPT-2 small")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -232,7 +313,7 @@ def main():
     if args.offload:
         return offload_bench(args.keep)
     if args.small:
-        return small_bench(args.repeat)
+        return small_bench(args.repeat, args.baseline)
     directory = args.keep or tempfile.mkdtemp(prefix="range_bench-")
     weights = os.path.join(directory, "gpt_1b.safetensors")
     if not os.path.exists(weights):
@@ -240,10 +321,13 @@ def main():
         params = run_child("write", weights)["params"]
         print(f"wrote {params / 1e9:.2f} B parameters to {weights} in {time.perf_counter() - started:.0f} s",
               file=sys.stderr)
-    runs = {"plain": [], "range": []}
+    kinds = {"plain": ("plain", None), "range": ("range", None)}
+    if args.baseline:
+        kinds["baseline"] = ("range", args.baseline)
+    runs = {kind: [] for kind in kinds}
     for _ in range(args.repeat):
-        for kind in runs:  # interleaved: the machine's load hits both alike
-            runs[kind].append(run_child(kind, weights))
+        for kind, (what, package) in kinds.items():  # interleaved: the machine's load hits all alike
+            runs[kind].append(run_child(what, weights, package))
     try:
         if not args.keep:
             os.remove(weights)
@@ -255,20 +339,23 @@ def main():
         return statistics.median(r[key] for r in runs[kind])
 
     model_gib = runs["plain"][0]["model_bytes"] / 2**30
-    plain_s, range_s = median("plain", "run_s"), median("range", "run_s")
-    ratio = range_s / plain_s
     rss_limit = model_gib + RSS_OVER_MODEL_GIB
     print(f"| 1.3 B model, fp32 weights {model_gib:.2f} GiB, 8 batches x 128 tokens "
-          f"(median of {args.repeat}) | load (s) | run (s) | peak RSS (GiB) |")
-    print("|---|---:|---:|---:|")
-    for kind, label in (("plain", "8 plain fp32 forwards"), ("range", "range pass over the 8 batches")):
-        print(f"| {label} | {median(kind, 'load_s'):.1f} | {median(kind, 'run_s'):.1f} | "
-              f"{median(kind, 'rss_gib'):.2f} |")
+          f"(median of {args.repeat}) | load (s) | run (s) | CPU (s) | peak RSS (GiB) | / plain | CPU / plain |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    labels = {"plain": "8 plain fp32 forwards", "range": "range pass over the 8 batches",
+              "baseline": f"range pass, {args.baseline}"}
+    for kind in kinds:
+        print(f"| {labels[kind]} | {median(kind, 'load_s'):.1f} | {median(kind, 'run_s'):.1f} | "
+              f"{median(kind, 'cpu_s'):.1f} | {median(kind, 'rss_gib'):.2f} | "
+              f"{median(kind, 'run_s') / median('plain', 'run_s'):.2f}x | "
+              f"{median(kind, 'cpu_s') / median('plain', 'cpu_s'):.2f}x |")
+    ratio = median("range", "run_s") / median("plain", "run_s")
     last = runs["range"][-1]
     print(f"\nrange pass / plain forwards: {ratio:.2f}x (target <= {TIME_RATIO_TARGET:.0f}x); "
           f"range peak RSS {median('range', 'rss_gib'):.2f} GiB (target <= model + 1 GiB = "
-          f"{rss_limit:.2f}); {last['ops']} ops measured, low-precision runs on "
-          f"{last['low_runs']} of {last['batches']} batches")
+          f"{rss_limit:.2f}); {last['ops']} ops measured, runs under the target on "
+          f"{last['low_runs']} of {last['batches']} batches, fp32 reference on {last['reference_runs']}")
     ok = ratio <= TIME_RATIO_TARGET and median("range", "rss_gib") <= rss_limit
     return 0 if ok else 1
 

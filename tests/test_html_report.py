@@ -134,8 +134,11 @@ def test_measured_ranges_are_plotted_against_the_dtype_range():
     graph.nodes["exp"]["calibration"] = CalibrationFacts({"max_abs": 9e4, "min_nonzero": 1e-9}, key="exp",
                                                          nonfinite_first=False)
     add_op(graph, OpNode(name="mul", op="mul", target="t"))
+    add_op(graph, OpNode(name="add", op="add", target="t"))  # no fp32 reference: the target run's values
+    graph.nodes["add"]["calibration"] = CalibrationFacts(None, key="add", nonfinite_first=False,
+                                                         target={"max_abs": 3.0, "min_nonzero": 0.5})
     figure = measured_ranges(graph, "float16")
-    assert list(figure.data[0].x) == ["exp"] and list(figure.data[0].y) == [9e4]
+    assert list(figure.data[0].x) == ["exp", "add"] and list(figure.data[0].y) == [9e4, 3.0]
     assert {s.y0 for s in figure.layout.shapes} == {65504.0, 2.0**-14}
     # each limit's label sits on its line: plotly places annotations on a log axis in log10 units
     assert {a.text: a.y for a in figure.layout.annotations} == pytest.approx(

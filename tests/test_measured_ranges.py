@@ -142,10 +142,11 @@ def test_t5_plan_leaves_wi_in_fp16(cli, weights, tmp_path):
     assert planned["status"] == "ok" and 0.3 < planned["plan"]["gemm_flops_low_precision"] < 0.7
 
 
-def test_every_batch_gets_the_run_under_the_target():
+def test_every_batch_gets_the_run_under_the_target_and_only_hot_ones_the_reference():
     """The values of the program that runs are measured on every batch, not only where the
     fp32 values come near the dtype's max (code that branches on the dtype makes values the
-    fp32 run never sees); the first inf/NaN is found on the batches that have one."""
+    fp32 run never sees); the first inf/NaN is found on the batches that have one. The fp32
+    reference is recorded only on those (a clean batch: one recorded forward)."""
     from precisionaudit.capture.pytorch import calibration
     from precisionaudit.core.numerics import Target
     from precisionaudit.core.values import ValueOptions
@@ -154,10 +155,11 @@ def test_every_batch_gets_the_run_under_the_target():
     clean = calibration.measure_file(path, target, DEFAULT_LOAD,
                                      ValueOptions(data="example"))
     assert clean.low_runs == clean.batches == 1 and clean.first_nonfinite == {}
-    assert set(clean.target_calls) == set(clean.calls) and clean.unmatched == 0
+    assert clean.target_calls and clean.calls == {} and clean.reference_runs == 0
     hot = calibration.measure_file(path, target, DEFAULT_LOAD,
                                    ValueOptions(data="calibration_batches"))
-    assert hot.low_runs == hot.batches == 4 and set(hot.first_nonfinite) == {0, 1, 2, 3}
+    assert hot.low_runs == hot.batches == hot.reference_runs == 4 and set(hot.first_nonfinite) == {0, 1, 2, 3}
+    assert set(hot.target_calls) == set(hot.calls) and hot.unmatched == 0
 
 
 def test_the_scan_hint_plans_on_the_same_weights_and_data(weights):

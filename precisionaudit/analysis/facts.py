@@ -120,14 +120,15 @@ class CalibrationFacts:
     the two runs of the range pass. ``target``: the run under the target policy (low-precision
     tensors, CUDA's kernel numerics emulated), which follows the target's control flow: the
     values the program that runs computes. ``stats``: the fp32 reference, the values that
-    would exist without rounding (how far past the dtype's max an overflow goes). Code that
-    branches on the dtype runs a different program in each; a call only the target's program
-    makes has no reference statistics."""
+    would exist without rounding (how far past the dtype's max an overflow goes), recorded on
+    the batches where the target run makes an inf/NaN or nears the dtype's max (PyTorch: the
+    only places it is read). Code that branches on the dtype runs a different program in each;
+    a call only the target's program makes has no reference statistics."""
 
-    stats: dict | None  # the fp32 reference's core.values.value_stats merged over batches; None: no such call in fp32
+    stats: dict | None  # the fp32 reference's core.values.value_stats merged over batches; None: no such call in fp32, or no reference recorded
     key: str  # the call key (PyTorch) or node name (ONNX) the statistics were recorded under
     nonfinite_first: bool  # the run under the target saw its first inf/NaN here
-    target: dict | None = None  # the same statistics in the run under the target; None: no such run (ONNX, or it raised)
+    target: dict | None = None  # the run under the target's interval, max_abs and inf/NaN shares; None: no such run (ONNX, or it raised)
 
     @property
     def summary(self) -> dict:

@@ -104,25 +104,30 @@ def value_stats(values: np.ndarray, dtype: str) -> dict:
 
 def merge(old: dict | None, new: dict, batch: int) -> dict:
     """Running statistics over batches: the extremes kept with the batch that reached them,
-    and the first batch with an inf/NaN (``nonfinite_batch``, None for none)."""
+    and the first batch with an inf/NaN (``nonfinite_batch``, None for none). Statistics
+    with only some of value_stats's keys (the extremes the range pass keeps of the run under
+    the target) merge what they have."""
     if old is None:
-        return {**new, "batch": batch, "min_batch": batch,
+        return {**new, "batch": batch, **({"min_batch": batch} if "min_nonzero" in new else {}),
                 "nonfinite_batch": batch if new.get("nonfinite") else None}
     out = dict(old)
     if out.get("nonfinite_batch") is None and new.get("nonfinite"):
         out["nonfinite_batch"] = batch
     if new["max_abs"] > old["max_abs"]:
         out["max_abs"], out["batch"] = new["max_abs"], batch
-    out["p999"] = max(old["p999"], new["p999"])
+    if "p999" in new:
+        out["p999"] = max(old["p999"], new["p999"])
     for key, pick in (("lo", min), ("hi", max)):
         both = [v for v in (old.get(key), new.get(key)) if v is not None]
         out[key] = pick(both) if both else None
-    mins = [m for m in (old["min_nonzero"], new["min_nonzero"]) if m is not None]
-    out["min_nonzero"] = min(mins) if mins else None
-    if new["min_nonzero"] is not None and new["min_nonzero"] == out["min_nonzero"] != old["min_nonzero"]:
-        out["min_batch"] = batch
+    if "min_nonzero" in new:
+        mins = [m for m in (old["min_nonzero"], new["min_nonzero"]) if m is not None]
+        out["min_nonzero"] = min(mins) if mins else None
+        if new["min_nonzero"] is not None and new["min_nonzero"] == out["min_nonzero"] != old["min_nonzero"]:
+            out["min_batch"] = batch
     total = old["numel"] + new["numel"]
     for share in ("below_normal", "flushed", "nonfinite", "nan"):
-        out[share] = (old.get(share, 0.0) * old["numel"] + new.get(share, 0.0) * new["numel"]) / max(total, 1)
+        if share in new:
+            out[share] = (old.get(share, 0.0) * old["numel"] + new[share] * new["numel"]) / max(total, 1)
     out["numel"] = total
     return out

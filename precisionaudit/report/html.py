@@ -173,8 +173,9 @@ def module_tree(graph, findings, path: str):
 def measured_ranges(graph, dtype: str):
     """Each op's measured |value| range (value-aware scans) against the dtype's range, or
     None when nothing was measured."""
-    rows = [(name, attrs["calibration"].stats) for name, attrs in graph.nodes(data=True) if attrs.get("calibration")]
-    rows = [(n, m) for n, m in rows if m and m.get("max_abs")]  # the fp32 reference's (None: a call only the target makes)
+    # the fp32 reference's where it was recorded (batches near the range), else the run under the target's
+    rows = [(name, c.stats or c.target) for name, attrs in graph.nodes(data=True) if (c := attrs.get("calibration"))]
+    rows = [(n, m) for n, m in rows if m and m.get("max_abs")]
     if not rows:
         return None
     go, _ = require_plotly()

@@ -217,7 +217,10 @@ class Recorder:
     def _kept(a, func) -> bool:
         return isinstance(a, (torch.Tensor, int, float)) or (a is None and func in CLAMPS)
 
-    def record(self, func, args, kwargs, out):
+    def call_of(self, func) -> Call:
+        """The user-level call the aten op ``func`` belongs to: the torch function being run,
+        or a call of its own for an op made outside any (a new ``Call`` either way at its
+        first op)."""
         call = self.current_call
         if call is None:
             fn, file, line, column, autocast = self.pending or (
@@ -228,6 +231,10 @@ class Recorder:
             self.calls.append(call)
             if self.pending is not None:
                 self.current_call = call
+        return call
+
+    def record(self, func, args, kwargs, out):
+        call = self.call_of(func)
         inputs = [self._ref(a) for a in pytree.tree_leaves(args) if self._kept(a, func)]
         for keyword, value in kwargs.items():
             for a in pytree.tree_leaves(value):
