@@ -25,10 +25,11 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..core.numerics import dtype_name
 from ..runtime.pytorch.autocast_state import autocast_disabled
+from ..runtime.pytorch.dtypes import LOW_PRECISION as LOW
 from ..runtime.pytorch.ops import canonical_fn_name
 
-LOW = (torch.float16, torch.bfloat16)
 #: calls that move or view values without computing new ones: left out of a region's ops
 MOVES = frozenset("""
 view view_as reshape reshape_as transpose permute t contiguous expand expand_as squeeze unsqueeze
@@ -43,10 +44,6 @@ def floating(tree) -> list:
 
 def all_finite(tensors) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors if t.numel())
-
-
-def dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def in_float32(func, args, kwargs):

@@ -24,11 +24,13 @@ import os
 import torch
 from torch.utils import _pytree as pytree
 
+from ..core.numerics import dtype_name
 from ..runtime.pytorch.autocast_state import autocast_state
+from ..runtime.pytorch.dtypes import LOW_PRECISION as LOW
 from . import wrappers
 from .log import FORMAT, FORMAT_VERSION, SUMMARY, EventLog, read_log, summarize
 from .replay import replay, rng_state
-from .sampling import LOW, ForwardMaxima, StepMeasures, read_maxima
+from .sampling import ForwardMaxima, StepMeasures, local, read_maxima
 
 #: consecutive skipped steps that trigger a replay (GradScaler's start-up calibration skips
 #: a few steps while it halves a scale too large for the gradients)
@@ -94,7 +96,7 @@ class Watch:
                        optimizer=type(self.optimizer).__name__, device=self._device(),
                        dtype=None, mode=_mode(self.params), scaler=self._scaler_info(),
                        module_types={name: type(m).__name__ for m, name in self.names.items()},
-                       parameters={name: {"module": module, "dtype": _name(p.dtype), "numel": p.numel()}
+                       parameters={name: {"module": module, "dtype": dtype_name(p.dtype), "numel": p.numel()}
                                    for p, (name, module) in self.params.items()})
         self._arm(0)
 
@@ -222,7 +224,7 @@ class Watch:
         if not measures.grads:  # the pre-hook did not run (a skipped step): the gradients now
             measures.gradients(self._scale_tensor())
         modules = read_maxima(maxima)
-        grads, parameters = measures.read({name: _name(p.dtype) for p, (name, _) in self.params.items()})
+        grads, parameters = measures.read({name: dtype_name(p.dtype) for p, (name, _) in self.params.items()})
         for name, stats in grads.items():
             modules.setdefault(name, {}).update(stats)
         losses = self._flush_losses()
@@ -302,9 +304,9 @@ class Watch:
     def _run_dtype(self):
         """The low dtype the run computes in: autocast's, else the parameters'."""
         for _, dtype in self._autocast:
-            return _name(dtype)
+            return dtype_name(dtype)
         low = [p.dtype for p in self.params if p.dtype in LOW]
-        return _name(max(set(low), key=low.count)) if low else "float32"
+        return dtype_name(max(set(low), key=low.count)) if low else "float32"
 
     def _fp16_run(self) -> bool:
         return self._run_dtype() == "float16"
@@ -316,7 +318,7 @@ class Watch:
         sum of squares past float32's range is not taken for an inf gradient."""
         by_device: dict = {}
         for p in self.params:
-            grad = _local(p.grad) if p.grad is not None else None
+            grad = local(p.grad) if p.grad is not None else None
             if grad is not None and grad.numel():  # an FSDP shard may be empty
                 by_device.setdefault((grad.device, grad.dtype), []).append(grad)
         flags = [torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float32)).isfinite().all()
@@ -330,7 +332,7 @@ class Watch:
         """The modules with an inf/NaN gradient, when the gradients are still there."""
         found = []
         for p, (_, module) in self.params.items():
-            if p.grad is not None and not bool(torch.isfinite(_local(p.grad)).all()) and module not in found:
+            if p.grad is not None and not bool(torch.isfinite(local(p.grad)).all()) and module not in found:
                 found.append(module)
         return found
 
@@ -384,14 +386,6 @@ def _distributed() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
-
-
-def _local(t):
-    return t.to_local() if hasattr(t, "to_local") else t
-
-
-def _name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def _mode(params: dict) -> str:

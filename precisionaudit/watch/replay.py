@@ -16,6 +16,7 @@ import time
 import torch
 from torch.utils import _pytree as pytree
 
+from ..core.numerics import dtype_name
 from ..runtime.pytorch.autocast_state import autocast_disabled
 from .attribution import LOW, MOVES, Calls, ModuleStack, Ops, all_finite, floating
 
@@ -104,7 +105,7 @@ def replay(model, names: dict, batch, rng, autocast, output_grads, collective: b
                                       "_inputs": [], "_stack": []}
         elif grads_failed:
             first = {"phase": "loss", "module": None, "op": None, "aten": None, "node": None,
-                     "dtype": str(pairs[0][1].dtype).replace("torch.", ""), "input_dtypes": [],
+                     "dtype": dtype_name(pairs[0][1].dtype), "input_dtypes": [],
                      "fp32_finite": None, "index": ops.count, "_inputs": [], "_stack": []}
         else:
             first = ops.first

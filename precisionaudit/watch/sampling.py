@@ -23,7 +23,9 @@ from __future__ import annotations
 import torch
 from torch.utils import _pytree as pytree
 
-LOW = (torch.float16, torch.bfloat16)
+from ..core.numerics import dtype_name
+from ..runtime.pytorch.dtypes import LOW_PRECISION as LOW
+
 #: elements of each parameter (and its gradient and state) the shares read (evenly strided)
 ELEMENTS = 4096
 FP16_SMALLEST_NORMAL = 2.0 ** -14
@@ -136,7 +138,7 @@ class StepMeasures:
                 stats["update_lost_share"] = got["lost"] / moving if moving else 0.0
             if "state_under" in got:
                 stats["state_underflow_share"] = got["state_under"] / moving if moving else 0.0
-                stats["state_dtype"] = str(row["state_dtype"]).replace("torch.", "")
+                stats["state_dtype"] = dtype_name(row["state_dtype"])
             stats["moving_elements"] = int(moving)
             parameters[name] = stats
         return modules, parameters
@@ -164,6 +166,6 @@ def read_maxima(maxima: ForwardMaxima) -> dict:
     for name, value in zip(names, values):
         dtype = maxima.dtypes.get(name)
         largest = torch.finfo(dtype).max if dtype is not None else None
-        out[name] = {"forward_absmax": value, "dtype": str(dtype).replace("torch.", ""),
+        out[name] = {"forward_absmax": value, "dtype": dtype_name(dtype),
                      "headroom": value / largest if largest else None}
     return out
