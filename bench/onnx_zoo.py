@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
-
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,16 +52,16 @@ def _build(name: str):
     return build(), (inputs["input_ids"], inputs["attention_mask"]), ["input_ids", "attention_mask"]
 
 
-def export_zoo(sample: str, directory: str, dynamo: bool) -> str:
-    """``zoo:NAME`` exported by the dynamo (torch.export) or the legacy exporter."""
+def export_zoo(sample: str, directory: str, dynamo: bool, dynamic: bool = False) -> str:
+    """``zoo:NAME`` exported by the dynamo (torch.export) or the legacy exporter; ``dynamic``:
+    with the batch (and the sequence of token inputs) as symbolic dims."""
+    from onnx_models import export_name, onnx_export
+
     name = sample[len(PREFIX):]
     if name not in NAMES:
         raise ValueError(f"{sample}: not one of {', '.join(PREFIX + n for n in NAMES)}")
-    path = os.path.join(directory, f"{name}_{'dynamo' if dynamo else 'legacy'}.onnx")
+    path = os.path.join(directory, export_name(name, dynamo, dynamic))
     if not os.path.exists(path):
         model, inputs, names = _build(name)
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(_First(model.eval(), names).eval(), inputs, path, dynamo=dynamo, input_names=names,
-                              verbose=False)
+        onnx_export(_First(model.eval(), names).eval(), inputs, path, dynamo, names=names, dynamic=dynamic)
     return path

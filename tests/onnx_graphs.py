@@ -14,9 +14,9 @@ def const(name, value, dtype=np.float32):
     return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
 
 
-def build(nodes, inputs, outputs, initializers=()):
+def build(nodes, inputs, outputs, initializers=(), opset=17):
     graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=IR_VERSION)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION)
 
 
 def save(model, directory, name="m.onnx") -> str:
@@ -93,7 +93,8 @@ def untyped_square(directory=None, name="untyped.onnx"):
 
 def rms_norm_by_reciprocal(directory, name="rmsnorm.onnx") -> str:
     """x * Reciprocal(Sqrt(ReduceMean(x^2) + eps)) * w → MatMul: an RMSNorm as the dynamo
-    exporter writes ``x * torch.rsqrt(variance + eps)`` (T5, Llama)."""
+    exporter writes ``x * torch.rsqrt(variance + eps)`` (T5, Llama), at opset 18 (the axes of
+    ReduceMean an input)."""
     w = np.random.default_rng(2).standard_normal((16, 16)).astype(np.float32) * 0.3
     nodes = [helper.make_node("Pow", ["x", "two"], ["sq"], name="/norm/Pow"),
              helper.make_node("ReduceMean", ["sq", "axes"], ["var"], name="/norm/ReduceMean", keepdims=1),
@@ -105,4 +106,37 @@ def rms_norm_by_reciprocal(directory, name="rmsnorm.onnx") -> str:
              helper.make_node("MatMul", ["scaled", "w"], ["y"], name="/proj/MatMul")]
     inits = [const("two", 2.0), const("axes", [-1], np.int64), const("eps", 1e-6),
              const("gain", np.ones(16)), const("w", w)]
-    return save(build(nodes, [tensor("x", [8, 16])], [tensor("y", [8, 16])], inits), directory, name)
+    return save(build(nodes, [tensor("x", [8, 16])], [tensor("y", [8, 16])], inits, opset=18), directory, name)
+
+
+def with_symbolic_dims(path: str, names=("batch", "sequence")) -> str:
+    """The model at ``path`` saved beside it with its inputs' leading dims made symbolic
+    (``batch``, ``sequence``: as an export with dynamic axes writes them; the last dim, the
+    features, stays), its outputs' shapes left to inference and its inner shapes inferred
+    again from the inputs: every dim that follows from a symbolic one is unknown too."""
+    model = onnx.load(path)
+    for vi in model.graph.input:
+        for dim, name in zip(vi.type.tensor_type.shape.dim[:-1], names):
+            dim.dim_param = name
+    for vi in model.graph.output:
+        vi.type.tensor_type.ClearField("shape")
+    del model.graph.value_info[:]
+    model = onnx.shape_inference.infer_shapes(model)
+    out = path[:-len(".onnx")] + "_symbolic.onnx"
+    onnx.save(model, out)
+    return out
+
+
+def layer_norm_block(directory, name="layernorm.onnx") -> str:
+    """LayerNormalization (axis -1, its scale a Constant node's ones: no learned affine) of a
+    (batch, sequence, 16) input, a projection, then a mean over the tokens and a sum: every
+    reduction and norm with unknown extents once ``with_symbolic_dims`` has made the batch and
+    the sequence symbolic."""
+    w = np.random.default_rng(3).standard_normal((16, 16)).astype(np.float32) * 0.3
+    ones = helper.make_node("Constant", [], ["ones"], value=numpy_helper.from_array(np.ones(16, np.float32)))
+    nodes = [ones, helper.make_node("LayerNormalization", ["x", "ones"], ["n"], axis=-1, name="/norm/LayerNormalization"),
+             helper.make_node("MatMul", ["n", "w"], ["h"], name="/proj/MatMul"),
+             helper.make_node("ReduceMean", ["h", "tokens"], ["pooled"], keepdims=0, name="/pool/ReduceMean"),
+             helper.make_node("ReduceSum", ["pooled", "features"], ["y"], keepdims=0, name="/pool/ReduceSum")]
+    inits = [const("w", w), const("tokens", [1], np.int64), const("features", [-1], np.int64)]
+    return save(build(nodes, [tensor("x", [2, 8, 16])], [tensor("y", [2])], inits, opset=18), directory, name)

@@ -31,7 +31,7 @@ import math
 import networkx as nx
 
 from ..core.numerics import LARGEST_FINITE, rounds_to
-from ..ir.graph import producers
+from ..ir.graph import numel, producers
 from .facts import RangeFacts, fact
 from .measured import measured_interval
 
@@ -70,6 +70,9 @@ GEMMS = {"matmul", "bmm", "mm", "einsum"}
 #: products of two operands without a sum: each output is one product (a GEMM contracting 1)
 OUTER = {"outer", "ger"}
 NORMS_WITHOUT_AFFINE = {"layer_norm", "rms_norm"}
+#: the most elements a tensor can have (numel is an int64): the extent of a sum over a dim
+#: that is unknown (an ONNX symbolic dim)
+MAX_NUMEL = 2**63 - 1
 L2_NORMS = {"norm", "linalg_vector_norm"}
 #: the open interval of values an integer dtype holds (a cast truncates toward 0 inside it)
 INTEGER_LIMITS = {"int64": (-2.0**63 - 1, 2.0**63), "int32": (-2.0**31 - 1, 2.0**31),
@@ -290,7 +293,8 @@ def _summed_first(hull, node):
     (at most all of its input) could pass float32's largest value before the division."""
     if hull is None:
         return None
-    extent = max((math.prod(s) for s in node["in_shapes"] if s), default=1)
+    sizes = [numel(s) for s in node["in_shapes"] if s]
+    extent = MAX_NUMEL if None in sizes else max(sizes, default=1)  # a symbolic dim: any size a tensor has
     return tuple(v if abs(v) * extent < LARGEST_FINITE["float32"] else math.copysign(INF, v) for v in hull)
 
 
@@ -298,12 +302,18 @@ def _unbounded(r):
     return r is None or (r[0] == -INF and r[1] == INF)
 
 
-def _norm_extent(node) -> int:
+def _norm_extent(node) -> int | None:
     """How many elements a layer_norm / rms_norm normalises over: its normalized_shape where
-    capture recorded it (native_layer_norm's ints), else every element of the output."""
+    capture recorded it (native_layer_norm's ints), an ONNX LayerNormalization's dims from its
+    axis on, else every element of the output; None where a dim it spans is unknown."""
     ints = [v for op, v in node["scalars"] if op == "native_layer_norm" and isinstance(v, int)
             and not isinstance(v, bool)]
-    return math.prod(ints) if ints else math.prod(node["out_shape"])
+    if ints:
+        return math.prod(ints)
+    shape = node["out_shape"]
+    if node["target"] == "onnx::LayerNormalization" and node["dims"] and shape:
+        shape = shape[node["dims"][0] % len(shape):]
+    return numel(shape)
 
 
 def value_range(graph, name, node, ranges, input_range=None, buffers=None):
@@ -334,8 +344,8 @@ def value_range(graph, name, node, ranges, input_range=None, buffers=None):
             return _hull(inputs + others + [(float(v), float(v)) for v in _numbers(node)])
         return _clamp(dict(node, op="clamp") if op == "hardtanh" else node, only)
     if op in NORMS_WITHOUT_AFFINE and not node["params"] and node["out_shape"]:
-        bound = math.sqrt(_norm_extent(node))  # |x - mean| / std <= sqrt(N) over N elements
-        return (-bound, bound)
+        extent = _norm_extent(node)  # |x - mean| / std <= sqrt(N) over N elements
+        return None if extent is None else (-math.sqrt(extent), math.sqrt(extent))
     if op in SAME:
         return only
     if op in SAME_OR_ZERO:

@@ -8,6 +8,7 @@ that line; the last op of the chain carries an ``RnnFacts`` (analysis/facts.py) 
 """
 from collections import defaultdict
 
+from ..ir.graph import numel
 from .facts import RnnFacts
 
 RNN_OPS = {"lstm", "gru", "rnn_tanh", "rnn_relu"}
@@ -20,7 +21,8 @@ def annotate(graph):
     for _, node in graph.nodes(data=True):
         if node["op"] in RNN_OPS:
             shape = node["in_shapes"][0] if node["in_shapes"] else None
-            node["rnn"] = RnnFacts(node["compute_dtype"], steps=max(shape[:2]) if shape and len(shape) >= 2 else None)
+            known = shape and len(shape) >= 2 and numel(shape[:2])
+            node["rnn"] = RnnFacts(node["compute_dtype"], steps=max(shape[:2]) if known else None)
         elif node["op"] in CELL_OPS:
             node["rnn"] = RnnFacts(node["compute_dtype"])
     for name, steps in _recurrence_ends(graph):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from ..ir.graph import numel
 from .facts import WorkFacts
 
 #: GEMMs of two operands, by the index of their first operand (baddbmm/addmm: bias first)
@@ -19,25 +20,19 @@ FIRST_OPERAND = {"matmul": 0, "bmm": 0, "mm": 0, "baddbmm": 1, "addmm": 1}
 CONVS = {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
 
 
-def _numel(shape) -> int | None:
-    if not shape or any(not isinstance(d, int) for d in shape):
-        return None
-    return math.prod(shape)
-
-
 def _weight(node, rank, fits):
     """The weight's shape: the parameter of that rank named ``weight`` (capture lists the
     operands in no fixed order), else the one operand of that rank that ``fits``."""
-    named = [s for p, s in node["params"] if p.endswith("weight") and s and len(s) == rank and _numel(s)]
+    named = [s for p, s in node["params"] if p.endswith("weight") and s and len(s) == rank and numel(s)]
     if len(named) == 1:
         return named[0]
-    fitting = [s for s in node["in_shapes"] if s and len(s) == rank and _numel(s) and fits(s)]
+    fitting = [s for s in node["in_shapes"] if s and len(s) == rank and numel(s) and fits(s)]
     return fitting[0] if len(fitting) == 1 else None
 
 
 def macs(node) -> int | None:
     """Multiply-adds of one call, from its shapes; None where they do not tell."""
-    op, out, shapes = node["op"], _numel(node["out_shape"]), node["in_shapes"]
+    op, out, shapes = node["op"], numel(node["out_shape"]), node["in_shapes"]
     if out is None:
         return None
     if op == "linear":
@@ -48,7 +43,7 @@ def macs(node) -> int | None:
         if weight is None:
             return None
         if op.startswith("conv_transpose"):  # weight (in, out / groups, k...): per input element
-            inputs = _numel(shapes[0])
+            inputs = numel(shapes[0])
             return inputs * math.prod(weight[1:]) if inputs else None
         return out * math.prod(weight[1:])  # weight (out, in / groups, k...): per output element
     if op in FIRST_OPERAND:
@@ -58,8 +53,8 @@ def macs(node) -> int | None:
             return out * pair[0][-1]
     if op == "scaled_dot_product_attention" and len(shapes) >= 3:
         q, k, v = shapes[:3]
-        if q and k and v and _numel(q) and _numel(k):
-            return _numel(q) // q[-1] * k[-2] * (q[-1] + v[-1])  # q @ k^T, then probs @ v
+        if all(numel(s) for s in (q, k, v)):
+            return numel(q) // q[-1] * k[-2] * (q[-1] + v[-1])  # q @ k^T, then probs @ v
     return None
 
 

@@ -6,6 +6,7 @@ edges run producer → consumer. Graph attributes (``G.graph``) hold model-level
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import networkx as nx
@@ -20,7 +21,7 @@ class OpNode:
     target: str  # main aten / ONNX op: "aten._softmax.default", "onnx::Softmax"
     atens: list = field(default_factory=list)  # every compute op the call ran
     in_dtypes: list = field(default_factory=list)  # dtypes entering the op, before autocast
-    in_shapes: list = field(default_factory=list)
+    in_shapes: list = field(default_factory=list)  # a dim is None where it is unknown (ONNX's symbolic dims)
     compute_dtype: str | None = None  # dtype the main op computes in
     out_dtype: str | None = None
     out_shape: tuple | None = None
@@ -66,6 +67,14 @@ def new_graph(**attrs) -> nx.DiGraph:
 def add_op(graph: nx.DiGraph, node: OpNode) -> str:
     graph.add_node(node.name, **asdict(node))
     return node.name
+
+
+def numel(shape) -> int | None:
+    """The elements of a recorded shape; None where the shape or any of its dims is unknown
+    (an ONNX file's symbolic ``batch`` or ``sequence``): a bound built on it has none."""
+    if shape is None or any(not isinstance(d, int) for d in shape):
+        return None
+    return math.prod(shape)
 
 
 def producers(graph: nx.DiGraph, node: str) -> list[str]:

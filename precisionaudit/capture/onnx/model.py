@@ -101,9 +101,10 @@ def capture_onnx(path: str, target) -> Capture:
         elif node.op_type == "LayerNormalization" and _stash_type(node) == 1:
             compute = "float32"  # the spec computes the mean and variance in stash_type (fp32)
         scalars, params = [], []
+        axes = _axes_input(node)
         for i in node.input:
             value = tensors.values.get(i)
-            if value is None:
+            if value is None or i == axes:  # an axes tensor is the op's dims, no operand value
                 continue
             if value.size == 1:
                 scalars.append([op, value.reshape(()).item()])
@@ -185,6 +186,14 @@ def _stash_type(node) -> int:
     return next((a.i for a in node.attribute if a.name == "stash_type"), 1)
 
 
+def _axes_input(node) -> str | None:
+    """The input that names a reduction's or a scan's axes (ReduceSum from opset 13, the other
+    Reduce ops from 18, CumSum), or None."""
+    if (node.op_type.startswith("Reduce") or node.op_type == "CumSum") and len(node.input) > 1:
+        return node.input[1]
+    return None
+
+
 def _axes(node, tensors) -> list:
     from onnx import AttributeProto
 
@@ -193,8 +202,8 @@ def _axes(node, tensors) -> list:
             return list(attr.ints)
         if attr.name == "axis" and attr.type == AttributeProto.INT:
             return [attr.i]
-    if node.op_type.startswith("Reduce") or node.op_type == "CumSum":
-        axes = tensors.values.get(node.input[1]) if len(node.input) > 1 else None
+    if _axes_input(node):
+        axes = tensors.values.get(_axes_input(node))
         if axes is not None and axes.dtype.kind in "iu":  # anything else is not an axes tensor
             return [int(a) for a in axes.ravel()]
     return []
