@@ -125,19 +125,28 @@ def shares(model, block_list, flops):
     return 1 - len(kept) / len(model.graph.node), _low_share(flops, kept)
 
 
-def ours(path, tol):
+def scanned(path, target) -> list:
+    """The scan's findings; a scan that fails (an internal error included) fails the row."""
+    from precisionaudit.rules.engine import load_rules
+    from precisionaudit.scanner import scan
+
+    results, findings = scan([path], target, load_rules())
+    if results[0].status != "ok":
+        raise RuntimeError(f"scan: {results[0].error}")
+    return findings
+
+
+def ours(path, tol, shapes):
     from precisionaudit.runtime.onnx.load import load_onnx
     from precisionaudit.check.onnx.runner import run_onnx_check
     from precisionaudit.core.target import Target
     from precisionaudit.plan.onnx import make_onnx_plan
-    from precisionaudit.rules.engine import load_rules
-    from precisionaudit.scanner import scan
 
     started = time.perf_counter()
     target = Target("float16", "pure")
-    _, findings = scan([path], target, load_rules())
+    findings = scanned(path, target)
     plan, _ = make_onnx_plan(findings, load_onnx(path), target)
-    report = run_onnx_check(path, plan=plan, tolerance=tol)
+    report = run_onnx_check(path, plan=plan, tolerance=tol, input_shapes=shapes)
     planned = report["variants"][-1]
     rel = max(((o["max_abs"] or 0) / ((o["bound"] - tol.atol) / tol.rtol or 1)
                for o in planned["outputs"] if "max_abs" in o), default=None)
@@ -147,19 +156,17 @@ def ours(path, tol):
             "baseline": report["variants"][1]["status"]}
 
 
-def ours_pruned(path, tol, feeds, flops):
+def ours_pruned(path, tol, shapes, feeds, flops):
     from precisionaudit.apply.onnx import convert
     from precisionaudit.runtime.onnx.load import load_onnx
     from precisionaudit.core.target import Target
     from precisionaudit.prune.onnx import pruned_plan
-    from precisionaudit.rules.engine import load_rules
-    from precisionaudit.scanner import scan
 
     started = time.perf_counter()
     target = Target("float16", "pure")
-    _, findings = scan([path], target, load_rules())
+    findings = scanned(path, target)
     model = load_onnx(path)
-    plan, _, _, pruned = pruned_plan(findings, model, path, target, "warning", {}, 0)
+    plan, _, _, pruned = pruned_plan(findings, model, path, target, "warning", shapes, 0)
     wall = time.perf_counter() - started
     nodes, gemm = shares(model, set(convert(model, plan).kept), flops)
     status, rel = final_error(convert(model, plan, keep_io_types=True).model, model, feeds, tol)
@@ -270,13 +277,18 @@ def main() -> int:
     parser.add_argument("--directory", help="export into (and reuse the exports in) this directory "
                                             "instead of a temporary one")
     parser.add_argument("--no-modelopt", action="store_true", help="leave ModelOpt AutoCast out")
+    parser.add_argument("--ours-only", action="store_true",
+                        help="only precisionaudit's rows (no onnxconverter-common search, no ModelOpt)")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="export with dynamic axes (every input's batch, token inputs' sequence), as real "
+                             "exports are; each method runs on the example inputs' shapes")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     sys.path.insert(0, HERE)  # onnx_zoo
     import onnxconverter_common
     import onnxruntime
     import torch
-    from onnx_models import ENCODERS, export, export_encoder
+    from onnx_models import ENCODERS, export, export_encoder, inputs_file
     from onnx_zoo import NAMES, PREFIX, export_zoo
 
     from precisionaudit.runtime.onnx.float16 import _no_op_casts_to_identity
@@ -290,7 +302,7 @@ def main() -> int:
     import onnx
 
     torch.set_num_threads(min(2, os.cpu_count() or 1))
-    modelopt = None if args.no_modelopt else modelopt_or_none()
+    modelopt = None if args.no_modelopt or args.ours_only else modelopt_or_none()
     print(f"machine: {platform.processor() or platform.machine()}, onnxruntime {onnxruntime.__version__}, "
           f"onnxconverter-common {onnxconverter_common.__version__}, torch {torch.__version__}"
           + (f", modelopt {modelopt.version}" if modelopt else "") + "\n")
@@ -306,19 +318,21 @@ def main() -> int:
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                     exporter = (export_encoder if sample in ENCODERS
                                 else export_zoo if sample.startswith(PREFIX) else export)
-                    path = exporter(sample, directory, dynamo)
+                    path = exporter(sample, directory, dynamo, args.dynamic)
                 model = load_onnx(path)
                 name_nodes(model.graph)
-                feeds, _ = make_inputs(model, resolve_shapes(model, {}, path), 0, path)
+                shapes = {k: v.shape for k, v in np.load(inputs_file(path)).items()} if args.dynamic else {}
+                feeds, _ = make_inputs(model, resolve_shapes(model, shapes, path), 0, path)
                 flops = _gemm_flops(model, _typed(model, {k: v.shape for k, v in feeds.items()}))
-                rows = [("precisionaudit", guarded(ours, path, tol)),
-                        ("precisionaudit --prune", guarded(ours_pruned, path, tol, feeds, flops))]
-                given = type(model)()
-                given.CopyFrom(model)
-                if _no_op_casts_to_identity(given):  # legacy exports: .float() as Cast(to=float)
-                    rows.append(("acmp (as exported)", guarded(acmp, model, model, feeds, tol, False, flops)))
-                rows.append(("acmp", guarded(acmp, given, model, feeds, tol, False, flops)))
-                rows.append(("acmp-emulated", guarded(acmp, given, model, feeds, tol, True, flops)))
+                rows = [("precisionaudit", guarded(ours, path, tol, shapes)),
+                        ("precisionaudit --prune", guarded(ours_pruned, path, tol, shapes, feeds, flops))]
+                if not args.ours_only:
+                    given = type(model)()
+                    given.CopyFrom(model)
+                    if _no_op_casts_to_identity(given):  # legacy exports: .float() as Cast(to=float)
+                        rows.append(("acmp (as exported)", guarded(acmp, model, model, feeds, tol, False, flops)))
+                    rows.append(("acmp", guarded(acmp, given, model, feeds, tol, False, flops)))
+                    rows.append(("acmp-emulated", guarded(acmp, given, model, feeds, tol, True, flops)))
                 if modelopt is not None:  # the same inputs as its calibration data, the same node names
                     stem = path[:-len(".onnx")]
                     np.savez(stem + "_calibration.npz", **feeds)
