@@ -10,6 +10,7 @@ import click
 from .core.documents import require_regular_file
 from .core.errors import UsageError
 from .core.exits import EXIT_FINDINGS, EXIT_OK, OneLineErrors, guarded
+from .core.isolation import RemoteTraceback
 from .core.outputs import checked_output
 from .core.target import (  # torch-free: torch is imported only when a model is scanned
     DEVICES,
@@ -20,7 +21,7 @@ from .core.target import (  # torch-free: torch is imported only when a model is
     Target,
 )
 from .core.values import DEFAULT_HEADROOM, ValueOptions
-from .runtime.sources import BESIDE, LoadOptions, source_kind
+from .runtime.sources import BESIDE, LoadOptions, callable_spec, source_kind
 
 
 class FiniteRange(click.FloatRange):
@@ -62,13 +63,23 @@ def target_options(fn):
     return fn
 
 
+def _function_name(context, param, value):
+    """--entry / --inputs: a Python name (or, for --inputs, a module:callable): an empty or
+    malformed one is a usage error, not a model file read as something else."""
+    if value.isidentifier() or (param.name == "inputs_name" and callable_spec(value)):
+        return value
+    raise click.BadParameter(f"{value!r} is not a function name" + (" or a module:callable" if param.name ==
+                                                                    "inputs_name" else ""))
+
+
 def load_options(fn):
     """--entry / --inputs / --input-shape / --pythonpath: how scan, explain, plan and check load
     the model (a model file, a Hugging Face directory, a module:callable, an ONNX file)."""
     for option in reversed([
-        click.option("--entry", default="get_model", show_default=True,
+        click.option("--entry", default="get_model", show_default=True, callback=_function_name,
                      help="Function of the model file that returns the nn.Module."),
         click.option("--inputs", "inputs_name", default="get_example_inputs", show_default=True,
+                     callback=_function_name,
                      help="Function of the model file that returns the example inputs, or a "
                      "module:callable that does (any model)."),
         click.option("--input-shape", "input_shapes", multiple=True, metavar="[NAME=]DIMS",
@@ -317,7 +328,8 @@ Examples:
               "on the example inputs, one forward per entry, and a plan that fails grows from each run's "
               "first divergence; ONNX: float16 runs on generated inputs, 2-5 onnxruntime runs, more when "
               "a failing plan grows from its first divergence); the plan written is verified.")
-@click.option("--seed", type=SEED, default=0, show_default=True, help="With --prune: the seed of the runs.")
+@click.option("--seed", type=SEED, default=0, show_default=True,
+              help="With --prune or --data: the seed of the runs.")
 @click.option("--train", is_flag=True, help="The training entries (keep_fp32_modules, master_weights, "
               "loss_scale) that fix what check --train finds, from --steps optimizer steps.")
 @click.option("--steps", type=int, default=20, show_default=True, help="--train: optimizer steps per variant.")
@@ -331,8 +343,11 @@ def plan(path, output, min_severity, config_file, isolated, prune, seed, train, 
     """Write the override plan that fixes a model's precision findings.
 
     For a PyTorch model (a model file, a Hugging Face directory, a module:callable): autocast /
-    pure-mode regions by module. For an ONNX model: the nodes its float16 conversion keeps in
-    float32 (`precisionaudit convert`).
+    pure-mode regions by module; before it is written, the planned forward runs once on fake
+    tensors (a plan never makes the model raise), and with --data the plan is checked on the
+    data and, where it fails, grown from the failing run's first divergence until it passes
+    (its header says what was added). For an ONNX model: the nodes its float16 conversion keeps
+    in float32 (`precisionaudit convert`).
     """
     from .frontend import PlanRequest, frontend_for
     from .rules.engine import load_rules, rule_ids
@@ -363,7 +378,7 @@ def plan(path, output, min_severity, config_file, isolated, prune, seed, train, 
     else:
         result, findings = manager.scan_named(path, settings, rules)
     if result.status == "error":
-        raise UsageError(result.error)
+        raise UsageError(result.error) from (RemoteTraceback(result.traceback) if result.traceback else None)
     made = frontend.plan(PlanRequest(path, frontend.judged_target(settings.target), result, findings, min_severity,
                                      prune, seed, load, timeout, values, output))
     for warning in made.warnings:

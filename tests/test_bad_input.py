@@ -53,3 +53,87 @@ def test_wrong_inputs_never_allocate_the_real_model(monkeypatch):
     with pytest.raises(Exception, match="forward failed on the example inputs"):
         pytorch.capture_file(os.path.join(BAD, "wrong_inputs.py"), pytorch.Target())
     assert calls == [True]
+
+
+@pytest.mark.parametrize("option", ["--entry", "--inputs"])
+@pytest.mark.parametrize("value", ["", "get model", "1st"])
+def test_an_empty_or_malformed_function_name_is_a_usage_error(option, value):
+    """``--entry ''`` read the model file as a training script and passed with 0 findings
+    (issue 41): a name that is no Python function name is exit 2, one line."""
+    result = CliRunner().invoke(main, ["scan", os.path.join(ROOT, "sample_models", "pa111_output_clean.py"),
+                                       option, value])
+    lines = result.stderr.strip().splitlines()
+    assert (result.exit_code, len(lines), result.stdout) == (2, 1, "")
+    assert lines[0].startswith(f"precisionaudit: error: Invalid value for '{option}'")
+
+
+# --debug in the model's child process (the CLI forks only where torch is not imported yet,
+# so these run the command line as a user does)
+BROKEN_FORWARD = """import torch
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return deep_in_the_model(x)
+
+
+def deep_in_the_model(x):
+    return x @ None
+
+
+def get_model():
+    return Net()
+
+
+def get_example_inputs():
+    return (torch.zeros(2, 4),)
+"""
+#: the model's code breaks one of our passes in the child: an internal error raised there
+OUR_BUG = """import torch
+import precisionaudit.analysis.work
+
+
+def injected_bug_in_a_pass(graph):
+    raise ZeroDivisionError("a bug of ours")
+
+
+precisionaudit.analysis.work.annotate = injected_bug_in_a_pass  # the last pass, run after the capture
+
+
+def get_model():
+    return torch.nn.Linear(4, 4)
+
+
+def get_example_inputs():
+    return (torch.zeros(2, 4),)
+"""
+
+
+def run_cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "precisionaudit", *map(str, args)], capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("command", ["scan", "plan", "check", "explain"])
+def test_debug_shows_the_traceback_raised_in_the_models_child(command, tmp_path):
+    """The traceback printed is the child's, down to the model's own line, not only the
+    parent's re-raise (issue 41)."""
+    path = tmp_path / "broken.py"
+    path.write_text(BROKEN_FORWARD)
+    done = run_cli(command, path, "--debug")
+    assert done.returncode == 2
+    assert "deep_in_the_model" in done.stderr and "Traceback" in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("precisionaudit: error:")
+
+
+def test_an_internal_error_in_the_child_shows_its_traceback_under_debug(tmp_path):
+    path = tmp_path / "our_bug.py"
+    path.write_text(OUR_BUG)
+    quiet, debug = run_cli("scan", path), run_cli("scan", path, "--debug")
+    assert quiet.returncode == debug.returncode == 2
+    assert "internal error, please report: ZeroDivisionError" in quiet.stderr
+    assert "rerun with --debug" in quiet.stderr and "Traceback" not in quiet.stderr
+    assert "injected_bug_in_a_pass" in debug.stderr and "rerun with --debug" not in debug.stderr

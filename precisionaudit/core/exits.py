@@ -26,6 +26,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_HANGUP = 130, 143, 129  # 128 + SIGINT, SIGTERM, SIGHUP
 #: errors of writing stdout itself (no file name): a full disk, a closed pipe
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EDQUOT, errno.EFBIG}
+DEBUG_KEY = "precisionaudit.debug"
 
 
 def fail(message: str, debug: bool = False, code: int = EXIT_USAGE):
@@ -33,6 +34,13 @@ def fail(message: str, debug: bool = False, code: int = EXIT_USAGE):
         traceback.print_exc()
     click.echo(f"precisionaudit: error: {message}", err=True)
     sys.exit(code)
+
+
+def debug_requested() -> bool:
+    """Whether the running command was given --debug (in a forked child too: it inherits the
+    parent's click context)."""
+    context = click.get_current_context(silent=True)
+    return bool(context and context.meta.get(DEBUG_KEY))
 
 
 def internal_error_line(exc: BaseException, debug: bool) -> str:
@@ -45,7 +53,7 @@ def guarded(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, debug=False, **kwargs):
-        click.get_current_context().meta["precisionaudit.debug"] = debug
+        click.get_current_context().meta[DEBUG_KEY] = debug
         command_started()  # whether the model's code runs in a child process (core.isolation)
         try:
             with handled_signals():

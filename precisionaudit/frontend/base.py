@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..core.errors import CaptureError, UsageError
-from ..core.exits import internal_error_line
+from ..core.exits import debug_requested, internal_error_line
 from ..core.results import ModelResult
 from ..core.target import Target
 from ..core.values import NO_VALUES, ValueOptions
@@ -250,7 +250,7 @@ class ModelFrontend:
             return result, []
         except Exception as exc:  # noqa: BLE001 - a bug of ours must not hide the other models
             result.status, result.traceback = "error", _traceback_text(exc)
-            result.error = f"{path}: {internal_error_line(exc, debug=False)}"
+            result.error = f"{path}: {internal_error_line(exc, debug_requested())}"
             return result, []
         result.frontend, result.nodes = captured.frontend, graph.number_of_nodes()
         result.skipped, result.notes, result.graph = captured.skipped, captured.notes, graph

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ..core.errors import UsageError
-from ..core.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE
+from ..core.exits import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, debug_requested
 from ..core.findings import rule_counts
 from ..core.outputs import checked_output
 from ..core.report import ScanReport
@@ -33,8 +33,7 @@ class ScanPrinter:
     def __init__(self, manager, fmt: str, statistics: bool, color: str, output_file: str | None,
                  write_baseline: str | None):
         self.manager, self.fmt, self.statistics = manager, fmt, statistics
-        context = click.get_current_context(silent=True)  # --debug: tracebacks of failed models
-        self.debug = bool(context and context.meta.get("precisionaudit.debug"))
+        self.debug = debug_requested()  # --debug: tracebacks of failed models
         self.write_baseline = write_baseline
         read = manager.read
         self.baseline_path = checked_output(write_baseline, read, "baseline") if write_baseline else None
