@@ -330,6 +330,92 @@ def test_index_add_and_scatter_add_round_every_add_as_cudas_atomics(dtype):
     assert not torch.equal(want, dest.float().index_add(0, index, src.float()).to(dtype))
 
 
+def test_put_accumulating_rounds_every_add_as_cudas_atomics():
+    dest = torch.zeros(4, dtype=torch.float16)
+    with EmulatedKernels():
+        dest.put_(torch.tensor([0, 0, 0, -1]), torch.tensor([2048.0, 1.0, 1.0, 3.0]).half(), accumulate=True)
+    assert dest.tolist() == [2048.0, 0.0, 0.0, 3.0]  # 2048 + 1 is 2048 in fp16, twice
+
+
+def nll_loss2d_as_cuda(logp, target, weight=None, ignore_index=-100, mean=True):
+    """NLLLoss2d.cu written out one block at a time (1024 threads, blocks_per_sample =
+    max(1, ceil(H*W / 1024) // 128), block k taking the pixels whose 1024-wide chunk index is
+    k mod that): fp32 block sums, each cast to the low dtype and atomically added into the
+    low-precision output and weight total; the mean their low-precision quotient."""
+    low = logp.dtype
+    n, _, h, w = logp.shape
+    pixels = h * w
+    blocks = max(1, -(-pixels // 1024) // 128)
+    out = total = torch.zeros((), dtype=low)
+    for b in range(n):
+        for k in range(blocks):
+            loss_sum = weight_sum = 0.0
+            for i in range(pixels):
+                if (i // 1024) % blocks != k:
+                    continue
+                t = int(target[b].reshape(-1)[i])
+                if t == ignore_index:
+                    continue
+                cur = 1.0 if weight is None else float(weight[t])
+                value = float(logp[b, t].reshape(-1)[i])
+                product = value * cur if weight is None else float(torch.tensor(value * cur).to(low))
+                loss_sum -= product
+                weight_sum += cur
+            out = low_add(out, torch.tensor(loss_sum).to(low), low)
+            total = low_add(total, torch.tensor(weight_sum).to(low), low)
+    return ((out.float() / total.float()).to(low) if mean else out), total
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_nll_loss2d_adds_fp32_block_sums_atomically_in_the_low_dtype(dtype):
+    """Issue 41: with class weights and ignored pixels, over 2 samples of 1,500 pixels (one
+    block each): output and total_weight as the kernel's atomics make them."""
+    torch.manual_seed(0)
+    logp = F.log_softmax(torch.randn(2, 5, 30, 50) * 3, dim=1).to(dtype)
+    target = torch.randint(0, 5, (2, 30, 50))
+    target[0, :4] = -100
+    weight = torch.tensor([0.5, 1.25, 2.0, 0.7, 3.1]).to(dtype)
+    with EmulatedKernels():
+        got = torch.ops.aten.nll_loss2d_forward(logp, target, weight, 1, -100)
+        summed = torch.ops.aten.nll_loss2d_forward(logp, target, None, 2, -100)
+    want = nll_loss2d_as_cuda(logp, target, weight)
+    want_sum = nll_loss2d_as_cuda(logp, target, mean=False)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert torch.equal(summed[0], want_sum[0]) and torch.equal(summed[1], want_sum[1])
+
+
+def test_nll_loss2d_past_65504_pixels_is_nan_in_fp16_as_on_cuda():
+    """pytorch/pytorch#29429: NLLLoss(reduction='mean') on fp16 (N, C, 256, 256) is NaN on the
+    GPU: the fp16 weight total and loss sum both pass 65504 (inf / inf). Over 2 x 181 x 181
+    pixels (one block each, 32,761 pixels) it is the atomic add across blocks that overflows;
+    512 x 512 pixels take 2 blocks a sample. Below 65,504 pixels it is finite; in bf16 too."""
+    torch.manual_seed(0)
+    for shape, nan in [((1, 3, 256, 256), True), ((2, 3, 181, 181), True), ((1, 2, 512, 512), True),
+                       ((2, 3, 100, 100), False)]:
+        logp = F.log_softmax(torch.randn(shape), dim=1)
+        target = torch.randint(0, shape[1], (shape[0], *shape[2:]))
+        with EmulatedKernels():
+            loss = F.nll_loss(logp.half(), target)
+            loss_bf16 = F.nll_loss(logp.bfloat16(), target)
+        assert bool(loss.isnan()) == nan, shape
+        assert torch.isfinite(loss_bf16) and abs(loss_bf16.float() - F.nll_loss(logp, target)) < 0.02
+
+
+def test_nll_loss2d_backward_divides_by_the_fp16_weight_total():
+    """The mean's backward reads total_weight as stored (fp16 inf past 65504 pixels): every
+    gradient is -grad_output / inf = -0, as on CUDA: training learns nothing, silently."""
+    logp = F.log_softmax(torch.randn(1, 2, 256, 256), dim=1).half().requires_grad_()
+    target = torch.randint(0, 2, (1, 256, 256))
+    with EmulatedKernels():
+        F.nll_loss(logp, target).backward()
+        _, total = torch.ops.aten.nll_loss2d_forward(logp.detach(), target, None, 1, -100)
+    assert torch.isinf(total) and logp.grad.abs().max() == 0
+    half = F.log_softmax(torch.randn(1, 2, 128, 128), dim=1).half().requires_grad_()
+    with EmulatedKernels():
+        F.nll_loss(half, torch.randint(0, 2, (1, 128, 128))).backward()
+    assert half.grad.abs().max() > 0  # 16,384 pixels: the gradient is there
+
+
 # --- the same equalities under each of CPU's kernel paths
 
 ORDER = ["DEFAULT", "AVX2", "AVX512"]

@@ -16,9 +16,9 @@ runs CPU's low-precision path. This dispatch mode computes each one as CUDA does
   (which outputs those are, meta tensors say: a layer norm's mean and rstd stay fp32, as on
   CUDA). An op that writes into a low tensor (``add_``, ``out=``, ``_foreach_mul_``) has its
   rounded result copied into it.
-- **low accumulation** (``low_accumulation``): scans (cumsum, cumprod, logcumsumexp) and
-  atomic adds (scatter_add, index_add) keep their running value in the low dtype on CUDA;
-  they are emulated step by step.
+- **low accumulation** (``low_accumulation``): scans (cumsum, cumprod, logcumsumexp), atomic
+  adds (scatter_add, index_add, put_ accumulating) and nll_loss2d's atomic partial sums keep
+  their running value in the low dtype on CUDA; they are emulated step by step.
 - **exact** (``EXACT``): ops whose result does not depend on arithmetic (views, copies and
   casts, indexing, fills, max/min/sort, clamps, random fills) run CPU's kernel: the same
   bits on any CPU, without a widened copy.
@@ -44,7 +44,14 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 from ...core.numerics import dtype_name
 from .dtypes import LOW_PRECISION as LOW
-from .low_accumulation import ATOMIC_ADDS, SCAN_STEPS, atomic_add, cuda_scan
+from .low_accumulation import (
+    ATOMIC_ADDS,
+    ATOMIC_PARTIAL_SUMS,
+    SCAN_STEPS,
+    atomic_add,
+    cuda_scan,
+    nll_loss2d_reduced,
+)
 
 #: GEMMs and convolutions: tensor cores on CUDA (fp16/bf16 inputs, fp32 accumulation). The
 #: scan's capture computes them given a low dtype and float32 (``mixed_operands``).
@@ -256,6 +263,10 @@ def _in_fp32(op, args, kwargs, leaves):
     if name in SCAN_STEPS and native[0] in LOW:
         result = cuda_scan(args[0].to(native[0]), op.argument(args, kwargs, "dim"), SCAN_STEPS[name])
         return _into_destination(op, args, kwargs, result)
+    if name in ATOMIC_PARTIAL_SUMS and native[0] in LOW and op.argument(args, kwargs, "reduction"):
+        result = nll_loss2d_reduced(*(op.argument(args, kwargs, n) for n in
+                                      ("self", "target", "weight", "reduction", "ignore_index")))
+        return _into_destination(op, args, kwargs, result)
     if name in ATOMIC_ADDS and native[0] in LOW:
         self, dim, index = (op.argument(args, kwargs, n) for n in ("self", "dim", "index"))
         source = op.argument(args, kwargs, "src" if "src" in op.positions else "source")
@@ -299,13 +310,17 @@ def _write_back(op, original, wide) -> dict:
 
 
 def _into_destination(op, args, kwargs, result):
-    """``result`` as the op returns it: written into ``self`` (``cumsum_``) or ``out``."""
+    """``result`` (a tensor, or a tuple of them) as the op returns it: written into ``self``
+    (``cumsum_``) or its ``out`` tensors."""
     if not op.written:
         return result
-    target = op.argument(args, kwargs, op.written[0])
-    if target.shape != result.shape:
-        target.resize_(result.shape)
-    return target.copy_(result)
+    results = result if isinstance(result, tuple) else (result,)
+    targets = [op.argument(args, kwargs, name) for name in op.written]
+    for target, value in zip(targets, results):
+        if target.shape != value.shape:
+            target.resize_(value.shape)
+        target.copy_(value)
+    return tuple(targets) if isinstance(result, tuple) else targets[0]
 
 
 #: (op, what its arguments' dtypes are) -> the dtypes of its tensor outputs on CUDA, or None

@@ -1,4 +1,4 @@
-"""The two places where CUDA keeps a running value in fp16/bf16 rather than in fp32.
+"""The places where CUDA keeps a running value in fp16/bf16 rather than in fp32.
 
 Everywhere else CUDA's kernels compute in fp32 and round once (``emulation``). Here they do
 not, and the error grows with the number of steps, so the emulation reproduces their order:
@@ -21,9 +21,21 @@ not, and the error grows with the number of steps, so the emulation reproduces t
     look-back's timing are not visible from here: the size of the error is what this
     reproduces, not its bits.
 
-- **Atomic adds** (``scatter_add``, ``index_add``): each contribution is added into the
-  low-precision destination by ``atomicAdd``, rounded each time, in an order the GPU picks;
-  here in index order.
+- **Atomic adds** (``scatter_add``, ``index_add``, ``put_(accumulate=True)``): each
+  contribution is added into the low-precision destination by ``atomicAdd``, rounded each
+  time, in an order the GPU picks; here in index order.
+- **Atomic partial sums** (``nll_loss2d_forward`` with a ``mean`` or ``sum`` reduction,
+  ATen/native/cuda/NLLLoss2d.cu): each block sums its pixels' losses and weights in fp32, then
+  adds each sum, cast to the low dtype, into low-precision ``output`` and ``total_weight`` with
+  ``gpuAtomicAdd``; the mean is their quotient in the low dtype. A fp16 batch whose weight
+  total passes 65504 pixels makes ``total_weight`` inf: the mean is NaN (inf / inf), or 0.
+
+The other reductions CUDA runs on fp16/bf16 keep every partial result in ``acc_type`` (fp32)
+and round once (``emulation``): sum/mean/norm/var/prod/logsumexp and softmax (Reduce.cuh's
+staging buffers are ``arg_t``), the norms' statistics, ``nll_loss`` on (N, C) (one block:
+``total_weight`` and the mean rounded once, Loss.cu), its backward (the gradient divides by the
+fp16 ``total_weight`` it was given, inf included), ``embedding_dense_backward`` (segment sums in
+``acc_type``) and ``index_put_(accumulate=True)`` (sorted, summed in ``opmath_t``).
 """
 from __future__ import annotations
 
@@ -153,14 +165,18 @@ def _device_scan(v, op):
     return out.reshape(-1)[:n]
 
 
-#: the aten ops that add into their destination with atomicAdd on CUDA
-ATOMIC_ADDS = frozenset({"scatter_add", "scatter_add_", "index_add", "index_add_"})
+#: the aten ops that add into their destination with atomicAdd on CUDA (put_ only when it
+#: accumulates: ``emulation`` runs it exactly otherwise)
+ATOMIC_ADDS = frozenset({"scatter_add", "scatter_add_", "index_add", "index_add_", "put_", "put"})
 
 
 def atomic_add(name: str, self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor,
                alpha=1) -> torch.Tensor:
     """A new tensor: ``self`` with ``src`` added at ``index`` along ``dim`` as CUDA's atomics
     add it (every add rounded to the low dtype), in index order."""
+    if name.startswith("put"):  # put_(index, source, accumulate): flat indices, negative from the end
+        return atomic_add("index_add", self.reshape(-1), 0, index.reshape(-1) % max(self.numel(), 1),
+                          src.reshape(-1)).view(self.shape)
     low, dim = self.dtype, dim % max(self.dim(), 1)
     if name.startswith("index_add"):
         shape = [1] * src.dim()
@@ -184,3 +200,44 @@ def atomic_add(name: str, self: torch.Tensor, dim: int, index: torch.Tensor, src
         at = rank == r
         out[where[at]] = (out[where[at]] + values[at]).to(low).float()
     return out.view(self.shape).to(low)
+
+
+#: threads per block of NLLLoss2d.cu's kernels (CUDA_NUM_THREADS, ATen/cuda/detail/KernelUtils.h)
+CUDA_NUM_THREADS = 1024
+#: the aten ops whose blocks add fp32 partial sums into low-precision outputs (module doc)
+ATOMIC_PARTIAL_SUMS = frozenset({"nll_loss2d_forward"})
+MEAN, SUM = 1, 2  # at::Reduction
+
+
+def nll_loss2d_reduced(x: torch.Tensor, target: torch.Tensor, weight, reduction: int, ignore_index: int):
+    """(output, total_weight) of ``nll_loss2d_forward`` with a ``mean``/``sum`` reduction on a
+    low-precision (N, C, H, W) ``x``, as NLLLoss2d.cu's ``nll_loss2d_forward_kernel`` and
+    ``nll_loss2d_forward_size_average_kernel`` compute them: ``blocks_per_sample`` blocks per
+    sample, block k summing the pixels whose 1024-wide chunk index is k modulo that count; each
+    block's sums in fp32, added with ``gpuAtomicAdd`` into the low dtype in block order."""
+    low = x.dtype
+    n, _, h, w = x.shape
+    if target.numel() == 0:  # the kernel is not launched: NaN for a mean, 0 for a sum
+        return torch.tensor(math.nan if reduction == MEAN else 0.0, dtype=low), torch.zeros((), dtype=low)
+    pixels = h * w
+    blocks = max(1, -(-pixels // CUDA_NUM_THREADS) // 128)
+    target = target.reshape(n, pixels)
+    kept = target != ignore_index
+    classes = torch.where(kept, target, 0)
+    chosen = x.reshape(n, -1, pixels).gather(1, classes.unsqueeze(1)).squeeze(1).float()
+    if weight is None:
+        weights = kept.float()  # cur_weight = 1
+        losses = chosen * weights
+    else:  # input[i] * cur_weight: a low-precision product (c10::Half's operator*)
+        weights = weight.float()[classes] * kept
+        losses = (chosen * weights).to(low).float()
+    block = (torch.arange(pixels) // CUDA_NUM_THREADS) % blocks
+    loss_sums = torch.zeros(n, blocks).index_add_(1, block, -losses)
+    weight_sums = torch.zeros(n, blocks).index_add_(1, block, weights)
+    output = total = torch.zeros((), dtype=low)
+    for loss_sum, weight_sum in zip(loss_sums.reshape(-1).to(low), weight_sums.reshape(-1).to(low)):
+        output = (output.float() + loss_sum.float()).to(low)
+        total = (total.float() + weight_sum.float()).to(low)
+    if reduction == MEAN:
+        output = (output.float() / total.float()).to(low)
+    return output, total
