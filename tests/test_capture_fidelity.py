@@ -54,10 +54,10 @@ def test_pure_mode_converts_a_fake_model_without_falling_back_to_eager(dtype):
 def test_pure_mode_keeps_tied_weights_tied_and_int_buffers_int():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from precisionaudit.capture.pytorch.capture import _to_dtype
+    from precisionaudit.capture.pytorch.capture import to_dtype
 
     with FakeTensorMode():
-        model = _to_dtype(TiedLM(), torch.float16)
+        model = to_dtype(TiedLM(), torch.float16)
     assert model.head.weight is model.embed.weight
     assert isinstance(model.head.weight, nn.Parameter)
     assert model.embed.weight.dtype == model.scale.dtype == torch.float16

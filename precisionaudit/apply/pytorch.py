@@ -44,7 +44,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ..core.autocast_policy import POLICY
 from ..core.globs import matches
-from ..plan.file import OverridePlan, load_plan, split_op
+from ..plan.file import Override, OverridePlan, load_plan, split_op
 from ..runtime.pytorch.autocast_state import autocast_devices, autocast_disabled
 from ..runtime.pytorch.dtypes import LOW_PRECISION as LOW
 from ..runtime.pytorch.ops import CAST_FNS, GEMM_OPS, QUERIES, canonical_fn_name, canonical_name
@@ -115,7 +115,8 @@ class _Tracker:
         self.origin = WeakIdKeyDictionary()  # fp32 tensor made in a region → its low dtype
         self.hits = Counter()
         self.buffers = frozenset()  # ids of the model's buffers (written back when changed)
-        self.weights = frozenset()  # ids of parameters and buffers: never the surrounding dtype
+        self.weights = frozenset()  # ids of parameters and buffers
+        self.pure = None  # pure mode's dtype: the one every weight has without the plan
 
     def origin_of(self, t):
         return self.origin.get(t) if isinstance(t, torch.Tensor) else None
@@ -132,11 +133,13 @@ class _Tracker:
                 self.origin[t] = origin
 
     def origin_of_inputs(self, leaves):
-        """The low dtype the activations reaching an op stand in for. Parameters and buffers
-        do not count: in pure mode a kept module's fp32 weights are no surrounding dtype, and
-        counting them would leave its results fp32 for the next (low-precision) GEMM."""
-        dims = [self.dtype_seen(t) for t in leaves if isinstance(t, torch.Tensor)
-                and t.is_floating_point() and t.dim() > 0 and id(t) not in self.weights]
+        """The low dtype the tensors reaching an op stand in for. A parameter or buffer stands
+        for the dtype it has without the plan: pure mode's dtype, also when the plan keeps it in
+        fp32 (``1 + self.weight`` of a kept norm is a low value the region made fp32, and goes
+        back to the low dtype when the region returns); under autocast, none."""
+        dims = [self.pure if id(t) in self.weights else self.dtype_seen(t) for t in leaves
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() > 0
+                and (id(t) not in self.weights or self.pure is not None)]
         return _promote(dims)
 
     def cast_back(self, tree):
@@ -471,6 +474,8 @@ def apply_plan(model: torch.nn.Module, plan, warn: bool = True, *, compilable: b
     handle = PlanHandle(plan, model, compilable)
     handle._tracker.buffers = frozenset(id(b) for b in model.buffers())
     handle._tracker.weights = handle._tracker.buffers | {id(p) for p in model.parameters()}
+    if plan.target.get("mode") == "pure" and plan.target.get("dtype") in ("float16", "bfloat16"):
+        handle._tracker.pure = getattr(torch, plan.target["dtype"])
     named = list(model.named_modules())
     for index, override in enumerate(plan.overrides):
         hits = [(name, m) for name, m in named if matches(override.module, name)]
@@ -483,7 +488,21 @@ def apply_plan(model: torch.nn.Module, plan, warn: bool = True, *, compilable: b
         handle.matched[index] = [name for name, _ in hits]
         for _, module in hits:
             handle._attach(index, override, module)
+    if handle._tracker.pure is not None:
+        _keep_kept_modules_in_fp32(handle, plan, named)
     return handle
+
+
+def _keep_kept_modules_in_fp32(handle, plan, named):
+    """Pure mode: a ``keep_fp32_modules`` module that no override names runs as a whole fp32
+    region, as its fp32 weights need: its inputs come in low precision, and its GEMMs would
+    otherwise be handed two dtypes, which CUDA refuses. Its outputs go back to the low dtype."""
+    covered = {name for names in handle.matched.values() for name in names}
+    kept = [name for name, _ in named if any(matches(p, name) for p in plan.keep_fp32_modules)]
+    for index, name in enumerate(kept, start=len(plan.overrides)):
+        inside = [k for k in kept if k != name and (name.startswith(k + ".") or k == "")]
+        if name not in covered and not inside:
+            handle._attach(index, Override(module=name), dict(named)[name])
 
 
 def to_low_precision(model: torch.nn.Module, plan, dtype: torch.dtype | None = None) -> torch.nn.Module:
@@ -494,13 +513,18 @@ def to_low_precision(model: torch.nn.Module, plan, dtype: torch.dtype | None = N
     plan.require_pytorch()
     dtype = dtype or getattr(torch, plan.target.get("dtype", "float16"))
     inner = unwrap(model)
-    kept = [name for name, _ in inner.named_modules()
-            if any(matches(p, name) for p in plan.keep_fp32_modules)]
+    kept = kept_in_fp32(inner, plan.keep_fp32_modules)
 
     def convert(t):
         return t.to(dtype) if t.is_floating_point() else t
 
     for name, module in inner.named_modules():
-        if not any(name == k or name.startswith(k + ".") or k == "" for k in kept):
+        if not kept(name):
             module._apply(convert, recurse=False)
     return model
+
+
+def kept_in_fp32(model: torch.nn.Module, patterns) -> object:
+    """Whether a module path is one of ``patterns``' modules (``keep_fp32_modules``) or inside one."""
+    kept = [name for name, _ in model.named_modules() if any(matches(p, name) for p in patterns)]
+    return lambda name: any(name == k or name.startswith(k + ".") or k == "" for k in kept)

@@ -68,30 +68,44 @@ class PyTorchFrontend(ModelFrontend):
 
     def plan(self, request: PlanRequest) -> PlanOutcome:
         """Autocast / pure-mode regions by module; with ``prune`` only those the example
-        inputs' forwards need (the check stage runs them)."""
+        inputs' forwards need, with ``--data`` checked on the data and grown where it fails
+        (the check stage runs them). The plan's forward runs once on fake tensors first: a
+        plan must never make the model raise."""
         from ..plan.pytorch import header, make_plan
+        from ..report.progress import progress_printer
 
         r = request
         override_plan, notes = make_plan(r.findings, r.target, r.result.graph, r.min_severity)
-        pruned, warnings = None, []
+        device = "cpu" if r.target.device == "cpu" else "auto"
+        searched, warnings = [], []
         if r.prune:
-            from ..prune.pytorch import pruned_plan
-            from ..report.progress import progress_printer
+            from ..prune.pytorch import header_lines, pruned_plan
 
             pruned = self.run(r.path, r.timeout, pruned_plan, override_plan, r.path, r.target, r.seed, r.load,
-                              "cpu" if r.target.device == "cpu" else "auto", progress_printer(),
-                              r.values.weights)
-            override_plan = pruned.plan
-        lines = header(r.path, override_plan, r.target, notes, self.plan_file if r.output == "-" else r.output,
-                       r.values.flags())
-        if pruned is not None:
-            from ..prune.pytorch import header_lines
-
-            lines += header_lines(pruned, r.seed)
+                              device, progress_printer(), r.values.weights)
+            override_plan, searched = pruned.plan, header_lines(pruned, r.seed)
             if not pruned.passed:
                 warnings.append(f"{r.path}: no plan found passes the check on the example inputs: "
                                 f"{pruned.stuck} (precisionaudit check shows where)")
-        return PlanOutcome(override_plan, lines, warnings)
+        elif r.values.measure and not r.target.recipe:
+            from ..prune.pytorch import checked_plan
+
+            checked = self.run(r.path, r.timeout, checked_plan, override_plan, r.path, r.target, r.seed, r.load,
+                               device, progress_printer(), r.values)
+            override_plan, searched = checked.plan, checked.header_lines(r.values.data)
+            if not checked.passed:
+                warnings.append(f"{r.path}: no plan passes the check on --data {r.values.data}, grown or not: "
+                                f"{checked.stuck} (precisionaudit check shows where)")
+        if override_plan.overrides or override_plan.keep_fp32_modules:
+            from ..check.pytorch.plan_forward import plan_forward_error_of
+
+            error = self.run(r.path, r.timeout, plan_forward_error_of, r.path, r.target, r.load, override_plan)
+            if error is not None:  # our bug: a plan must never make a model raise
+                raise RuntimeError(f"{r.path}: the plan made for it makes its forward fail on fake tensors "
+                                   f"({error}); it was not written")
+        lines = header(r.path, override_plan, r.target, notes, self.plan_file if r.output == "-" else r.output,
+                       r.values.flags())
+        return PlanOutcome(override_plan, lines + searched, warnings)
 
     def check(self, request: CheckRequest) -> dict:
         from ..check.pytorch.runner import run_check

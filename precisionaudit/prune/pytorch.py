@@ -88,7 +88,7 @@ def prune(plan: OverridePlan, session) -> PrunedPlan:
         return PrunedPlan(_subplan(plan, set(units)), entries, True, session.counts["forward"],
                           [_name(plan, u) for u in units if u[0] != "op"], baseline_status="ok")
     first = session.variant("static plan", plan) if _units(plan) else baseline
-    grown, passed, added, stuck = grow(plan, session, first)
+    grown, passed, added, stuck = grow(plan, session, first, limit=MAX_GROWTH)
     if not passed:  # the static plan is written; the regions tried are named in its header
         return PrunedPlan(plan, entries, False, session.counts["forward"], baseline_status=baseline["status"],
                           added=added, stuck=stuck)
@@ -107,12 +107,14 @@ def prune(plan: OverridePlan, session) -> PrunedPlan:
                       [_name(plan, u) for u in dropped], baseline_status=baseline["status"], added=added)
 
 
-def grow(plan: OverridePlan, session, entry: dict) -> tuple:
+def grow(plan: OverridePlan, session, entry: dict, limit: int | None = None, by: str = "plan --prune") -> tuple:
     """(plan, passed, regions added, why it stopped short): while ``entry`` (the run of
     ``plan``) fails, keep its first divergence in fp32 and run again. A divergence already
     inside an fp32 region is caused before it: the region widens to the op's whole module,
     then to each enclosing module in turn; in pure mode, past the root, the diverging
-    module's weights (then each enclosing module's) are kept in fp32."""
+    module's weights (then each enclosing module's) are kept in fp32. At most ``limit``
+    regions are added (None: until the whole model is in float32); ``by`` names the command
+    in the reasons the added entries give."""
     added, kept = [], []
     pure = session.target.mode == "pure"
     while entry["status"] != "ok":
@@ -131,9 +133,9 @@ def grow(plan: OverridePlan, session, entry: dict) -> tuple:
             return plan, False, added, f"{place} {cause} with the whole model in float32{tried}: {fixes}"
         name = (f"keep_fp32_modules {weights or '<root>'}" if region is None else
                 f"{region[1][0]} in {region[0] or '<root>'}" if region[1] else f"{region[0] or '<root>'} (whole)")
-        if len(added) == MAX_GROWTH:
-            return plan, False, added, f"still failing after {MAX_GROWTH} added regions (next: {name})"
-        reason = f"plan --prune: the check's first divergence ({where['kind']})"
+        if len(added) == limit:
+            return plan, False, added, f"still failing after {limit} added regions (next: {name})"
+        reason = f"{by}: the check's first divergence ({where['kind']})"
         if region is None:
             plan, kept = _with_weights(plan, weights, reason), [*kept, weights]
         else:
@@ -182,6 +184,63 @@ def _in_fp32(plan: OverridePlan, module: str, ops: list | None) -> bool:
     return any((o.ops is None and encloses(o.module))
                or (ops is not None and o.module == module and o.ops and set(ops) <= set(o.ops))
                for o in plan.overrides if o.module is not None)
+
+
+@dataclass
+class CheckedPlan:
+    """``plan --data``'s plan, checked on the data and grown where it failed."""
+    plan: OverridePlan  # what is written: the grown plan when it passed, else the one made
+    passed: bool
+    runs: int  # model forwards, the reference included
+    failed: str | None = None  # how the plan as made failed ("nonfinite at attn · matmul, batch 0")
+    added: list[str] = field(default_factory=list)  # regions the failing runs' first divergences added
+    stuck: str | None = None  # why growing stopped short of a pass
+    device: str = ""
+
+    def header_lines(self, data: str) -> list[str]:
+        """What the check on the data found and what growing the plan did, for its header."""
+        where = f"checked on --data {data} ({self.device}, {self.runs} model runs incl. the fp32 reference)"
+        if self.failed is None:
+            return [f"{where}: passed"]
+        lines = [f"{where}: the plan made from the findings did not pass ({self.failed})"]
+        if self.passed:
+            lines.append("grown until it passed, adding (each the first divergence of a failing run, kept in "
+                         "float32): " + "; ".join(self.added))
+        else:
+            lines.append("grown (each the first divergence of a failing run, kept in float32; not written, "
+                         "since no plan passed): " + ("; ".join(self.added) or "nothing"))
+            lines.append(f"growing stopped: {self.stuck}")
+        return lines
+
+
+def checked_plan(plan: OverridePlan, path: str, target, seed: int, load=None, device: str = "auto",
+                 progress=None, values=None) -> CheckedPlan:
+    """``plan`` checked on each batch of ``values`` (--data, with --weights when given); where a
+    batch fails, grown from the failing runs' first divergences (``grow``, no limit: until it
+    passes or the whole model is in float32) before the next batch."""
+    from ..check.pytorch.runner import Session
+    from ..runtime.pytorch.user_code import user_code
+    from ..runtime.sources import DEFAULT_LOAD
+
+    made, added, failed = plan, [], None
+    with user_code(path, "the model's forward"):  # an exit from the forward is not a verdict
+        session = Session(path, target, device, seed=seed, load=load or DEFAULT_LOAD, progress=progress,
+                          values=values)
+        while True:
+            entry = session.variant("planned", plan)
+            if entry["status"] != "ok":
+                if failed is None:
+                    divergence = entry.get("first_divergence") or {}
+                    at = " · ".join(x for x in (divergence.get("module"), divergence.get("op")) if x)
+                    failed = f"{entry['status']}{f' at {at}' if at else ''}, batch {session.index}"
+                plan, passed, more, stuck = grow(plan, session, entry, by="plan --data")
+                added += more
+                if not passed:
+                    return CheckedPlan(made, False, session.counts["forward"], failed, added, stuck,
+                                       session.runtime.name)
+            if not session.next_batch():
+                return CheckedPlan(plan, True, session.counts["forward"], failed, added,
+                                   device=session.runtime.name)
 
 
 def header_lines(pruned: PrunedPlan, seed: int) -> list[str]:

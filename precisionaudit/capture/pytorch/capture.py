@@ -73,7 +73,7 @@ def capture_source(source: ModelSource, target: Target) -> Capture:
         with _quiet_fake_tensor_log():
             return _run(source, target, fake=True)
     except Exception as exc:  # noqa: BLE001 - sorted out below
-        if not _fake_limitation(exc):
+        if not fake_limitation(exc):
             raise _as_capture_error(exc, path) from exc
         fake_error = exc  # `exc` is unbound once the except block ends
     # The forward needs real values (data-dependent control flow): run it eagerly. Only
@@ -104,7 +104,7 @@ _FAKE_LIMITS = (fake_tensor.DataDependentOutputException, fake_tensor.DynamicOut
                 fake_tensor.UnsupportedMutationAliasingException, GuardOnDataDependentSymNode)
 
 
-def _fake_limitation(exc: BaseException) -> bool:
+def fake_limitation(exc: BaseException) -> bool:
     """True when the error is fake tensors' (no values), not the model's."""
     while exc is not None:
         if isinstance(exc, _FAKE_LIMITS) or "FakeTensor" in str(exc) or "meta tensor" in str(exc):
@@ -122,11 +122,11 @@ def _as_capture_error(exc: BaseException, path: str) -> CaptureError:
 def _fake_model(source):
     model, note = source.build_without_weights()
     with FakeTensorMode(allow_non_fake_inputs=True):
-        _materialise_meta(model)
+        materialise_meta(model)
     return model, note
 
 
-def _materialise_meta(model):
+def materialise_meta(model):
     """Meta parameters and buffers become fake CPU tensors (call inside FakeTensorMode).
 
     ``Module.to_empty`` cannot swap meta parameters for fake ones, so replace them in place.
@@ -189,14 +189,14 @@ def _run(source, target, fake: bool) -> Capture:
     built = buffer_ranges(model, persistent=True)
     with mode:
         if fake:
-            _materialise_meta(model)
+            materialise_meta(model)
         elif on_meta(model):
             raise CaptureError(f"{path}: the model is on the meta device and its forward "
                                "needs real values (data-dependent control flow)")
         args, kwargs = source.example_inputs()
         if target.mode == "pure":
-            model = _to_dtype(model, target.torch_dtype) if fake else model.to(target.torch_dtype)
-            args, kwargs = _cast_floats((args, kwargs), target.torch_dtype)
+            model = to_dtype(model, target.torch_dtype) if fake else model.to(target.torch_dtype)
+            args, kwargs = cast_floats((args, kwargs), target.torch_dtype)
         recorder = Recorder(model, {**dict(model.named_buffers()), **dict(model.named_parameters())})
         recorder.mark_inputs((args, kwargs))
         # an eager run for a CUDA target computes the low-precision kernels as CUDA does, in fp32
@@ -215,8 +215,9 @@ def _run(source, target, fake: bool) -> Capture:
     return Capture(graph, "fake" if fake else "eager", notes=notes)
 
 
-def _to_dtype(model, dtype):
-    """``model.to(dtype)`` for a model whose tensors are fake.
+def to_dtype(model, dtype, kept=lambda name: False):
+    """``model.to(dtype)`` for a model whose tensors are fake, but for the modules ``kept(path)``
+    says stay as they are (``keep_fp32_modules``).
 
     ``Module._apply`` exchanges FakeTensor parameters with ``torch.utils.swap_tensors``,
     which refuses tensors that have a weakref (fake parameters always do), so
@@ -225,7 +226,9 @@ def _to_dtype(model, dtype):
     """
     converted = {}  # id → (original, replacement); the original is kept so ids stay unique
     with torch.no_grad():
-        for module in model.modules():
+        for name, module in model.named_modules():
+            if kept(name):
+                continue
             for store in (module._parameters, module._buffers):
                 for key, t in store.items():
                     if t is None or not t.is_floating_point() or t.dtype == dtype:
@@ -241,7 +244,7 @@ def _to_dtype(model, dtype):
     return model
 
 
-def _cast_floats(tree, dtype):
+def cast_floats(tree, dtype):
     return pytree.tree_map_only(torch.Tensor, lambda t: t.to(dtype) if t.is_floating_point() else t, tree)
 
 

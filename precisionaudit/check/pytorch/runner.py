@@ -56,6 +56,7 @@ class Run:
     name: str
     outputs: object = None
     error: str | None = None
+    exception: BaseException | None = None  # what ``error`` describes: its traceback for --debug
     probe: Probe | None = None
     flops: GemmFlops | None = None
     grads: dict | None = None
@@ -159,7 +160,7 @@ class Session:
                                   numerics=contextlib.nullcontext(), grad=grad, histogram=histogram)
         if ref.error is not None:
             raise UsageError(f"{path}: the fp32 reference run failed ({ref.error}): the model or its "
-                             "example inputs are broken before any low precision")
+                             "example inputs are broken before any low precision") from ref.exception
         self.ref_outputs = execution.named_outputs(ref.outputs)
         check_reference(path, self.ref_outputs)
         self.loss_fn = ref.extra.get("loss_fn")
@@ -230,6 +231,11 @@ class Session:
         if runtime.emulated_ops:
             notes.append("computed in float32 and rounded to the low dtype (no CPU kernel for it; "
                          "CUDA has one): " + ", ".join(sorted(runtime.emulated_ops)))
+        planned = next((v for v in variants if v["name"] == "planned"), None)
+        if planned is not None and planned["status"] == "error" and variants[0]["status"] != "error":
+            planned["defect"] = "plan"  # the model runs without the plan: the plan made it raise
+            self.warnings.append(f"the plan makes the model raise where it runs without the plan ({planned['error']}): "
+                                 "a defect of the plan, not of the model")
         report = {"tool": "precisionaudit", "version": __version__, "path": self.path, "entry": self.entry,
                   "target": target.as_dict(), "device": runtime.name, "tolerance": self.tol.as_dict(),
                   "seed": self.seed, "executions": self.counts, "wall_s": report_number(wall_s),
@@ -345,7 +351,7 @@ def _execute(name, model, args, kwargs, seed, tol, counts, *, reference, policy,
                         for g in run.grads.values():
                             histogram.add(g)
     except Exception as exc:  # noqa: BLE001 - an exception in a variant is its result
-        run.error = describe(exc)
+        run.error, run.exception = describe(exc), exc
     run.wall_s = time.perf_counter() - started
     return run
 
