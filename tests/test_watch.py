@@ -119,8 +119,10 @@ def test_pure_bfloat16_layernorm_updates_are_all_lost(tmp_path):
     assert report["parameters"]["norm.weight"]["update_lost_share"] == 1.0
     assert report["parameters"]["norm.weight"]["dtype"] == "bfloat16"
     lost = [f for f in WATCH.findings(report, str(tmp_path / "log")) if f.rule == "PA706"]
-    norm = next(f for f in lost if f.module == "norm")
-    assert norm.severity == "error" and norm.evidence["case"] == "stalled"
+    assert len(lost) == 1  # one cause, one finding: the parameters listed, the largest share first
+    shares = [p["share"] for p in lost[0].evidence["parameters"]]
+    assert "norm.weight" in [p["name"] for p in lost[0].evidence["parameters"]] and shares == sorted(shares, reverse=True)
+    assert lost[0].severity == "error" and lost[0].evidence["case"] == "stalled"
     plan, _ = watch_plan(report, list(findings.values()), str(tmp_path / "log"))
     assert plan.master_weights == "float32" or "norm" in plan.keep_fp32_modules
     assert report["run"]["mode"] == "pure" and report["run"]["dtype"] == "bfloat16"
@@ -216,3 +218,117 @@ def test_a_step_without_a_loss_is_an_unknown_loss_not_a_nonfinite_one(tmp_path):
     report, findings = report_of(tmp_path)
     assert report["loss"]["0"] == {"nonfinite_steps": [], "nonfinite_count": 0, "last": None, "logged": 0}
     assert report["steps"] == 3 and findings == {}
+
+
+# --------------------------------------------------------------------------- issue 43
+def test_a_failure_float32_cannot_fix_is_named_so_and_never_planned(tmp_path):
+    """A masked mean over a row with nothing kept is 0/0: NaN in float32 as in float16. The
+    finding says it is not a precision failure, with the operands (0/0), suggests a guard, and
+    the plan writes no override for it (the header says so)."""
+    from watch_loops import MaskedMean, empty_row_batch
+
+    log = tmp_path / "log"
+    losses, _ = train_fp16(MaskedMean(), empty_row_batch, 4, log)
+    assert math.isfinite(losses[1]) and math.isnan(losses[2])
+    report, findings = report_of(log)
+    first = report["first_nonfinite"]
+    assert (first["op"], first["fp32_finite"], first["region"]) == ("div", False, None)
+    assert first["operands"] == [0.0, 0.0]
+    pa701 = findings["PA701"]
+    assert "not a precision failure: float32 gives the same inf/NaN from the same inputs (div(0, 0))" in pa701.message
+    assert "mask the empty rows" in pa701.fix["to"] and "plan" not in pa701.fix and pa701.severity == "error"
+    plan, header = watch_plan(report, list(findings.values()), str(log))
+    assert plan.overrides == [] and any(line.startswith("not planned: PA701") for line in header)
+    assert "PA703" not in findings or "not a precision failure" in findings["PA703"].fix["to"]
+
+
+def test_one_overflowing_linear_in_a_residual_net_is_planned_alone(tmp_path, cli):
+    """Issue 43: block 3's fc2 overflows float16 while the float32 residual stream it feeds holds
+    the value (autocast's usual picture). The plan was ``module: ''``, ``ops: [linear]``: every
+    Linear of the model (14 of 14) in float32. It is now that one call at the block, where its
+    float32 result lands in the residual add: 1 Linear of 14, and the rerun is clean."""
+    from watch_loops import Residual
+
+    log = tmp_path / "log"
+    losses, _ = train_fp16(Residual(), entropy_batch, 3, log)
+    assert not any(math.isfinite(v) for v in losses)
+    report, findings = report_of(log)
+    assert report["first_nonfinite"]["module"] == Residual.OVERFLOWING
+    plan, header = watch_plan(report, list(findings.values()), str(log))
+    assert [(o.module, o.ops) for o in plan.overrides] == [("blocks.3", ["linear#2"])]
+    assert any("keeps 1 of 14 Linear modules in float32" in line for line in header)
+    plan_file = tmp_path / "plan.yaml"
+    assert cli("plan", log, "-o", plan_file).exit_code == 0
+    rerun, _ = train_fp16(Residual(), entropy_batch, 3, tmp_path / "rerun", plan=str(plan_file))
+    assert all(math.isfinite(v) for v in rerun)
+    assert summarize(read_log(str(tmp_path / "rerun")))["first_nonfinite"] is None
+    model_file = tmp_path / "residual.py"
+    model_file.write_text("import sys\nsys.path.insert(0, %r)\nfrom watch_loops import Residual, entropy_batch\n\n\n"
+                          "def get_model():\n    return Residual()\n\n\ndef get_example_inputs():\n"
+                          "    return (entropy_batch(0),)\n" % os.path.dirname(os.path.abspath(__file__)))
+    checked = json.loads(cli("check", model_file, "--plan", plan_file, "--format", "json").stdout)
+    baseline, planned = checked["variants"][1:]
+    assert baseline["status"] == "nonfinite" and planned["status"] == "ok"
+    assert planned["linear_modules_low_precision"] == {"low": 13, "total": 14}
+
+
+def test_the_micro_batch_that_failed_is_the_one_replayed(tmp_path):
+    """Gradient accumulation over 4 micro-batches, only the second one an outlier: the replay
+    of the last micro-batch found nothing; the step's micro-batches are now replayed in order
+    and the second is named."""
+    torch.manual_seed(0)
+    model = Gated()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu")
+    with precisionaudit.watch(model, opt, scaler, log_dir=str(tmp_path), every=5) as watch:
+        for step in range(2):
+            opt.zero_grad()
+            for micro in range(4):
+                outlier = step == 1 and micro == 1
+                x = gated_batch(OUTLIER_STEP if outlier else micro + 4 * step)
+                with torch.autocast("cpu", dtype=torch.float16):
+                    loss = model(x) / 4
+                scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            watch.step(loss)
+    report, findings = report_of(tmp_path)
+    first = report["first_nonfinite"]
+    assert (first["step"], first["micro_batch"], first["micro_batches"], first["op"]) == (1, 1, 4, "exp")
+    assert "(rank 0, micro-batch 2 of 4)" in findings["PA701"].message
+
+
+def test_a_nonfinite_loss_with_no_op_found_is_still_an_error(tmp_path, cli):
+    """The loss turns -inf outside the watched model (a log(0) added in the loss function, with
+    no gradient: the scaler does not skip, nothing triggers a replay): `watch DIR` exited 0 on
+    that run. It is now PA710, an error."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu")
+    with precisionaudit.watch(model, opt, scaler, log_dir=str(tmp_path), every=5) as watch:
+        for step in range(4):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                out = model(entropy_batch(step))
+            loss = out.float().pow(2).mean() + (torch.log(torch.zeros(())) if step == 2 else 0.0)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            watch.step(loss)
+    report, findings = report_of(tmp_path)
+    assert report["first_nonfinite"] is None and set(findings) >= {"PA710"}
+    pa710 = findings["PA710"]
+    assert pa710.severity == "error" and pa710.evidence["step"] == 2 and pa710.evidence["replay"] == "not run"
+    assert "the loss of step 2 (rank 0) was inf/NaN, and it was not replayed" in pa710.message
+    assert cli("watch", tmp_path).exit_code == 1
+
+
+def test_collectives_and_allocations_are_never_rerun_nor_an_origin():
+    from precisionaudit.watch.attribution import in_float32, op_kind
+
+    gather = torch.ops._c10d_functional.all_gather_into_tensor.default
+    assert op_kind(gather) == "communication" and in_float32(gather, (torch.ones(2).half(), 2, "0"), {}) is None
+    assert op_kind(torch.ops.aten.empty.memory_format) == "allocation"
+    assert in_float32(torch.ops.aten.empty.memory_format, ([2],), {"dtype": torch.float16}) is None
+    assert op_kind(torch.ops.aten.view.default) == "view" and op_kind(torch.ops.aten.exp.default) is None

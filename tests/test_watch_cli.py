@@ -188,3 +188,48 @@ def test_check_passes_with_the_plan_the_log_wrote(cli, log, tmp_path):
     baseline, planned = report["variants"][1], report["variants"][2]
     assert baseline["status"] == "nonfinite" and planned["status"] != "nonfinite", report
     assert result.exit_code == (0 if report["passed"] else 1)
+
+
+@pytest.fixture(scope="module")
+def bf16_page(tmp_path_factory):
+    """The page of a pure-bfloat16 run whose LayerNorm gain's updates all round away."""
+    pytest.importorskip("plotly")
+    from click.testing import CliRunner
+    from watch_loops import NormNet, train_bf16
+
+    from precisionaudit.cli import main
+
+    folder = tmp_path_factory.mktemp("bf16")
+    train_bf16(NormNet(), 12, folder / "log")
+    page = folder / "watch.html"
+    CliRunner().invoke(main, ["watch", str(folder / "log"), "--format", "html", "-o", str(page)],
+                       catch_exceptions=False)
+    return page
+
+
+def test_the_page_charts_lost_updates_and_headroom_in_bits(bf16_page):
+    """Issue 43: lost updates had no chart, and the headroom map was one flat colour under
+    bfloat16 (a linear scale against 3.4e38). Lost updates get a heat map per parameter;
+    headroom is in bits left: log2(3.39e38 / max |output|), some 120 bits here."""
+    from test_html_report import Dom, _figure
+
+    dom = Dom(bf16_page.read_text())
+    lost = _figure(dom, "heat-update_lost_share")["data"][0]
+    row = lost["y"].index("norm.weight")
+    assert all(v == 1.0 for v in lost["z"][row])  # every sampled step: all of the gain's updates lost
+    headroom = _figure(dom, "heat-headroom")["data"][0]
+    cells = [v for r in headroom["z"] for v in r if v is not None]
+    assert 100 < min(cells) and max(cells) < 140 and max(cells) - min(cells) > 2  # not one flat colour
+    assert headroom["colorbar"]["title"]["text"] == "bits"
+
+
+def test_the_watch_page_renders_in_headless_chromium(bf16_page, tmp_path):
+    from test_html_report import CHROMIUM, _open
+
+    if CHROMIUM is None:
+        pytest.skip("no Chromium installed (apt-get install chromium)")
+    dom, console = _open(bf16_page, tmp_path, "watch")
+    assert console == [], console
+    for plot in ("timeline", "heat-headroom", "heat-update_lost_share"):  # plotly drew into each div
+        div = dom.split(f'id="{plot}"', 1)[1].split('id="', 1)[0]
+        assert 'class="main-svg"' in div, plot

@@ -75,6 +75,59 @@ class NormNet(nn.Module):
         return self.fc2(self.norm(torch.relu(self.fc1(x)))).pow(2).mean()
 
 
+class Block(nn.Module):
+    """A pre-norm residual block: x + fc2(relu(fc1(norm(x))))."""
+
+    def __init__(self, width: int = 16):
+        super().__init__()
+        self.norm, self.fc1, self.fc2 = nn.LayerNorm(width), nn.Linear(width, 2 * width), nn.Linear(2 * width, width)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(self.norm(x))))
+
+
+class Residual(nn.Module):
+    """Seven pre-norm residual blocks (14 Linears) over a float32 residual stream; block 3's
+    fc2 is scaled so that its float16 output passes 65504 (a float32 value of ~1e5, which
+    the float32 residual stream holds and the next block's norm brings back in range)."""
+
+    OVERFLOWING = "blocks.3.fc2"
+
+    def __init__(self, width: int = 16, blocks: int = 7):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(width) for _ in range(blocks))
+        self.norm = nn.LayerNorm(width)
+        with torch.no_grad():
+            self.blocks[3].fc2.weight.mul_(200000.0)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.norm(x).pow(2).mean()
+
+
+class MaskedMean(nn.Module):
+    """A masked mean over each row's kept positions: a row with no kept position is 0/0, NaN in
+    float32 too (no precision fixes it; masking the empty rows does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        mask = (x > 0).to(x.dtype)  # a row of x with no positive entry has no kept position
+        h = self.fc(x)
+        return ((h * mask).sum(-1) / mask.sum(-1)).pow(2).mean()
+
+
+def empty_row_batch(step: int) -> torch.Tensor:
+    """From step 2 on, one row with no positive entry."""
+    x = torch.randn(8, 16, generator=torch.Generator().manual_seed(4000 + step)).abs()
+    if step >= 2:
+        x[3] = -x[3]
+    return x
+
+
 def gated_batch(step: int, outliers: bool = True) -> torch.Tensor:
     g = torch.Generator().manual_seed(1000 + step)
     scale = OUTLIER_SCALE if outliers and step >= OUTLIER_STEP else 1.0

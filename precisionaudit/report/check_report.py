@@ -82,6 +82,9 @@ def _variant_lines(v, width: int) -> list[str]:
         return [f"  {name:10} {'':{width}} ok (float32)"]
     out = []
     extra = f"GEMM FLOPs low: {_pct(v.get('gemm_flops_low_precision'))}"
+    if v.get("linear_modules_low_precision"):
+        linears = v["linear_modules_low_precision"]
+        extra += f"; Linear modules low: {linears['low']} of {linears['total']}"
     if v.get("nodes_low_precision") is not None:  # ONNX: share of the graph's nodes converted
         extra += f"; nodes low: {_pct(v['nodes_low_precision'])}"
     if "fp8" in v:

@@ -3,8 +3,11 @@ two plots.
 
 - the timeline of rank 0: the loss per step, the loss scale where it was read (log axis),
   the skipped steps and the triggers marked;
-- per module and sampled step (every rank's samples), a heat map of the headroom used
-  (forward maxima over the dtype's largest value) and one of the gradient underflow share.
+- per module and sampled step (every rank's samples), a heat map of the headroom left in
+  bits (log2 of the dtype's largest value over the module's largest output: 0 is an
+  overflow; readable in bfloat16, whose range is 2^128, as in float16) and one of the
+  gradient underflow share;
+- per parameter and sampled step, a heat map of the share of its updates that rounded away.
 
 The findings are a plain HTML table too, readable with JavaScript off. Formats the log's
 report; computes nothing. The page is assembled by report.html (plotly inlined).
@@ -33,9 +36,12 @@ def render_watch(document: dict, timeline: dict, samples: list) -> str:
              '<h2>Timeline (rank 0): loss, loss scale, skipped steps, triggers</h2><div id="timeline" class="plot">'
              "</div>"]
     figures = [("timeline", timeline_figure(timeline))]
-    for key, title in (("headroom", "Headroom used per module (forward maximum / dtype's largest value)"),
-                       ("grad_underflow_share", "Gradient underflow share per module (float16, at the scale in use)")):
-        figure = heat_map(samples, key)
+    for key, field, title in (
+            ("headroom", "modules", "Headroom left per module, in bits (log2 of the dtype's largest value over the "
+                                    "module's largest output; 0: it overflowed)"),
+            ("grad_underflow_share", "modules", "Gradient underflow share per module (float16, at the scale in use)"),
+            ("update_lost_share", "parameters", "Share of each parameter's updates that rounded away")):
+        figure = heat_map(samples, key, field)
         if figure is not None:
             body.append(f'<h2>{_e(title)}</h2><div id="heat-{key}" class="plot"></div>')
             figures.append((f"heat-{key}", figure))
@@ -73,29 +79,46 @@ def timeline_figure(timeline: dict):
     return figure
 
 
-def heat_map(samples: list, key: str):
-    """Modules (rows) by sampled step (columns, ``rank:step`` when several ranks logged);
-    None when no sample measured ``key``."""
-    columns = [s for s in samples if any(key in m for m in s["modules"].values())]
+def heat_map(samples: list, key: str, field: str = "modules"):
+    """Modules (or parameters: ``field``) as rows by sampled step (columns, ``rank:step`` when
+    several ranks logged); None when no sample measured ``key``. Shares run from 0 to 1;
+    ``headroom`` is drawn in bits left, fewest (an overflow: 0) reddest."""
+    columns = [s for s in samples if any(key in m for m in s.get(field, {}).values())]
     if not columns:
         return None
     go, _ = require_plotly()
-    modules = list(dict.fromkeys(name for s in columns for name, m in s["modules"].items() if key in m))
+    rows = list(dict.fromkeys(name for s in columns for name, m in s[field].items() if key in m))
     several = len({s["rank"] for s in columns}) > 1
     labels = [f"{s['rank']}:{s['step']}" if several else str(s["step"]) for s in columns]
-    z = [[_cell(s["modules"].get(name, {}).get(key)) for s in columns] for name in modules]
-    figure = go.Figure(go.Heatmap(z=z, x=labels, y=[m or "<root>" for m in modules], colorscale="Reds",
-                                  zmin=0, zmax=1, meta=key,
+    bits = key == "headroom"
+    cell = _bits if bits else _share
+    z = [[cell(s[field].get(name, {}).get(key)) for s in columns] for name in rows]
+    finite = [v for row in z for v in row if v is not None]
+    scale = {"colorscale": "Reds_r", "zmin": 0, "zmax": max(finite + [1.0]),
+             "colorbar": {"title": "bits"}} if bits else {"colorscale": "Reds", "zmin": 0, "zmax": 1}
+    figure = go.Figure(go.Heatmap(z=z, x=labels, y=[m or "<root>" for m in rows], meta=key, **scale,
                                   hovertemplate="%{y} at %{x}: %{z:.3g}<extra></extra>"))
-    figure.update_layout(height=max(300, 18 * len(modules) + 120), margin={"t": 20},
+    figure.update_layout(height=max(300, 18 * len(rows) + 120), margin={"t": 20},
                          xaxis={"title": "sampled step" + (" (rank:step)" if several else ""), "type": "category"})
     return figure
 
 
-def _cell(value):
+def _number(value):
+    return float(value) if isinstance(value, str) else value
+
+
+def _share(value):
     """A share for the heat map: inf/NaN (an overflowed output) drawn as 1, the top."""
-    if isinstance(value, str):
-        value = float(value)
+    value = _number(value)
     if value is None:
         return None
     return 1.0 if not math.isfinite(value) else min(1.0, value)
+
+
+def _bits(share):
+    """Bits of headroom left from the share of the dtype's largest value used: log2(1 / share);
+    0 for an overflow (inf/NaN, or a share of 1 and above); None for an output that was 0."""
+    share = _number(share)
+    if share is None or share == 0:
+        return None
+    return 0.0 if not math.isfinite(share) or share >= 1 else -math.log2(share)

@@ -29,7 +29,8 @@ def render_text(document: dict) -> str:
     run = d["run"]
     lines = [f"precisionaudit watch {d['log_dir']}: {plural(d['steps'], 'step')}, world size {d['world_size']}"
              + ("" if d["complete"] else " (the job ended before close(): the log stops at its last event)"),
-             f"run: {run.get('dtype') or 'float32'} {run.get('mode')} on {run.get('device')}, {run.get('model')}"
+             f"run: {run.get('dtype') or 'float32'} {run.get('mode')}"
+             f"{_stored(run)} on {run.get('device')}, {run.get('model')}"
              f"{' in ' + run['wrapper'] if run.get('wrapper') else ''}, {run.get('optimizer')}"
              + (f", {d['scaler']['kind']}" if d.get("scaler") else "")]
     first = d.get("first_nonfinite")
@@ -75,3 +76,10 @@ def _fp32(value) -> str:
 
 def _g(value) -> str:
     return "-" if value is None else f"{value:g}"
+
+
+def _stored(run: dict) -> str:
+    """' (parameters stored in float32)' where the run computes in another dtype (FSDP's
+    MixedPrecisionPolicy, DeepSpeed's bf16)."""
+    stored = run.get("storage_dtype")
+    return f" (parameters stored in {stored})" if stored and stored != (run.get("dtype") or "float32") else ""

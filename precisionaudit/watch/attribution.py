@@ -46,11 +46,30 @@ def all_finite(tensors) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors if t.numel())
 
 
+#: namespaces of the communication ops (c10d's process-group ops, the functional collectives)
+COMMUNICATION = frozenset({"c10d", "_c10d_functional", "c10d_functional", "_dtensor"})
+
+
+def op_kind(func) -> str | None:
+    """What an aten op does that is not arithmetic: "communication" (a collective: run on one
+    rank alone it hangs or mismatches the others), "allocation" (``empty`` and its kin: the
+    memory's old bits), "view" (the input's values, re-viewed); None for the others."""
+    if getattr(func, "namespace", None) in COMMUNICATION:
+        return "communication"
+    if _uninitialized(func):
+        return "allocation"
+    if getattr(func, "is_view", False):
+        return "view"
+    return None
+
+
 def in_float32(func, args, kwargs):
     """``func`` run again with its fp16/bf16 inputs (and an fp16/bf16 ``dtype=``) made
     float32, without autocast and without autograd; None for an op that draws random
-    numbers (it would move the generator) or that fails so."""
-    if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+    numbers (it would move the generator), a collective (it would run on this rank alone),
+    an allocation (its bits are the memory's) or one that fails so."""
+    if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()) or op_kind(func) in ("communication",
+                                                                                            "allocation"):
         return None
     mutable = getattr(getattr(func, "_schema", None), "is_mutable", False)
 
@@ -86,6 +105,8 @@ class Produced:
     overflowed: bool = False  # inf/NaN in the low dtype where float32 is finite
     inputs: list = field(default_factory=list)  # the Produced records of its inputs
     index: int = 0  # its op's place in the replay
+    call: int = -1  # its torch call's place in ``Calls.log``
+    dtype: torch.dtype | None = None  # its (first) output's dtype
     #: for a non-finite value: (func, args, kwargs, inputs, outputs, module stack) to describe
     #: its op, and the non-finite inputs no op of the replay made (a parameter, the batch)
     failed: tuple | None = None
@@ -99,10 +120,12 @@ class Produced:
 
 
 class ModuleStack:
-    """The modules being run (innermost last) with their inputs, from per-module hooks."""
+    """The modules being run (innermost last) with their inputs, from per-module hooks; each
+    entry of ``stack`` is (module, name, args, kwargs, the call's number: one per module call)."""
 
     def __init__(self, names: dict):
         self.names, self.stack, self.handles = names, [], []
+        self.entered = 0
 
     def __enter__(self):
         for module, name in self.names.items():
@@ -116,7 +139,8 @@ class ModuleStack:
         self.handles.clear()
 
     def _enter(self, module, args, kwargs):
-        self.stack.append((module, self.names[module], args, kwargs))
+        self.entered += 1
+        self.stack.append((module, self.names[module], args, kwargs, self.entered))
 
     def _leave(self, module, args, output):
         if self.stack and self.stack[-1][0] is module:
@@ -128,23 +152,28 @@ class ModuleStack:
 
 
 class Calls(TorchFunctionMode):
-    """The torch call being run, and autograd nodes tagged with the call that made them."""
+    """The torch call being run, and autograd nodes tagged with the call that made them.
+    ``log``: every call of the forward, in order, as (name, the (module name, module call
+    number) pairs it ran inside): what numbers a call within a module (``linear#2``)."""
 
     def __init__(self, modules: ModuleStack, produced: dict):
         super().__init__()
         self.modules, self.produced, self.current = modules, produced, None
+        self.log: list = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = canonical_fn_name(func)
         self.current = name
+        self.log.append((name, tuple((entry[1], entry[4]) for entry in self.modules.stack)))
         try:
             out = func(*args, **kwargs)
         finally:
             self.current = None
         if torch.is_grad_enabled():
             inputs = [self.produced.get(_key(t)) for t in floating((args, kwargs))]
-            self._tag(out, {"fn": name, "module": self.modules.current, "inputs": [r for r in inputs if r]})
+            self._tag(out, {"fn": name, "module": self.modules.current, "inputs": [r for r in inputs if r],
+                            "call": len(self.log) - 1})
         return out
 
     @staticmethod
@@ -166,13 +195,16 @@ class Ops(TorchDispatchMode):
         super().__init__()
         self.calls, self.modules, self.produced = calls, modules, produced
         self.leaves = leaves  # _key -> the name of a parameter (or "the batch")
-        self.phase = "forward"
+        self.phase = "forward"  # then "idle" (nothing recorded), "backward"
         self.first = None  # the first op with a non-finite output from finite inputs
         self.count = 0
+        self.records: list = []  # the forward's records, in order (their consumers are found from it)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if self.phase == "idle":  # the replay's own checks between the forward and the backward
+            return out
         self.count += 1
         outs, ins = floating(out), floating((args, kwargs))
         nonfinite = not _uninitialized(func) and not all_finite(outs)
@@ -184,13 +216,24 @@ class Ops(TorchDispatchMode):
 
     def _record(self, func, args, kwargs, ins, outs, nonfinite):
         """A Produced record per output; the float32 rerun only where the low dtype may have
-        lost something (a zero or a non-finite value in a low-precision output)."""
+        lost something (a zero or a non-finite value in a low-precision output) and the op
+        computes: a view carries its input's record, a collective or an allocation is never
+        rerun nor a value's origin."""
         if not outs:
             return
+        kind = op_kind(func)
         inputs = [r for r in (self.produced.get(_key(t)) for t in ins) if r is not None]
-        record = Produced(self.calls.current, self.modules.current, inputs=inputs, index=self.count)
+        if kind == "view" and len(inputs) == 1:
+            for t in outs:
+                key = _key(t)
+                if key is not None:
+                    self.produced[key] = inputs[0]
+            return
+        record = Produced(self.calls.current, self.modules.current, inputs=inputs, index=self.count,
+                          call=len(self.calls.log) - 1, dtype=outs[0].dtype)
+        self.records.append(record)
         low = [t for t in outs if t.dtype in LOW]
-        if low and (nonfinite or any(bool((t == 0).any()) for t in low)):
+        if kind is None and low and (nonfinite or any(bool((t == 0).any()) for t in low)):
             again = floating(in_float32(func, args, kwargs))
             if len(again) == len(outs):
                 for t, ref in zip(outs, again):
@@ -240,15 +283,36 @@ class Ops(TorchDispatchMode):
         again = in_float32(func, args, kwargs)
         fp32_finite = None if again is None else all_finite(floating(again))
         if record is not None:
-            fn, module, node_name, inputs = record.fn, record.module, None, record.inputs
+            fn, module, node_name, inputs, call = record.fn, record.module, None, record.inputs, record.call
         else:
             fn, module, node_name = tag.get("fn"), tag.get("module", ""), node.name() if node else None
-            inputs = tag.get("inputs", [])
+            inputs, call = tag.get("inputs", []), tag.get("call")
         return {"phase": self.phase if record is None else "forward", "module": module,
                 "op": fn or _op_name(func), "aten": str(func), "node": node_name,
                 "dtype": dtype_name(outs[0].dtype), "input_dtypes": [dtype_name(t.dtype) for t in ins],
-                "fp32_finite": fp32_finite, "index": record.index if record is not None else self.count,
-                "_inputs": inputs, "_stack": stack}
+                "fp32_finite": fp32_finite, "operands": first_operands(args, outs),
+                "index": record.index if record is not None else self.count, "_inputs": inputs, "_stack": stack,
+                "_call": call}
+
+
+def first_operands(args, outs) -> list | None:
+    """The operands (tensor elements and scalars, in argument order) of the op's first
+    non-finite output element, as numbers: ``[0.0, 0.0]`` for a 0/0, ``[0.0]`` for a log(0);
+    None where an operand does not broadcast to the output."""
+    out = next((t for t in outs if not all_finite([t])), None)
+    if out is None:
+        return None
+    where = tuple(int(i) for i in (~torch.isfinite(out)).nonzero()[0]) if out.dim() else ()
+    values = []
+    for arg in args:
+        if isinstance(arg, torch.Tensor) and arg.is_floating_point():
+            try:
+                values.append(float(arg.detach().broadcast_to(out.shape)[where]))
+            except (RuntimeError, IndexError):
+                return None
+        elif isinstance(arg, (int, float)) and not isinstance(arg, bool):
+            values.append(float(arg))
+    return values
 
 
 def _uninitialized(func) -> bool:

@@ -51,6 +51,7 @@ def watch_findings(report: dict, path: str, rules=None) -> list[Finding]:
     rules = {r.id: r for r in (rules if rules is not None else load_rules(checks=False)) if r.id.startswith("PA7")}
     found = _Findings(report, path, rules)
     _first_nonfinite(found, report)
+    _unattributed(found, report)
     collapsed = _scale(found, report)
     _headroom(found, report)
     if not collapsed:
@@ -69,7 +70,13 @@ def _first_nonfinite(found: _Findings, report: dict) -> None:
         return
     region = first.get("region") or {}
     fp32 = first.get("fp32_finite")
-    if first["phase"] == "input":
+    # float32 from the same inputs is not finite either, and no earlier op lost the value in the
+    # low dtype: no precision makes it finite (a 0/0, a log(0)); no override is written for it
+    not_precision = fp32 is False and not region and first["phase"] in ("forward", "backward")
+    if not_precision:
+        fp32_text = (f"this is not a precision failure: float32 gives the same inf/NaN from the same inputs "
+                     f"({_operation(first)})")
+    elif first["phase"] == "input":
         fp32_text = f"its input, {first.get('input')}, was already inf/NaN: no op of the step made it"
     elif fp32 is True:
         fp32_text = "in float32 from the same inputs it stays finite"
@@ -81,8 +88,11 @@ def _first_nonfinite(found: _Findings, report: dict) -> None:
         fp32_text = "in float32 from the same inputs it is not finite either"
     else:
         fp32_text = "it was not rerun in float32"
-    plan = None
-    if region.get("ops") and first["phase"] != "loss":
+    plan, fix = None, None
+    if not_precision:
+        fix_text = f"{_guard(first.get('op'))} (no float32 override fixes it)"
+        fix = {"action": "edit", "to": fix_text}
+    elif region.get("ops") and first["phase"] != "loss":
         plan = {"overrides": [{"module": region["module"], "ops": region["ops"]}]}
         fix_text = (f"keep {', '.join(region['ops'])} in float32 in {region['module'] or '<root>'} "
                     f"(precisionaudit plan {found.path})")
@@ -90,16 +100,76 @@ def _first_nonfinite(found: _Findings, report: dict) -> None:
         fix_text = f"find where {first.get('input')} became inf/NaN (a checkpoint, an earlier update)"
     else:
         fix_text = "look at the loss and its scaling outside the model"
+    micro = first.get("micro_batches") or 1
     values = {"step": first["step"], "rank": first["rank"], "op": first.get("op"), "aten": first.get("aten"),
+              "micro_batch": first.get("micro_batch"), "micro_batches": micro,
+              "micro_text": f", micro-batch {first['micro_batch'] + 1} of {micro}" if micro > 1 else "",
               "dtype": first.get("dtype"), "inputs_text": "/".join(dict.fromkeys(first.get("input_dtypes") or []))
               or "no", "fp32_text": fp32_text, "fix_text": fix_text, "phase": first["phase"],
-              "fp32_finite": fp32, "region": region, "reduction": _is_reduction(first.get("aten"))}
+              "fp32_finite": fp32, "region": region, "reduction": _is_reduction(first.get("aten")),
+              "operands": first.get("operands"), "precision_failure": not not_precision}
     if first["phase"] in ("forward", "input"):
-        found.add("PA701", first.get("module"), values, op=first.get("op"), plan=plan)
+        found.add("PA701", first.get("module"), values, op=first.get("op"), plan=plan, fix=fix)
     else:
         values["node_text"] = (f"the gradient of {first['op']}, {first['node']}" if first.get("node")
                                else "outside the model" if first["phase"] == "loss" else "a backward op")
-        found.add("PA702", first.get("module"), values, op=first.get("op"), plan=plan)
+        found.add("PA702", first.get("module"), values, op=first.get("op"), plan=plan, fix=fix)
+
+
+#: what guards an op's operands where float32 is no fix, by the op's family
+_GUARDS = {
+    "log": "guard the argument of the log: x.clamp_min(eps).log(), or a form that cannot meet 0 "
+           "(F.logsigmoid(z) for log(sigmoid(z)), log_softmax for log(softmax))",
+    "div": "guard the denominator (clamp_min(eps)), and mask the empty rows before a masked mean (a row "
+           "with nothing in it is 0/0)",
+    "exp": "subtract the maximum first (softmax, logsumexp) or clamp the argument: exp passes float32's "
+           "largest value beyond 88.7 too",
+    "sqrt": "clamp the argument to >= 0 (or add eps) before the root",
+}
+_FAMILY = {"log": "log", "log2": "log", "log10": "log", "log1p": "log", "xlogy": "log", "log_softmax": "log",
+           "div": "div", "true_divide": "div", "reciprocal": "div", "mean": "div", "nanmean": "div",
+           "floor_divide": "div", "exp": "exp", "expm1": "exp", "exp2": "exp", "softplus": "exp",
+           "sqrt": "sqrt", "rsqrt": "sqrt", "pow": "sqrt"}
+
+
+def _guard(op) -> str:
+    return _GUARDS.get(_FAMILY.get(op or ""), "guard the op's operands where they are made (clamp_min, masking "
+                                                "the empty rows)")
+
+
+def _operation(first: dict) -> str:
+    """'div(0, 0)', 'log(0)', 'exp(312.5)': the op and its operands at the first inf/NaN."""
+    operands = first.get("operands")
+    if operands is None:
+        return f"{first.get('op')} of the same values"
+    return f"{first.get('op')}({', '.join(f'{v:.4g}' for v in operands)})"
+
+
+def _unattributed(found: _Findings, report: dict) -> None:
+    """PA710: a non-finite loss the replay named no op for (it stayed finite, did not run, or
+    failed): a run whose loss went NaN is never a clean log."""
+    if report.get("first_nonfinite"):
+        return
+    bad = sorted((steps["nonfinite_steps"][0], int(rank)) for rank, steps in report["loss"].items()
+                 if steps["nonfinite_count"])
+    if not bad:
+        return
+    step, rank = bad[0]
+    trigger = next((t for t in report["triggers"] if t["step"] >= step), None)
+    errors = (trigger or {}).get("errors") or []
+    if trigger is None or not trigger["replayed"]:
+        replay_text, replay = "it was not replayed (no forward of the watched model to replay)", "not run"
+    elif errors:
+        replay_text, replay = f"its replay failed ({errors[0]})", errors[0]
+    else:
+        replay_text, replay = ("its replay stayed finite: the inf/NaN was made outside the replayed forward and "
+                               "backward of the watched model"), "finite"
+    skipped = step in ((report.get("scaler") or {}).get("skipped") or [])
+    found.add("PA710", "", {"step": step, "rank": rank, "replay": replay, "replay_text": replay_text,
+                            "skipped": skipped, "skip_text": " and the scaler skipped its update" if skipped else "",
+                            "fix_text": "look at what computes the loss outside the model the watch was given (a "
+                                        "loss function, a second model), and at the batch of that step; watch the "
+                                        "module that computes the loss to have its op named"})
 
 
 def _is_reduction(aten) -> bool:
@@ -134,10 +204,15 @@ def _scale(found: _Findings, report: dict) -> bool:
             f"{smallest if smallest is not None else 0:g}: those steps trained nothing")
     if scaler.get("skip_modules"):
         what += f"; inf/NaN gradients in {', '.join(scaler['skip_modules'][:5])}"
+    rule_of_first = f"PA70{'1' if first and first['phase'] == 'forward' else '2'}"
     if first and (first.get("region") or {}).get("ops"):
         region = first["region"]
         fix_text = (f"the gradients are inf/NaN at any scale: the plan keeps {', '.join(region['ops'])} of "
-                    f"{region['module'] or '<root>'} in float32 (see PA70{'1' if first['phase'] == 'forward' else '2'})")
+                    f"{region['module'] or '<root>'} in float32 (see {rule_of_first})")
+        plan = None
+    elif first and first.get("fp32_finite") is False and first["phase"] in ("forward", "backward"):
+        fix_text = (f"the gradients are inf/NaN at any scale and in float32 too: not a precision failure, no "
+                    f"loss scale or float32 region fixes it (see {rule_of_first})")
         plan = None
     else:
         fix_text = "start the scaler at a scale the gradients fit (plan: loss_scale init)"
@@ -195,34 +270,55 @@ def _underflow(found: _Findings, report: dict) -> None:
 
 # --------------------------------------------------------------------------- PA706 / PA709
 def _parameters(found: _Findings, report: dict) -> None:
-    lost_rule, state_rule = found.rules.get("PA706"), found.rules.get("PA709")
+    _lost_updates(found, report)
+    state_rule = found.rules.get("PA709")
+    if state_rule is None:
+        return
     by_module: dict = {}
     for name, stats in report["parameters"].items():
         by_module.setdefault(stats.get("module", name.rpartition(".")[0]), []).append((name, stats))
-    types = report.get("module_types", {})
     for module, rows in by_module.items():
-        if lost_rule is not None:
-            lost = [(n, s) for n, s in rows if (s.get("update_lost_share") or 0) >= lost_rule.params["share"]]
-            if lost:
-                share = max(s["update_lost_share"] for _, s in lost)
-                norm = "norm" in (types.get(module) or "").lower()
-                plan = {"keep_fp32_modules": [module]} if norm else dict(MASTER)
-                fix_text = (f"keep {module or '<root>'} in float32 (plan: keep_fp32_modules), or step float32 master "
-                            "weights (master_weights: float32)" if norm else
-                            "step float32 master weights (plan: master_weights: float32)")
-                values = {"share": share, "share_text": _percent(share), "dtype": lost[0][1].get("dtype"),
-                          "parameters": ", ".join(n.rpartition(".")[2] for n, _ in lost),
-                          "step": lost[0][1].get("step"), "rank": lost[0][1].get("rank"), "fix_text": fix_text}
-                case = "stalled" if share >= lost_rule.params["stalled"] else "partial"
-                found.add("PA706", module, values, case=case, plan=plan)
-        if state_rule is not None:
-            under = [(n, s) for n, s in rows if (s.get("state_underflow_share") or 0) >= state_rule.params["share"]]
-            if under:
-                share = max(s["state_underflow_share"] for _, s in under)
-                values = {"share": share, "share_text": _percent(share), "state_dtype": under[0][1].get("state_dtype"),
-                          "parameters": ", ".join(n.rpartition(".")[2] for n, _ in under),
-                          "step": under[0][1].get("step"), "rank": under[0][1].get("rank")}
-                found.add("PA709", module, values, plan=dict(MASTER))
+        under = [(n, s) for n, s in rows if (s.get("state_underflow_share") or 0) >= state_rule.params["share"]]
+        if under:
+            share = max(s["state_underflow_share"] for _, s in under)
+            values = {"share": share, "share_text": _percent(share), "state_dtype": under[0][1].get("state_dtype"),
+                      "parameters": ", ".join(n.rpartition(".")[2] for n, _ in under),
+                      "step": under[0][1].get("step"), "rank": under[0][1].get("rank")}
+            found.add("PA709", module, values, plan=dict(MASTER))
+
+
+#: the parameters a PA706 message names before "and N more" (its evidence lists them all)
+NAMED = 6
+
+
+def _lost_updates(found: _Findings, report: dict) -> None:
+    """PA706: one finding for every parameter whose updates rounded away (one cause: the
+    updates are below half an ulp of the weights), the parameters listed with their shares,
+    the largest first; the plan keeps the norms in float32 when only norms lose them, else
+    steps float32 master weights."""
+    rule = found.rules.get("PA706")
+    if rule is None:
+        return
+    lost = sorted(((s["update_lost_share"], name, s) for name, s in report["parameters"].items()
+                   if (s.get("update_lost_share") or 0) >= rule.params["share"]), key=lambda x: (-x[0], x[1]))
+    if not lost:
+        return
+    types = report.get("module_types", {})
+    modules = list(dict.fromkeys(s.get("module", name.rpartition(".")[0]) for _, name, s in lost))
+    norms = all("norm" in (types.get(m) or "").lower() for m in modules)
+    plan = {"keep_fp32_modules": modules} if norms else dict(MASTER)
+    fix_text = (f"keep {', '.join(m or '<root>' for m in modules)} in float32 (plan: keep_fp32_modules), or step "
+                "float32 master weights (master_weights: float32)" if norms else
+                "step float32 master weights (plan: master_weights: float32)")
+    share, first_name, first = lost[0]
+    listed = ", ".join(f"{name} {_percent(s)}" for s, name, _ in lost[:NAMED])
+    more = f" and {len(lost) - NAMED} more" if len(lost) > NAMED else ""
+    values = {"share": share, "share_text": _percent(share), "dtype": first.get("dtype"),
+              "parameters": [{"name": name, "share": s} for s, name, _ in lost],
+              "parameters_text": f"{len(lost)} parameter{'s' * (len(lost) > 1)} ({listed}{more})",
+              "step": first.get("step"), "rank": first.get("rank"), "fix_text": fix_text}
+    case = "stalled" if share >= rule.params["stalled"] else "partial"
+    found.add("PA706", modules[0] if len(modules) == 1 else "", values, case=case, plan=plan)
 
 
 # --------------------------------------------------------------------------- PA707 / PA708
@@ -250,9 +346,11 @@ def _ranks(found: _Findings, report: dict) -> None:
                 f"{first.get('op')} ({first.get('aten')}) of {_module_text(first.get('module'))}, "
                 f"{first['phase']}, while " + (f"ranks {', '.join(map(str, others))} stayed finite on their own batches"
                                                if len(others) > 1 else f"rank {others[0]} stayed finite on its own batch"))
+        fix_text = ("the plan keeps the op in float32" if (first.get("region") or {}).get("ops") else
+                    f"see PA70{'1' if first['phase'] in ('forward', 'input') else '2'} for the op") + \
+            "; look up that rank's batch at that step"
         found.add("PA708", first.get("module") or "", {"what_text": what, "rank": first["rank"], "step": first["step"],
-                                                        "fix_text": "the plan keeps the op in float32; look up that "
-                                                                    "rank's batch at that step"}, op=first.get("op"))
+                                                        "fix_text": fix_text}, op=first.get("op"))
         return
     for exchange in report.get("exchanges", []):
         views = [v for v in exchange["ranks"] if v]

@@ -120,7 +120,8 @@ def summarize(ranks: dict) -> dict:
     every_event = [e for events in ranks.values() for e in events]
     closes = [e for e in every_event if e["event"] == "close"]
     steps = max([e["steps"] for e in closes] + [e["step"] + 1 for e in every_event if "step" in e] + [0])
-    run = {k: first_start.get(k) for k in ("mode", "device", "optimizer", "model", "wrapper", "every")}
+    run = {k: first_start.get(k) for k in ("mode", "device", "optimizer", "model", "wrapper", "every",
+                                           "storage_dtype")}
     run["dtype"] = next((e["dtype"] for e in every_event if e.get("dtype")), None)
     integration = next((e for e in reversed(every_event) if e["event"] == "integration"), None)
     report = {
@@ -135,6 +136,7 @@ def summarize(ranks: dict) -> dict:
         "modules": _modules(ranks),
         "parameters": _parameters(ranks, first_start),
         "module_types": first_start.get("module_types", {}),
+        "parameter_numels": {name: p.get("numel") for name, p in first_start.get("parameters", {}).items()},
         "integration": {k: v for k, v in integration.items() if k not in ("event", "time")} if integration else None,
         "triggers": [_trigger_summary(e) for e in ranks[min(ranks)] if e["event"] == "trigger"],
         "exchanges": [{"step": e["step"], "event": e["event"], "ranks": e["ranks"]}
@@ -154,7 +156,9 @@ def _first_nonfinite(ranks: dict):
                 for result in e.get("replays") or []:
                     if result and result.get("first"):
                         found.append({**result["first"], "step": e["step"], "rank": result["rank"],
-                                      "region": result.get("region"), "masked": result.get("masked")})
+                                      "region": result.get("region"), "masked": result.get("masked"),
+                                      "micro_batch": result.get("micro_batch"),
+                                      "micro_batches": result.get("micro_batches")})
     if not found:
         return None
     found.sort(key=lambda f: (f["step"], order.get(f.get("phase"), 9), f["rank"]))
@@ -208,13 +212,18 @@ def _loss_series(events: list) -> list:
 
 
 def _trigger_summary(e: dict) -> dict:
-    return {"step": e["step"], "why": e["why"], "replayed": bool(e.get("replays")),
-            "ranks": [r["rank"] for r in e.get("replays") or [] if r and r.get("first")]}
+    replays = [r for r in e.get("replays") or [] if r]
+    return {"step": e["step"], "why": e["why"], "replayed": bool(replays),
+            "ranks": [r["rank"] for r in replays if r.get("first")],
+            "errors": [r["error"] for r in replays if r.get("error")]}
 
 
 def samples(ranks: dict) -> list:
-    """Rank by rank, the sampled statistics over time (the HTML's heat map)."""
-    return [{"rank": rank, "step": e["step"], "modules": e.get("modules", {})}
+    """Rank by rank, the sampled statistics over time (the HTML's heat maps): per module and,
+    per parameter (the lost-update share: every rank holds the whole parameter's, summed over
+    the shards), rank 0's."""
+    return [{"rank": rank, "step": e["step"], "modules": e.get("modules", {}),
+             "parameters": e.get("parameters", {}) if rank == min(ranks) else {}}
             for rank, events in sorted(ranks.items()) for e in events if e["event"] == "sample"]
 
 

@@ -30,7 +30,7 @@ from ..runtime.pytorch.dtypes import LOW_PRECISION as LOW
 from . import wrappers
 from .log import FORMAT, FORMAT_VERSION, SUMMARY, EventLog, read_log, summarize
 from .replay import replay, rng_state
-from .sampling import ForwardMaxima, StepMeasures, local, read_maxima
+from .sampling import Counts, ForwardMaxima, StepMeasures, local, read_maxima
 
 #: consecutive skipped steps that trigger a replay (GradScaler's start-up calibration skips
 #: a few steps while it halves a scale too large for the gradients)
@@ -66,15 +66,19 @@ class Watch:
         self.check_gradients = (not self.scaling) if check_gradients is None else check_gradients
         self.every, self.skip_streak, self.min_scale, self.replays_left = every, skip_streak, min_scale, replays
         self.rank, self.world_size = _distributed()
+        self.compute_dtype = wrappers.compute_dtype(model)  # an engine's own (FSDP MixedPrecision, DeepSpeed)
         self.log_dir = log_dir
         self.log = EventLog(log_dir, self.rank)
         self.steps = 0
         self.closed = False
-        # the last forward: its batch, random state, autocast state and output gradients
-        self._batch = self._rng = self._output_grads = None
-        self._autocast: list = []
+        # the forwards since the last optimizer step (the micro-batches of gradient
+        # accumulation): each one's batch, random state and autocast state, by reference, and
+        # the gradients that reach its outputs
+        self._micro: list[_Forward] = []
+        self._autocast: list = []  # the last forward's autocast state: the dtype the run computes in
         self._replaying = False
         self._stepped = False
+        self._stepped_since_forward = False  # set by step(): the next forward starts the next step's list
         self._triggered_at = None  # the step whose trigger was handled (pre-hook or skip)
         self._streak = 0
         self._losses: list = []
@@ -94,7 +98,8 @@ class Watch:
                        every=every, pid=os.getpid(), model=type(self.runnable).__name__,
                        wrapper=type(model).__name__ if model is not self.runnable else None,
                        optimizer=type(self.optimizer).__name__, device=self._device(),
-                       dtype=None, mode=_mode(self.params), scaler=self._scaler_info(),
+                       dtype=None, mode="pure" if self.compute_dtype in LOW else _mode(self.params),
+                       storage_dtype=_storage_dtype(self.params), scaler=self._scaler_info(),
                        module_types={name: type(m).__name__ for m, name in self.names.items()},
                        parameters={name: {"module": module, "dtype": dtype_name(p.dtype), "numel": p.numel()}
                                    for p, (name, module) in self.params.items()})
@@ -112,11 +117,13 @@ class Watch:
     def _before_forward(self, module, args, kwargs):
         if self._replaying or not torch.is_grad_enabled():
             return
-        self._batch, self._rng, self._autocast = (args, kwargs), rng_state(), autocast_state()
-        self._output_grads = None
+        if self._stepped_since_forward:
+            self._micro, self._stepped_since_forward = [], False
+        self._autocast = autocast_state()
+        self._micro.append(_Forward((args, kwargs), rng_state(), self._autocast))
 
     def _after_forward(self, module, args, output):
-        if self._replaying or not torch.is_grad_enabled():
+        if self._replaying or not torch.is_grad_enabled() or not self._micro:
             return
         leaves = pytree.tree_leaves(output)
         grads = [None] * len(leaves)
@@ -126,9 +133,14 @@ class Watch:
         scalars = [i for i in differentiable if leaves[i].dim() == 0]
         for i in scalars or differentiable:
             leaves[i].register_hook(_Keep(grads, i))
-        self._output_grads = grads
         loss = getattr(output, "loss", None)
         self.last_loss = loss.detach() if isinstance(loss, torch.Tensor) else None
+        forward = self._micro[-1]
+        forward.output_grads = grads
+        # the micro-batch's loss, where the model returns it (a scalar, HF's outputs.loss): kept
+        # on the device, read only when the step is skipped
+        forward.loss = self.last_loss if self.last_loss is not None else (
+            leaves[scalars[0]].detach() if len(scalars) == 1 else None)
 
     def _before_step(self, optimizer, args, kwargs):
         if self._replaying:
@@ -162,6 +174,7 @@ class Watch:
             self._sample(step)
         self.steps += 1
         self._stepped = False
+        self._stepped_since_forward = True
         self._arm(self.steps)
 
     def _skipped(self) -> bool:
@@ -180,9 +193,10 @@ class Watch:
         if self._skip_modules_left > 0:
             self._skip_modules_left -= 1
             modules = self._nonfinite_gradient_modules()
+        micro_finite = self._micro_losses_finite()
         self.log.write("skip", step=step, scale=scale, loss_finite=loss_finite, streak=self._streak,
-                       nonfinite_modules=modules)
-        reasons = [why for why, met in (("nonfinite-loss", loss_finite is False),
+                       nonfinite_modules=modules, micro_losses_finite=micro_finite)
+        reasons = [why for why, met in (("nonfinite-loss", loss_finite is False or micro_finite is False),
                                         ("skip-streak", self._streak >= self.skip_streak),
                                         ("scale-collapse", scale < self.min_scale)) if met and why not in self._reasons]
         why = self._agreed(reasons[0] if reasons else None)
@@ -195,12 +209,11 @@ class Watch:
         self._reasons.add(why)
         self._sample_next = True
         result = None
-        if self.replays_left > 0 and self._batch is not None:
+        if self.replays_left > 0 and self._micro:
             self.replays_left -= 1
             self._replaying = True
             try:
-                result = replay(self.runnable, self.names, self._batch, self._rng, self._autocast,
-                                self._output_grads, collective=self.world_size > 1)
+                result = self._replay_micro_batches()
             except Exception as exc:  # noqa: BLE001 - the user's run goes on whatever the replay met
                 result = {"first": None, "error": f"{type(exc).__name__}: {exc}"}
             finally:
@@ -209,6 +222,29 @@ class Watch:
         losses = self._flush_losses()
         self.log.write("trigger", step=step, why=why, scale=self._scale_or_none(), dtype=self._run_dtype(),
                        replays=replays, losses=losses, ranks=self._gather(self._rank_view(losses["values"])))
+
+    def _micro_losses_finite(self):
+        """Whether every micro-batch's loss the model returned was finite (one read of them
+        all, on a skipped step only: it has synchronised already); None when none returned it."""
+        losses = [f.loss.float().reshape(()) for f in self._micro if f.loss is not None and f.loss.numel() == 1]
+        return bool(torch.isfinite(torch.stack(losses)).all()) if losses else None
+
+    def _replay_micro_batches(self) -> dict:
+        """The step's micro-batches replayed in order, up to the first whose replay finds a
+        non-finite op (with gradient accumulation an earlier one may have made the gradients
+        inf/NaN). Ranks replaying together replay every micro-batch, so that their collectives
+        stay in step; the first failing one is reported."""
+        collective = self.world_size > 1
+        found = None
+        for index, forward in enumerate(self._micro):
+            result = replay(self.runnable, self.names, forward.batch, forward.rng, forward.autocast,
+                            forward.output_grads, collective=collective)
+            result.update(micro_batch=index, micro_batches=len(self._micro))
+            if found is None or (found["first"] is None and result["first"] is not None):
+                found = result
+            if found["first"] is not None and not collective:
+                break
+        return found
 
     # ------------------------------------------------------------------ samples
     def _arm(self, step: int) -> None:
@@ -224,13 +260,16 @@ class Watch:
         if not measures.grads:  # the pre-hook did not run (a skipped step): the gradients now
             measures.gradients(self._scale_tensor())
         modules = read_maxima(maxima)
-        grads, parameters = measures.read({name: dtype_name(p.dtype) for p, (name, _) in self.params.items()})
+        counts = measures.read()
+        losses = self._flush_losses()
+        views = self._gather({"view": self._rank_view(losses["values"], modules), "counts": counts})
+        if self.world_size > 1:  # every rank's shard of each parameter (FSDP2), one exchange
+            counts = Counts.merged([v["counts"] for v in views])
+        grads, parameters = counts.stats({name: dtype_name(p.dtype) for p, (name, _) in self.params.items()})
         for name, stats in grads.items():
             modules.setdefault(name, {}).update(stats)
-        losses = self._flush_losses()
         self.log.write("sample", step=step, scale=self._scale_or_none(), dtype=self._run_dtype(),
-                       losses=losses, modules=modules, parameters=parameters,
-                       ranks=self._gather(self._rank_view(losses["values"], modules)))
+                       losses=losses, modules=modules, parameters=parameters, ranks=[v["view"] for v in views])
 
     def _rank_view(self, losses: list, modules: dict | None = None) -> dict:
         """What this rank tells the others: its losses since the last exchange and, at a
@@ -279,7 +318,7 @@ class Watch:
 
             write_text_atomic(os.path.join(self.log_dir, SUMMARY),
                               json.dumps(summarize(read_log(self.log_dir)), indent=1), "watch summary")
-        self._batch = self._output_grads = None
+        self._micro = []
 
     # ------------------------------------------------------------------ helpers
     def _scale_tensor(self):
@@ -302,9 +341,12 @@ class Watch:
         return p.device.type if p is not None else "cpu"
 
     def _run_dtype(self):
-        """The low dtype the run computes in: autocast's, else the parameters'."""
+        """The low dtype the run computes in: autocast's, else the engine's (FSDP's
+        param_dtype, DeepSpeed's), else the parameters'."""
         for _, dtype in self._autocast:
             return dtype_name(dtype)
+        if self.compute_dtype is not None:
+            return dtype_name(self.compute_dtype)
         low = [p.dtype for p in self.params if p.dtype in LOW]
         return dtype_name(max(set(low), key=low.count)) if low else "float32"
 
@@ -370,6 +412,15 @@ class Watch:
             dist.barrier()
 
 
+class _Forward:
+    """One forward of the step, kept by reference for a replay: its (args, kwargs), the random
+    state it started from, its autocast state, and the gradients that reach its outputs."""
+
+    def __init__(self, batch, rng, autocast):
+        self.batch, self.rng, self.autocast = batch, rng, autocast
+        self.output_grads = self.loss = None
+
+
 class _Keep:
     """A tensor hook that keeps the gradient reaching one of the model's outputs."""
 
@@ -386,6 +437,12 @@ def _distributed() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def _storage_dtype(params: dict) -> str | None:
+    """The dtype most parameters are stored in (an FSDP shard's, a DeepSpeed module's)."""
+    dtypes = [p.dtype for p in params]
+    return dtype_name(max(set(dtypes), key=dtypes.count)) if dtypes else None
 
 
 def _mode(params: dict) -> str:

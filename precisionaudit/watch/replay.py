@@ -18,6 +18,7 @@ from torch.utils import _pytree as pytree
 
 from ..core.numerics import dtype_name
 from ..runtime.pytorch.autocast_state import autocast_disabled
+from ..runtime.pytorch.ops import CAST_FNS, GEMM_OPS
 from .attribution import LOW, MOVES, Calls, ModuleStack, Ops, all_finite, floating
 
 
@@ -86,6 +87,7 @@ def replay(model, names: dict, batch, rng, autocast, output_grads, collective: b
     with _grads_and_buffers_kept(model), _random_state(rng), torch.enable_grad(), _autocast(autocast):
         with modules, calls, ops:
             out = model(*args, **kwargs)
+            ops.phase = "idle"
             leaves = [t if isinstance(t, torch.Tensor) else None for t in pytree.tree_leaves(out)]
             outputs = floating([t for t in leaves if t is not None])
             forward_failed = not all_finite(outputs)
@@ -110,11 +112,11 @@ def replay(model, names: dict, batch, rng, autocast, output_grads, collective: b
         else:
             first = ops.first
         fixable = first is not None and first["phase"] in ("forward", "backward") and first.get("op")
-        region = _region(first, rerun=not collective) if fixable else None
+        region = _region(first, rerun=not collective, records=ops.records, log=calls.log) if fixable else None
     for record in (first, masked):
         if record:
-            record.pop("_inputs", None)
-            record.pop("_stack", None)
+            for key in ("_inputs", "_stack", "_call"):
+                record.pop(key, None)
     return {"first": first, "masked": masked, "region": region,
             "seconds": round(time.perf_counter() - started, 3)}
 
@@ -133,14 +135,18 @@ def _leaves(model, names: dict) -> dict:
 
 
 # --------------------------------------------------------------------------- the region
-def _region(first: dict, rerun: bool = True) -> dict:
+def _region(first: dict, rerun: bool = True, records=(), log=()) -> dict | None:
     """The smallest region that keeps the failing value out of the low dtype: the calls from
     the op where the low dtype first lost the value (flushed it to 0, or made it inf) to the
     failing call, in the innermost module that holds them all; for a failing op that float32
     keeps finite, that op alone, in the innermost module whose float32 output is back in the
     low dtype's range (``rerun``: the modules are rerun in float32 to find it; not when the
-    ranks replay together, whose sharded modules would gather on one rank only)."""
+    ranks replay together, whose sharded modules would gather on one rank only). None when
+    float32 from the same inputs is not finite either and no earlier op lost the value: not
+    a precision failure, which no region fixes."""
     path = _path_to_loss(first["_inputs"]) if first.get("fp32_finite") is not True else []
+    if first.get("fp32_finite") is False and not path:
+        return None  # float32 is not finite either and no op lost the value: no region fixes it
     ops = [r.fn for r in path if r.fn and r.fn not in MOVES]
     if first["op"] and first["op"] not in ops:
         ops.append(first["op"])
@@ -149,9 +155,64 @@ def _region(first: dict, rerun: bool = True) -> dict:
     back = None
     if first["phase"] == "forward" and rerun:
         module, back = _back_in_range(first, module)
+    ops = list(dict.fromkeys(ops))
+    if not path:  # the failing op alone: a GEMM is kept narrow where its float32 value lands
+        module, ops = _narrowed(first, module, ops, records, log)
     origin = path[0] if path else None
-    return {"module": module, "ops": list(dict.fromkeys(ops)), "back_in_range": back,
+    return {"module": module, "ops": ops, "back_in_range": back,
             "origin": {"op": origin.fn, "module": origin.module, "lost": origin.lost} if origin else None}
+
+
+def _narrowed(first: dict, module: str, ops: list, records, log) -> tuple[str, list]:
+    """(module, ops) for a failing GEMM: ``op#k`` (its k-th call in the module, as
+    ``apply_plan`` counts them) in the innermost module, from the GEMM's own outwards, in
+    which every value its float32 result flows into becomes a float32 value of the run
+    (a residual stream, autocast's float32 ops, an explicit ``.float()``) before it leaves the
+    module, meets a GEMM or is cast down: kept in float32, it is never back in the low dtype.
+    One Linear in float32, not every Linear of ``module`` (``ops: [linear]``). Where no such
+    module is found within ``module``, (module, ops) as they were."""
+    op, call = first.get("op"), first.get("_call")
+    if op not in GEMM_OPS or call is None or not 0 <= call < len(log):
+        return module, ops
+    made = [r for r in records if r.call == call]
+    consumers: dict = {}
+    for record in records:
+        for source in record.inputs:
+            consumers.setdefault(id(source), []).append(record)
+    for name, number in reversed(log[call][1]):
+        if not _encloses(module, name):
+            break  # past the module the float32 rerun found back in range
+        if made and _lands(made, name, consumers):
+            k = sum(1 for fn, stack in log[:call + 1] if fn == op and (name, number) in stack)
+            return name, [f"{op}#{k}" if o == op else o for o in ops]
+    return module, ops
+
+
+def _lands(made: list, module: str, consumers: dict) -> bool:
+    """Whether every value flowing from ``made`` reaches a float32 result of the run inside
+    ``module`` before it leaves it, meets a GEMM, is cast down or ends."""
+    call = made[0].call
+    todo, seen = list(made), {id(r) for r in made}
+    while todo:
+        record = todo.pop()
+        following = consumers.get(id(record), [])
+        if not following:
+            return False  # an output of the module (or of the model): cast back as it leaves
+        for consumer in following:
+            if id(consumer) in seen:
+                continue
+            seen.add(id(consumer))
+            if consumer.call == call:  # another aten op of the same call (addmm's reshape)
+                todo.append(consumer)
+            elif not _encloses(module, consumer.module) or consumer.fn in GEMM_OPS:
+                return False
+            elif consumer.dtype == torch.float32:
+                continue  # landed: a float32 value of the run, with or without the plan
+            elif consumer.fn in CAST_FNS:
+                return False  # cast down
+            else:
+                todo.append(consumer)
+    return True
 
 
 def _path_to_loss(inputs: list, depth: int = 64) -> list:
@@ -192,7 +253,7 @@ def _back_in_range(first: dict, module: str) -> tuple[str, bool | None]:
     dtype = getattr(torch, first["dtype"], None)
     limit = torch.finfo(dtype).max if dtype in LOW else None
     answered = None
-    for mod, name, args, kwargs in reversed(first["_stack"]):
+    for mod, name, args, kwargs, _ in reversed(first["_stack"]):
         if not _encloses(name, module):
             continue
         outputs = _in_float32(mod, args, kwargs)

@@ -117,28 +117,60 @@ class StepMeasures:
                 row["state_dtype"] = v.dtype
             self.after[name] = row
 
-    def read(self, dtype_of: dict) -> tuple[dict, dict]:
-        """({module: stats}, {parameter: stats}) as numbers: one read of every accumulator."""
+    def read(self) -> Counts:
+        """The accumulators as numbers (one read of all of them): this rank's counts."""
         tensors = [t for row in self.grads.values() for t in row]
         tensors += [t for row in self.after.values() for t in row.values() if isinstance(t, torch.Tensor)]
         values = iter(_read(tensors))
-        modules = {}
-        for module, row in self.grads.items():
-            got = [next(values) for _ in row]
-            stats = {"grad_absmax": got[0]}
-            if self.fp16_run:
-                stats["grad_underflow_share"] = got[2] / got[1] if got[1] else 0.0
-            modules[module] = stats
+        modules = {module: [next(values) for _ in row] for module, row in self.grads.items()}
         parameters = {}
         for name, row in self.after.items():
-            got = {k: next(values) for k, v in row.items() if isinstance(v, torch.Tensor)}
+            parameters[name] = {k: next(values) for k, v in row.items() if isinstance(v, torch.Tensor)}
+            if "state_dtype" in row:
+                parameters[name]["state_dtype"] = dtype_name(row["state_dtype"])
+        return Counts(modules, parameters, self.fp16_run)
+
+
+class Counts:
+    """A sample's counts, read: per module [largest |gradient|, nonzero elements, those below
+    float16's smallest normal], per parameter the moving, lost and state-underflowed elements.
+    Counts add up across ranks (``merged``): a sharded parameter's (FSDP2) shares are then the
+    whole parameter's, not the last rank's shard's."""
+
+    def __init__(self, modules: dict, parameters: dict, fp16_run: bool):
+        self.modules, self.parameters, self.fp16_run = modules, parameters, fp16_run
+
+    @staticmethod
+    def merged(all_ranks: list) -> Counts:
+        """The counts of every rank summed (the largest gradient: the largest)."""
+        modules, parameters = {}, {}
+        for counts in all_ranks:
+            for module, row in counts.modules.items():
+                known = modules.get(module)
+                modules[module] = list(row) if known is None else [max(known[0], row[0])] + [
+                    a + b for a, b in zip(known[1:], row[1:])]
+            for name, row in counts.parameters.items():
+                known = parameters.setdefault(name, {})
+                for key, value in row.items():
+                    known[key] = value if key == "state_dtype" else known.get(key, 0) + value
+        return Counts(modules, parameters, all_ranks[0].fp16_run)
+
+    def stats(self, dtype_of: dict) -> tuple[dict, dict]:
+        """({module: stats}, {parameter: stats}): the shares of the counts."""
+        modules = {}
+        for module, got in self.modules.items():
+            modules[module] = {"grad_absmax": got[0]}
+            if self.fp16_run:
+                modules[module]["grad_underflow_share"] = got[2] / got[1] if got[1] else 0.0
+        parameters = {}
+        for name, got in self.parameters.items():
             stats = {"dtype": dtype_of.get(name)}
             moving = got["moving"]
             if "lost" in got:
                 stats["update_lost_share"] = got["lost"] / moving if moving else 0.0
             if "state_under" in got:
                 stats["state_underflow_share"] = got["state_under"] / moving if moving else 0.0
-                stats["state_dtype"] = dtype_name(row["state_dtype"])
+                stats["state_dtype"] = got["state_dtype"]
             stats["moving_elements"] = int(moving)
             parameters[name] = stats
         return modules, parameters

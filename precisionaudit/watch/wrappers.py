@@ -120,3 +120,25 @@ class DeepSpeedScale:
 
     def is_enabled(self) -> bool:
         return any(hasattr(h, k) for h in (self.optimizer, self.engine) for k in ("cur_scale", "loss_scale"))
+
+
+def compute_dtype(model: torch.nn.Module):
+    """The dtype a sharding engine computes in, whatever the parameters are stored in: FSDP2's
+    ``MixedPrecisionPolicy.param_dtype`` (the root's ``_get_fsdp_state()._mp_policy``), FSDP1's
+    ``MixedPrecision.param_dtype``, a DeepSpeed engine's bf16/fp16 config; None where no
+    engine sets one (autocast or the parameters' own dtype says)."""
+    for module in model.modules():
+        state = getattr(module, "_get_fsdp_state", None)
+        if callable(state):
+            policy = getattr(state(), "_mp_policy", None)
+            if getattr(policy, "param_dtype", None) is not None:
+                return policy.param_dtype
+        policy = getattr(module, "mixed_precision", None)  # FSDP1's wrapper
+        if type(module).__name__ == "FullyShardedDataParallel" and getattr(policy, "param_dtype", None) is not None:
+            return policy.param_dtype
+    if is_deepspeed_engine(model):
+        for flag, dtype in (("bfloat16_enabled", torch.bfloat16), ("fp16_enabled", torch.float16)):
+            enabled = getattr(model, flag, None)
+            if callable(enabled) and enabled():
+                return dtype
+    return None

@@ -149,7 +149,7 @@ def run_variant(ref: Reference, name: str, plan, tol):
     or None) of the model converted with ``plan`` (None: the baseline), in one run."""
     entry = {"name": name, "dtype": "float16", "mode": "pure", "status": "error", "error": None,
              "outputs": [], "first_divergence": None, "gemm_flops_low_precision": None,
-             "nodes_low_precision": None, "error_growth": [], "wall_s": None}
+             "linear_modules_low_precision": None, "nodes_low_precision": None, "error_growth": [], "wall_s": None}
     try:
         conversion = convert(ref.model, plan, "float16", keep_io_types=True, source=ref.path)
         verify(conversion.model, f"{ref.path} converted to float16")
@@ -159,6 +159,9 @@ def run_variant(ref: Reference, name: str, plan, tol):
     kept = set(conversion.kept)
     entry["nodes_low_precision"] = report_number(conversion.low_share)
     entry["gemm_flops_low_precision"] = _low_share(ref.flops, kept)
+    linears = _linear_nodes(ref.model)
+    if linears:  # an nn.Linear's export: a MatMul or Gemm by a 2-D weight initializer
+        entry["linear_modules_low_precision"] = {"low": len(set(linears) - kept), "total": len(linears)}
     if plan is not None:
         entry["plan"] = {"path": plan.source, "overrides": len(plan.overrides),
                          "nodes": len(conversion.by_plan),
@@ -304,6 +307,12 @@ def _gemm_flops(model, typed) -> dict[str, int]:
             if w and None not in w:
                 flops[node.name] = 2 * int(np.prod(out)) * int(np.prod(w[1:]))
     return flops
+
+
+def _linear_nodes(model) -> list[str]:
+    """The MatMul / Gemm nodes that multiply by a 2-D weight initializer (an exported Linear)."""
+    weights = {i.name for i in model.graph.initializer if len(i.dims) == 2}
+    return [n.name for n in model.graph.node if n.op_type in ("MatMul", "Gemm") and any(i in weights for i in n.input)]
 
 
 def _low_share(flops: dict, kept: set):

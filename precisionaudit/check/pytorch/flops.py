@@ -75,3 +75,35 @@ class GemmFlops(TorchDispatchMode):
     def fp8_share(self) -> float | None:
         """Share of GEMM FLOPs run as FP8 GEMMs (None when the forward ran no GEMM)."""
         return self.by_dtype[FP8_NAME] / self.total if self.total else None
+
+
+class LinearCensus:
+    """Which ``nn.Linear`` modules ran their GEMM in a low precision while the block runs: a
+    Linear's output has the dtype its GEMM computed in (fp16/bf16; an FP8 GEMM's is bf16), so a
+    plan that keeps one in float32 shows as a float32 output. ``low``/``total``: the counts."""
+
+    def __init__(self, model):
+        self.linears = {m: name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+        self.dtypes: dict = {}
+        self.handles = []
+
+    def __enter__(self):
+        self.handles = [m.register_forward_hook(self._seen) for m in self.linears]
+        return self
+
+    def __exit__(self, *exc):
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+
+    def _seen(self, module, args, output):
+        if isinstance(output, torch.Tensor) and output.is_floating_point():
+            self.dtypes.setdefault(self.linears[module], str(output.dtype).replace("torch.", ""))
+
+    @property
+    def total(self) -> int:
+        return len(self.dtypes)
+
+    @property
+    def low(self) -> int:
+        return sum(1 for d in self.dtypes.values() if d in LOW_PRECISION_NAMES)

@@ -38,7 +38,7 @@ from ..metrics import (
 from ..tolerance import tolerance_for
 from . import fp8
 from .divergence import Probe
-from .flops import GemmFlops
+from .flops import GemmFlops, LinearCensus
 from .grads import (
     ActivationGrads,
     GradHistogram,
@@ -59,6 +59,7 @@ class Run:
     exception: BaseException | None = None  # what ``error`` describes: its traceback for --debug
     probe: Probe | None = None
     flops: GemmFlops | None = None
+    linears: LinearCensus | None = None
     grads: dict | None = None
     wall_s: float = 0.0
     extra: dict = field(default_factory=dict)
@@ -328,14 +329,14 @@ def _variant_inputs(args, kwargs, target, device):
 @calls_the_model
 def _execute(name, model, args, kwargs, seed, tol, counts, *, reference, policy, numerics, grad,
              loss_fn=None, scale=1.0, histogram=None) -> Run:
-    run = Run(name, probe=Probe(model, tol, reference), flops=GemmFlops())
+    run = Run(name, probe=Probe(model, tol, reference), flops=GemmFlops(), linears=LinearCensus(model))
     model.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
     started = time.perf_counter()
     activations = ActivationGrads(histogram) if histogram is not None else contextlib.nullcontext()
     try:
         with numerics:
-            with torch.set_grad_enabled(grad), run.probe, activations, policy, run.flops:
+            with torch.set_grad_enabled(grad), run.probe, activations, policy, run.flops, run.linears:
                 counts["forward"] += 1
                 run.outputs = model(*args, **kwargs)
             if grad:
@@ -361,6 +362,9 @@ def _variant_entry(run: Run, ref_outputs, ref: Run, tol, target) -> dict:
              "error": run.error, "outputs": [], "first_divergence": run.probe.first_divergence(),
              # a forward that raised ran part of its GEMMs: no share to report
              "gemm_flops_low_precision": None if run.error else report_number(run.flops.low_share()),
+             # the nn.Linear modules that ran their GEMM in the low dtype, of those that ran
+             "linear_modules_low_precision": None if run.error or not run.linears.total else
+             {"low": run.linears.low, "total": run.linears.total},
              "error_growth": [{**row, "rel_error": report_number(row["rel_error"])}
                               for row in run.probe.rows[:GROWTH_ROWS]],
              "wall_s": report_number(run.wall_s)}
