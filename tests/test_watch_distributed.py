@@ -111,6 +111,8 @@ def test_fsdp2_shares_count_every_ranks_shard(tmp_path):
     assert share == single["parameters"]["embed.weight"]["update_lost_share"] and 0.5 < share < 1.0
     assert sharded["parameters"]["embed.weight"]["moving_elements"] == \
         single["parameters"]["embed.weight"]["moving_elements"]
+    lost = [f for f in WATCH.findings(sharded, str(tmp_path / "sharded")) if f.rule == "PA706"]
+    assert len(lost) == 1 and lost[0].evidence["parameters"][0] == {"name": "embed.weight", "share": share}
 
 
 def test_fsdp2_mixed_precision_is_reported_in_the_dtype_it_computes_in(tmp_path):
@@ -122,3 +124,25 @@ def test_fsdp2_mixed_precision_is_reported_in_the_dtype_it_computes_in(tmp_path)
 
     text = render_text(watch_document(report, [], str(tmp_path / "log")))
     assert "run: bfloat16 pure (parameters stored in float32)" in text
+
+
+def test_under_ddp_the_failing_micro_batch_is_named(tmp_path):
+    """Two micro-batches a step; rank 1's first is the outlier, its last is not (the replay of
+    the last micro-batch found nothing): every rank replays both, and rank 1's first is named."""
+    report = torchrun("ddp_accumulate", tmp_path / "log")
+    first = report["first_nonfinite"]
+    assert (first["rank"], first["step"], first["micro_batch"], first["micro_batches"], first["op"]) == \
+        (1, OUTLIER_STEP, 0, 2, "exp")
+    findings = {f.rule: f for f in WATCH.findings(report, str(tmp_path / "log"))}
+    assert "(rank 1, micro-batch 1 of 2)" in findings["PA701"].message
+
+
+def test_under_ddp_one_overflowing_linear_is_planned_alone(tmp_path):
+    """Without a float32 rerun of the modules (the ranks replay together), the GEMM's region is
+    still narrowed to where its float32 result lands: block 3's second linear, 1 of 14."""
+    report = torchrun("ddp_residual", tmp_path / "log")
+    assert report["first_nonfinite"]["module"] == "blocks.3.fc2"
+    findings = WATCH.findings(report, str(tmp_path / "log"))
+    plan, header = watch_plan(report, findings, str(tmp_path / "log"))
+    assert [(o.module, o.ops) for o in plan.overrides] == [("blocks.3", ["linear#2"])]
+    assert any("keeps 1 of 14 Linear modules in float32" in line for line in header)

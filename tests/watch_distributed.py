@@ -18,10 +18,17 @@
 - ``fsdp_mp``: the same model in float32 under FSDP2 with ``MixedPrecisionPolicy(param_dtype=
   torch.bfloat16)``: the run computes in bfloat16, its parameters stored in float32.
 
+- ``ddp_accumulate``: DDP around the gated model, float16 autocast and GradScaler, two
+  micro-batches a step (the first under ``no_sync``); from OUTLIER_STEP on, rank 1's first
+  micro-batch is the outlier and its last one is not: the replay must name the first;
+- ``ddp_residual``: DDP around watch_loops' Residual, whose block 3 fc2 overflows float16
+  while the float32 residual stream holds it: the plan keeps that one Linear in float32.
+
 ``--identity``: no outlier batches, the loop run twice in the process, without the watch and
 with it: each rank writes both runs' losses to ``LOG_DIR/losses_<rank>.json``, which must be
 bit-identical.
 """
+import contextlib
 import gc
 import json
 import os
@@ -98,10 +105,58 @@ def train_lookup(log_dir: str, sharded: str | None, steps: int = 8) -> list:
     return losses
 
 
+def train_ddp_accumulate(log_dir: str, steps: int = OUTLIER_STEP + 2) -> list:
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(Gated())
+    opt, scaler = torch.optim.SGD(model.parameters(), lr=1e-3), torch.amp.GradScaler("cpu")
+    losses = []
+    with precisionaudit.watch(model, opt, scaler, log_dir=log_dir, every=4) as watch:
+        for step in range(steps):
+            opt.zero_grad()
+            for micro in range(2):
+                x = batch(2 * step + micro, rank, 1.0)
+                if rank == 1 and step >= OUTLIER_STEP and micro == 0:
+                    x = x * OUTLIER_SCALE
+                with model.no_sync() if micro == 0 else contextlib.nullcontext():
+                    with torch.autocast("cpu", dtype=torch.float16):
+                        loss = model(x) / 2
+                    scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            watch.step(loss)
+            losses.append(loss.detach().float().item())
+    return losses
+
+
+def train_ddp_residual(log_dir: str, steps: int = 3) -> list:
+    from watch_loops import Residual, entropy_batch
+
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(Residual())
+    opt, scaler = torch.optim.SGD(model.parameters(), lr=1e-3), torch.amp.GradScaler("cpu")
+    losses = []
+    with precisionaudit.watch(model, opt, scaler, log_dir=log_dir, every=2) as watch:
+        for step in range(steps):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = model(entropy_batch(step + 10 * dist.get_rank()))
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            watch.step(loss)
+            losses.append(loss.detach().float().item())
+    return losses
+
+
 def main(kind: str, log_dir: str | None, clean: bool) -> list:
     """The losses of one run (``log_dir`` None: without the watch)."""
     if kind in ("fsdp_shards", "fsdp_mp"):
         return train_lookup(log_dir, kind.removeprefix("fsdp_"))
+    if kind == "ddp_accumulate":
+        return train_ddp_accumulate(log_dir)
+    if kind == "ddp_residual":
+        return train_ddp_residual(log_dir)
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = Gated()

@@ -12,6 +12,7 @@ import math
 from ..core.findings import Finding, fingerprint_all
 from ..core.numerics import LARGEST_FINITE
 from ..rules.engine import format_template, load_rules
+from .log import number
 
 MASTER = {"master_weights": "float32"}
 
@@ -361,7 +362,7 @@ def _ranks(found: _Findings, report: dict) -> None:
             found.add("PA708", "", {"what_text": what, "rank": bad[0], "step": exchange["step"],
                                     "fix_text": "look up that rank's batches since the previous sample"})
             return
-        rooms = sorted((v.get("headroom") or 0.0, v["rank"], v.get("headroom_module")) for v in views)
+        rooms = sorted((number(v.get("headroom")) or 0.0, v["rank"], v.get("headroom_module")) for v in views)
         if len(rooms) > 1 and rooms[-1][0] >= rule.params["floor"] and rooms[-1][0] >= rule.params["ratio"] * rooms[-2][0]:
             what = (f"rank {rooms[-1][1]}'s largest activation ({rooms[-1][2]}) used {rooms[-1][0]:.3g} of its "
                     f"dtype's range at step {exchange['step']}, {rooms[-1][0] / rooms[-2][0]:.0f} times the "

@@ -157,20 +157,22 @@ def _region(first: dict, rerun: bool = True, records=(), log=()) -> dict | None:
         module, back = _back_in_range(first, module)
     ops = list(dict.fromkeys(ops))
     if not path:  # the failing op alone: a GEMM is kept narrow where its float32 value lands
-        module, ops = _narrowed(first, module, ops, records, log)
+        # within the module the float32 rerun found back in range; without the rerun (ranks
+        # replaying together), within the whole model
+        module, ops = _narrowed(first, module, ops, records, log, within=module if back is not None else "")
     origin = path[0] if path else None
     return {"module": module, "ops": ops, "back_in_range": back,
             "origin": {"op": origin.fn, "module": origin.module, "lost": origin.lost} if origin else None}
 
 
-def _narrowed(first: dict, module: str, ops: list, records, log) -> tuple[str, list]:
+def _narrowed(first: dict, module: str, ops: list, records, log, within: str) -> tuple[str, list]:
     """(module, ops) for a failing GEMM: ``op#k`` (its k-th call in the module, as
     ``apply_plan`` counts them) in the innermost module, from the GEMM's own outwards, in
     which every value its float32 result flows into becomes a float32 value of the run
     (a residual stream, autocast's float32 ops, an explicit ``.float()``) before it leaves the
     module, meets a GEMM or is cast down: kept in float32, it is never back in the low dtype.
     One Linear in float32, not every Linear of ``module`` (``ops: [linear]``). Where no such
-    module is found within ``module``, (module, ops) as they were."""
+    module is found within ``within``, (module, ops) as they were."""
     op, call = first.get("op"), first.get("_call")
     if op not in GEMM_OPS or call is None or not 0 <= call < len(log):
         return module, ops
@@ -180,7 +182,7 @@ def _narrowed(first: dict, module: str, ops: list, records, log) -> tuple[str, l
         for source in record.inputs:
             consumers.setdefault(id(source), []).append(record)
     for name, number in reversed(log[call][1]):
-        if not _encloses(module, name):
+        if not _encloses(within, name):
             break  # past the module the float32 rerun found back in range
         if made and _lands(made, name, consumers):
             k = sum(1 for fn, stack in log[:call + 1] if fn == op and (name, number) in stack)
