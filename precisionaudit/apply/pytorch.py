@@ -42,18 +42,12 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ..core.autocast_policy import POLICY
+from ..core.autocast_policy import FP32_CALLS
 from ..core.globs import matches
 from ..plan.file import Override, OverridePlan, load_plan, split_op
 from ..runtime.pytorch.autocast_state import autocast_devices, autocast_disabled
 from ..runtime.pytorch.dtypes import LOW_PRECISION as LOW
 from ..runtime.pytorch.ops import CAST_FNS, GEMM_OPS, QUERIES, canonical_fn_name, canonical_name
-
-#: ops whose result CUDA autocast (and the check's emulation of it) returns in fp32 (exp,
-#: softmax, sum, layer_norm, ...): a region's cast-back must not lower such a result below
-#: the dtype it has without the plan
-AUTOCAST_FP32 = frozenset(canonical_name(op.partition(".")[0]) for op, kind in POLICY.items()
-                          if kind.startswith("fp32"))
 
 
 class PlanWarning(UserWarning):
@@ -285,7 +279,7 @@ class _RegionMode(TorchFunctionMode):
         requested = kwargs.get("dtype")
         if requested in LOW and name not in CAST_FNS:  # arange(n, dtype=x.dtype), sum(dtype=...)
             kwargs, origin = {**kwargs, "dtype": torch.float32}, origin or requested
-        elif name in AUTOCAST_FP32 and autocast_devices():
+        elif name in FP32_CALLS and autocast_devices():
             origin = None
         with autocast_disabled():
             args, kwargs, copies = _upcast(args, kwargs, _is_low, tracker.buffers)
@@ -322,7 +316,7 @@ class _RegionMode(TorchFunctionMode):
         if name in CAST_FNS or _in_place(func, name):
             return func(*args, **kwargs)  # an explicit dtype choice / the target's dtype rules
         origin = tracker.origin_of_inputs(leaves)
-        if name in AUTOCAST_FP32 and kwargs.get("dtype") not in LOW and autocast_devices():
+        if name in FP32_CALLS and kwargs.get("dtype") not in LOW and autocast_devices():
             origin = None  # autocast returns it in fp32 with or without the plan
         args, kwargs, copies = _upcast(args, kwargs, _is_low, tracker.buffers)
         out = _write_back(copies, func(*args, **kwargs), _in_place(func, name))

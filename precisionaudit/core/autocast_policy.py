@@ -6,6 +6,8 @@ pass names the list an op falls in to explain its dtype, for ONNX models too.
 """
 from __future__ import annotations
 
+from .op_names import canonical_name
+
 # CUDA autocast policy, op by op (aten overload names as in autocast_mode.cpp).
 LOWER_PRECISION_FP = """
 _convolution _convolution.deprecated conv1d conv2d conv3d conv_tbc conv_transpose1d
@@ -50,6 +52,10 @@ for _names, _kind in ((LOWER_PRECISION_FP, "lower_precision_fp"), (FP32, "fp32")
                       (FP32_APPEND_DTYPE, "fp32_append_dtype"), (PROMOTE, "promote"),
                       (BANNED, "banned"), (HALF, "half")):
     POLICY.update(dict.fromkeys(_names, _kind))
+
+#: the calls (canonical names) whose result CUDA autocast returns in fp32 (exp, softmax, sum,
+#: layer_norm, ...): such a result is fp32 with or without a plan's region
+FP32_CALLS = frozenset(canonical_name(op.partition(".")[0]) for op, kind in POLICY.items() if kind.startswith("fp32"))
 
 BANNED_MESSAGE = (
     "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast. "

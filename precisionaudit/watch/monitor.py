@@ -212,12 +212,16 @@ class Watch:
         if self.replays_left > 0 and self._micro:
             self.replays_left -= 1
             self._replaying = True
+            if self._maxima is not None:  # the replay's forward is no step of the run: not sampled
+                self._maxima.paused = True
             try:
                 result = self._replay_micro_batches()
             except Exception as exc:  # noqa: BLE001 - the user's run goes on whatever the replay met
                 result = {"first": None, "error": f"{type(exc).__name__}: {exc}"}
             finally:
                 self._replaying = False
+                if self._maxima is not None:
+                    self._maxima.paused = False
         replays = self._gather({"rank": self.rank, **result}) if result is not None else None
         losses = self._flush_losses()
         self.log.write("trigger", step=step, why=why, scale=self._scale_or_none(), dtype=self._run_dtype(),

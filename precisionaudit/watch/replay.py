@@ -16,6 +16,7 @@ import time
 import torch
 from torch.utils import _pytree as pytree
 
+from ..core.autocast_policy import FP32_CALLS
 from ..core.numerics import dtype_name
 from ..runtime.pytorch.autocast_state import autocast_disabled
 from ..runtime.pytorch.ops import CAST_FNS, GEMM_OPS
@@ -169,7 +170,7 @@ def _narrowed(first: dict, module: str, ops: list, records, log, within: str) ->
     """(module, ops) for a failing GEMM: ``op#k`` (its k-th call in the module, as
     ``apply_plan`` counts them) in the innermost module, from the GEMM's own outwards, in
     which every value its float32 result flows into becomes a float32 value of the run
-    (a residual stream, autocast's float32 ops, an explicit ``.float()``) before it leaves the
+    (a float32 residual stream, autocast's float32 ops) before it leaves the
     module, meets a GEMM or is cast down: kept in float32, it is never back in the low dtype.
     One Linear in float32, not every Linear of ``module`` (``ops: [linear]``). Where no such
     module is found within ``within``, (module, ops) as they were."""
@@ -192,9 +193,18 @@ def _narrowed(first: dict, module: str, ops: list, records, log, within: str) ->
 
 def _lands(made: list, module: str, consumers: dict) -> bool:
     """Whether every value flowing from ``made`` reaches a float32 result of the run inside
-    ``module`` before it leaves it, meets a GEMM, is cast down or ends."""
+    ``module`` before it leaves it, meets a GEMM, is cast down or ends. A result is float32
+    with or without the plan (``apply_plan`` never casts it back) when autocast itself returns
+    it in float32, or when it promotes with a float32 activation of the run (a residual
+    stream); not when its other float32 operand is a weight (``apply_plan`` takes a weight
+    for no surrounding dtype: the result would go back to the low dtype)."""
     call = made[0].call
     todo, seen = list(made), {id(r) for r in made}
+
+    def landed(consumer) -> bool:
+        return consumer.dtype == torch.float32 and (consumer.fn in FP32_CALLS or any(
+            i.dtype == torch.float32 and id(i) not in seen for i in consumer.inputs))
+
     while todo:
         record = todo.pop()
         following = consumers.get(id(record), [])
@@ -208,11 +218,11 @@ def _lands(made: list, module: str, consumers: dict) -> bool:
                 todo.append(consumer)
             elif not _encloses(module, consumer.module) or consumer.fn in GEMM_OPS:
                 return False
-            elif consumer.dtype == torch.float32:
-                continue  # landed: a float32 value of the run, with or without the plan
             elif consumer.fn in CAST_FNS:
-                return False  # cast down
-            else:
+                if consumer.dtype != torch.float32:
+                    return False  # cast down
+                todo.append(consumer)  # .float() of the planned result: the same region-made tensor
+            elif not landed(consumer):
                 todo.append(consumer)
     return True
 

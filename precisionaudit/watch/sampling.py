@@ -50,10 +50,11 @@ class ForwardMaxima:
         self.names = names
         self.maxima: dict = {}  # name -> device tensor
         self.dtypes: dict = {}  # name -> the output dtype (host knowledge, no sync)
+        self.paused = False  # set during a replay: its forward is no step of the run
         self.handles = [module.register_forward_hook(self._seen) for module in names]
 
     def _seen(self, module, args, output):
-        if not torch.is_grad_enabled():
+        if self.paused or not torch.is_grad_enabled():
             return
         name = self.names[module]
         for t in pytree.tree_leaves(output):
