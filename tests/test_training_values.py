@@ -7,7 +7,7 @@ import textwrap
 import pytest
 from training_rules import Audit, write
 
-from precisionaudit.training.guards import Atom, Possible, simplify, words
+from precisionaudit.training.guards import Atom, Possible, equals, simplify, words
 
 ALL = Audit("PA403", "PA407", "PA421")
 
@@ -62,3 +62,46 @@ def test_guards_that_differ_in_one_literal_merge_to_what_they_share():
     assert simplify([a, frozenset()]) is None
     assert Possible(1, a).given(frozenset({("x", False)})) is None
     assert Atom("x") == Atom("x") and Atom("x") != Atom("y")
+
+
+def test_one_unknown_never_equals_two_constants_on_one_path(tmp_path):
+    """``if x == "fp16": scaler = ...`` and ``if x == "bf16": autocast(bf16)`` cannot both
+    hold: the scaler never scales a bf16-only loss (no PA404). Equal to one constant and
+    different from another may hold at once: the scaler scales a loss computed in fp32 when
+    x is neither, and PA404's bf16 case needs x == "bf16" (still silent)."""
+    path = write(tmp_path, """\
+        import torch
+
+        def train(model, optimizer, data, args):
+            scaler = None
+            if args.precision == "fp16":
+                scaler = torch.amp.GradScaler("cuda")
+            for x in data:
+                if args.precision == "bf16":
+                    with torch.autocast("cuda", dtype=torch.bfloat16):
+                        loss = model(x)
+                else:
+                    loss = model(x)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    loss.backward()
+                    optimizer.step()
+        """)
+    assert Audit("PA404").conditions(path) == []
+    bf16_scaler = path.read_text().replace('if args.precision == "fp16":', 'if args.precision != "fp16":')
+    path.write_text(bf16_scaler)
+    assert Audit("PA404").conditions(path) == [("PA404", 6, 'when args.precision == \'bf16\'')]
+
+
+def test_equality_literals_contradict_and_merge_as_one_comparison():
+    fp16, bf16, not_fp16 = equals("x", "fp16"), equals("x", "bf16"), equals("x", "fp16", False)
+    assert Possible(1, fp16).given(bf16) is None
+    assert Possible(1, fp16).given(not_fp16) is None
+    assert Possible(1, bf16).given(not_fp16) is not None
+    assert simplify([fp16 | {("y", True)}, not_fp16 | {("y", True)}]) == frozenset({("y", True)})
+    assert words(bf16 | not_fp16, {}) == "when x != 'fp16' and x == 'bf16'"
+    assert words(equals("args.dtype", "bf16"), {"args.dtype": "--dtype"}) == "when --dtype is 'bf16'"
+    assert words(equals("args.dtype", "bf16", False), {"args.dtype": "--dtype"}) == "when --dtype is not 'bf16'"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 
-from ..guards import TRUE, Atom, Possible, join, known
+from ..guards import TRUE, Atom, Possible, equals, join, known
 from ..syntax import AUTOCASTS, DEFAULT_AUTOCAST_DTYPE, DTYPES, SCALERS, argument, key_of, method_of
 from .values import Autocast, Dtype, Scaler, Table, combine, negate, truth
 
@@ -120,8 +120,8 @@ def _lookup(script, expr: ast.Subscript, p) -> tuple:
                 continue
             for name, alternatives in table.value.entries:
                 if isinstance(key.value, Atom):
-                    # one atom per key, valued by the entry: two entries never hold at once
-                    cond = join(g, frozenset({(f"{key.value.text} ==", name)}))
+                    # the key equals the entry's name: two entries never hold at once
+                    cond = join(g, equals(key.value.text, name))
                 else:
                     cond = g if key.value == name else None
                 if cond is None:
@@ -145,6 +145,13 @@ def _compare(script, expr: ast.Compare, p) -> tuple:
             if g is None:
                 continue
             vl, vr = left.value, right.value
+            unknown, constant = (vl, vr) if isinstance(vl, Atom) else (vr, vl)
+            if kind in ("==", "!=") and isinstance(unknown, Atom) and isinstance(constant, str):
+                for truth_value in (True, False):  # x == "fp16" and x == "bf16" never both hold
+                    h = join(g, equals(unknown.text, constant, truth_value))
+                    if h is not None:
+                        out.append(Possible(truth_value == (kind == "=="), h))
+                continue
             if isinstance(vl, Atom) or isinstance(vr, Atom):
                 out.append(Possible(Atom(script=script, node=expr), g))
                 continue

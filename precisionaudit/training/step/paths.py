@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..guards import TRUE, Possible, join
+from ..guards import TRUE, Possible, complementary, join
 
 
 @dataclass
@@ -128,10 +128,10 @@ def merge(paths: list) -> list:
             changed = False
             for i, a in enumerate(group):
                 for b in group[i + 1:]:
-                    diff = a.guard ^ b.guard
-                    if len(diff) == 2 and len({atom for atom, _ in diff}) == 1 and {v for _, v in diff} == {True, False}:
+                    common = complementary(a.guard, b.guard)
+                    if common is not None:
                         merged = a.copy()
-                        merged.guard = a.guard & b.guard
+                        merged.guard = common
                         group = [q for q in group if q is not a and q is not b] + [merged]
                         changed = True
                         break

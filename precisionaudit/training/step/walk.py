@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from ..guards import Atom, known, simplify, words
+from ..guards import Atom, known, simplify, subject_of, words
 from ..syntax import FUNCTIONS, assigned_in, key_of, method_of, params_of, reads_of, targets_of
 from . import protocol
 from .calls import MAX_PATHS, MAX_WORK, Calls, TooComplex
@@ -83,7 +83,7 @@ class Hits:
         if origin is None or id(origin) not in implied:
             return False
         test = getattr(origin, "test", None)
-        return test is not None and atom in self.script.text_of(test)
+        return test is not None and subject_of(atom) in self.script.text_of(test)
 
     def _enclosing(self, node) -> set:
         found, current = set(), self.parents.get(node)
