@@ -182,8 +182,9 @@ def words(guard: Guard | None, flags) -> str | None:
     else is one made up."""
     if not guard:
         return None
-    keyed = {(atom[:-3], value) for atom, value in guard if atom.endswith(" ==") and not isinstance(value, bool)}
-    said = [(atom, value) for atom, value in guard if not any(atom == f"{s} == {v!r}" for s, v in keyed)]
+    keyed = {atom[:-3] for atom, value in guard if atom.endswith(" ==") and not isinstance(value, bool)}
+    # ``x == 'bf16'`` says what ``x == 'bf16'`` is true and ``x == 'fp16'`` false say
+    said = [(atom, value) for atom, value in guard if atom.endswith(" ==") or subject_of(atom) not in keyed]
     return "when " + " and ".join(_literal(atom, value, flags) for atom, value in sorted(said, key=repr))
 
 

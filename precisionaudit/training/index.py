@@ -14,7 +14,7 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
-from .syntax import DEFS, FUNCTIONS, children, key_of, method_of, positional_strings
+from .syntax import DEFS, FUNCTIONS, children, key_of, last_name, method_of, positional_strings
 
 #: method and function names that make a statement worth splitting paths on
 RELEVANT_CALLS = frozenset({"backward", "scale", "step", "update", "unscale_", "zero_grad", "clip_grad_norm_",
@@ -192,6 +192,9 @@ class Index:
         self.in_scope: dict = {}          # function (None: module level) -> calls directly in it
         self.names = Names()
         self.flags: dict = {}             # argparse dest -> "--flag"
+        self.flag_defaults: dict = {}     # argparse dest -> its literal ``default=`` expression
+        self.field_defaults: dict = {}    # class field name -> [(class, default expression)]
+        self.nested: dict = {}            # id of a function -> {name: function defined in its body}
         self.imported: set = set()        # the top-level packages the file imports from
         self.dicts: list = []             # every dict literal, in source order
         self.args_names: set = set(ARGS_NAMES)
@@ -327,6 +330,7 @@ class Index:
             scope.bind(node.name, Binding("other", node, scope))
             self.step.word(node.name, chain)
         if isinstance(node, ast.ClassDef):
+            self._fields(node)
             inner = Scope(node, "class", scope)
             self.names.scopes[node] = inner
             return [*((d, scope) for d in node.decorator_list), *((b, scope) for b in node.bases),
@@ -335,6 +339,9 @@ class Index:
         self.names.scopes[node] = inner
         if not isinstance(node, ast.Lambda):
             self.step.defs[id(node)] = node
+            if scope.kind == "function":  # a helper defined inside a function, called there
+                self.nested.setdefault(id(scope.node), {})[node.name] = node
+                self.step.local_names.add(node.name)
         a = node.args
         for arg in (*a.posonlyargs, *a.args, *([a.vararg] if a.vararg else []), *a.kwonlyargs,
                     *([a.kwarg] if a.kwarg else [])):
@@ -405,6 +412,21 @@ class Index:
         name = dest.value if isinstance(dest, ast.Constant) and isinstance(dest.value, str) \
             else long[0][2:].replace("-", "_")
         self.flags[name] = long[0]
+        default = next((k.value for k in node.keywords if k.arg == "default"), None)
+        if isinstance(default, ast.Constant) and isinstance(default.value, str):
+            self.flag_defaults[name] = default
+
+    def _fields(self, cls: ast.ClassDef):
+        """The string defaults a class body declares (``dtype: str = "bfloat16"``, a
+        dataclass's ``field(default="bf16")``): what a config object holds unless told."""
+        for stmt in cls.body:
+            if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None):
+                continue
+            value = stmt.value
+            if isinstance(value, ast.Call) and last_name(value.func) == "field":
+                value = next((k.value for k in value.keywords if k.arg == "default"), None)
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                self.field_defaults.setdefault(stmt.target.id, []).append((cls, value))
 
 
 __all__ = ["Binding", "DEFS", "Index", "Names", "Scope", "StepFacts"]

@@ -220,10 +220,15 @@ def _call_dtypes(script, call: ast.Call, at, depth) -> list:
     if names & WRAPPERS:
         inner = argument(call, "module", 0) or argument(call, "model", 0)
         return module_dtypes(script, inner, at, depth + 1) if inner is not None else [Possible(UNKNOWN)]
+    helper = _local_function(script, call)
+    if helper is not None:
+        returned = _returned_dtypes(script, helper, depth)
+        if returned and all(p.known for p in returned):
+            return returned
     if not isinstance(func, ast.Attribute):
         if any(n.startswith("torch.nn.") for n in names):
             return _constructor_dtypes(script, call)
-        return [Possible(UNKNOWN)]
+        return _factory_dtypes(script, call, depth)
     method = func.attr
     if method in CONVERSIONS:
         return [Possible(CONVERSIONS[method], origin=call)]
@@ -241,7 +246,42 @@ def _call_dtypes(script, call: ast.Call, at, depth) -> list:
         return [Possible(p.value, p.guard, call) for p in dtypes(script, given, depth + 1)]
     if any(n.startswith("torch.nn.") for n in names):
         return _constructor_dtypes(script, call)
-    return [Possible(UNKNOWN)]
+    return _factory_dtypes(script, call, depth)
+
+
+def _factory_dtypes(script, call: ast.Call, depth) -> list:
+    """``load_model(path, dtype=torch.float16)``, ``build(cfg, torch_dtype=...)``: a model
+    factory told which dtype to load the weights in (as ``from_pretrained`` is); a model
+    loaded quantized is unknown (its trained parameters are adapters)."""
+    given = argument(call, "torch_dtype") or argument(call, "dtype")
+    if given is None or any(argument(call, k) is not None for k in QUANTIZED):
+        return [Possible(UNKNOWN)]
+    return [Possible(p.value, p.guard, call) for p in dtypes(script, given, depth + 1)]
+
+
+def _local_function(script, call: ast.Call):
+    """The function of this file ``call`` calls (``build_model(cfg)``, ``self.build()``)."""
+    index, func = script.index, call.func
+    if isinstance(func, ast.Name):
+        return index.functions.get(func.id)
+    if self_attribute(func) is not None:
+        cls = index.class_of(call)
+        if cls is not None:
+            return index.methods.get(cls.name, {}).get(func.attr)
+    return None
+
+
+def _returned_dtypes(script, function, depth) -> list:
+    """The dtypes of the modules ``function`` returns, each under its return's path
+    condition ([] when it returns nothing this analysis can read)."""
+    if depth > MAX_DEPTH:
+        return []
+    found = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Return) and node.value is not None and script.index.function_of(node) is function:
+            found += conjoin(module_dtypes(script, node.value, script.position(node), depth + 1),
+                             path_condition(script, node))
+    return found
 
 
 def _constructor_dtypes(script, call) -> list:
@@ -434,12 +474,17 @@ def _chain_keeps_module(expr) -> bool:
 
 def _attribute_dtypes(script, attribute: ast.Attribute, at, depth) -> list:
     """``self.model`` read in a method: its assignment earlier in the same method, else in
-    ``__init__``; then the in-place conversions of ``self.model`` in those methods."""
+    ``__init__``, else in the one other method that assigns it (``setup``, a
+    ``build_model`` helper); then the in-place conversions of ``self.model`` in those
+    methods."""
     cls, method = script.index.class_of(attribute), script.index.function_of(attribute)
     if cls is None or method is None:
         return [Possible(UNKNOWN)]
     dotted = self_attribute(attribute)
-    methods = [method] + [f for f in cls.body if isinstance(f, FUNCTIONS) and f.name == "__init__" and f is not method]
+    others = [f for f in cls.body if isinstance(f, FUNCTIONS) and f is not method]
+    init = [f for f in others if f.name == "__init__"]
+    helpers = [f for f in others if f.name != "__init__" and _self_assignments(script, f, dotted)]
+    methods = [method] + init + (helpers if len(helpers) == 1 else [])
     for where in methods:
         limit = at if where is method else (10**9, 0)
         assigned = [(t, s) for t, s in _self_assignments(script, where, dotted) if script.position(t) < limit]
