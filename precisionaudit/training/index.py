@@ -18,8 +18,12 @@ from .syntax import DEFS, FUNCTIONS, children, key_of, last_name, method_of, pos
 
 #: method and function names that make a statement worth splitting paths on
 RELEVANT_CALLS = frozenset({"backward", "scale", "step", "update", "unscale_", "zero_grad", "clip_grad_norm_",
-                            "clip_grad_value_", "clip_grad_norm", "GradScaler", "ShardedGradScaler", "autocast"})
-RELEVANT_WORDS = ("amp", "fp16", "bf16", "float16", "bfloat16", "half", "dtype", "scaler", "precision")
+                            "clip_grad_value_", "clip_grad_norm", "GradScaler", "ShardedGradScaler", "autocast",
+                            # the frameworks' calls that act on the step (training/frameworks)
+                            "manual_backward", "clip_gradients", "unscale_gradients", "accumulate", "optimizers",
+                            "prepare", "prepare_optimizer", "setup", "setup_optimizers", "initialize"})
+RELEVANT_WORDS = ("amp", "fp16", "bf16", "float16", "bfloat16", "half", "dtype", "scaler", "precision",
+                  "sync_gradients")
 #: what ``parse_args()`` is usually bound to: ``args.fp16`` is the flag ``--fp16``
 ARGS_NAMES = frozenset({"args", "opt", "opts", "cli_args"})
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)
@@ -125,6 +129,9 @@ class StepFacts:
         self.self_setters: set = set()    # ids of functions that assign ``self.<attr> = ...``
         self.scaler_keys: set = set()     # names used as scalers (``scaler.unscale_``)
         self.step_args: list = []         # (receiver, argument) of ``x.step(arg)``
+        self.engine_keys: set = set()     # receivers of both ``x.backward(loss)`` and ``x.step()``: engines
+        self._backward_keys: set = set()
+        self._step_keys: set = set()
 
     def amp_functions(self) -> set:
         """ids of the functions whose walk can meet an AMP event: those with one in their
@@ -175,6 +182,10 @@ class StepFacts:
                 self.scaler_keys.add(inner)
         if name in ("scale", "step", "update") and receiver and receiver.lower().endswith("scaler"):
             self.scaler_keys.add(receiver)
+        if receiver and (name == "backward" and node.args or name == "step" and not node.args):
+            (self._backward_keys if name == "backward" else self._step_keys).add(receiver)
+            if receiver in self._backward_keys and receiver in self._step_keys:
+                self.engine_keys.add(receiver)
         if name == "step" and receiver and len(node.args) + len(node.keywords) == 1:
             arg = key_of(node.args[0] if node.args else node.keywords[0].value)
             if arg:
@@ -330,7 +341,8 @@ class Index:
             scope.bind(node.name, Binding("other", node, scope))
             self.step.word(node.name, chain)
         if isinstance(node, ast.ClassDef):
-            self._fields(node)
+            for name, default in string_fields(node):
+                self.field_defaults.setdefault(name, []).append((node, default))
             inner = Scope(node, "class", scope)
             self.names.scopes[node] = inner
             return [*((d, scope) for d in node.decorator_list), *((b, scope) for b in node.bases),
@@ -416,17 +428,22 @@ class Index:
         if isinstance(default, ast.Constant) and isinstance(default.value, str):
             self.flag_defaults[name] = default
 
-    def _fields(self, cls: ast.ClassDef):
-        """The string defaults a class body declares (``dtype: str = "bfloat16"``, a
-        dataclass's ``field(default="bf16")``): what a config object holds unless told."""
-        for stmt in cls.body:
-            if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None):
-                continue
-            value = stmt.value
-            if isinstance(value, ast.Call) and last_name(value.func) == "field":
-                value = next((k.value for k in value.keywords if k.arg == "default"), None)
-            if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                self.field_defaults.setdefault(stmt.target.id, []).append((cls, value))
+
+
+def string_fields(cls: ast.ClassDef) -> list:
+    """(name, default) of the string defaults a class body declares (``dtype: str =
+    "bfloat16"``, a dataclass's ``field(default="bf16")``): what a config object holds
+    unless told otherwise."""
+    found = []
+    for stmt in cls.body:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None):
+            continue
+        value = stmt.value
+        if isinstance(value, ast.Call) and last_name(value.func) == "field":
+            value = next((k.value for k in value.keywords if k.arg == "default"), None)
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            found.append((stmt.target.id, value))
+    return found
 
 
 __all__ = ["Binding", "DEFS", "Index", "Names", "Scope", "StepFacts"]

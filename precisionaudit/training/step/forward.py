@@ -9,6 +9,7 @@ import ast
 
 from ..guards import TRUE, Atom, Possible, equals, join, known
 from ..syntax import AUTOCASTS, DEFAULT_AUTOCAST_DTYPE, DTYPES, SCALERS, argument, key_of, method_of
+from .owned import owner_values
 from .values import Autocast, Dtype, Scaler, Table, combine, negate, truth
 
 _CONSTANTS = (True, False, None)
@@ -67,6 +68,9 @@ def _call(script, expr: ast.Call, p) -> tuple:
     if len(expr.args) == 1 and not expr.keywords and not isinstance(expr.args[0], ast.Starred) and (
             names & {"torch.device", "builtins.str"} or isinstance(expr.func, ast.Name) and expr.func.id == "str"):
         return _device(script, expr.args[0], expr, p)  # torch.device("cuda" if ... else "cpu")
+    made = owner_values(script, expr, names, evaluate, p) if names else None
+    if made is not None:
+        return made
     for name in sorted(names):
         if name in SCALERS:
             return scaler_value(script, expr, SCALERS[name], p)

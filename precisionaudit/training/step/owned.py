@@ -1,0 +1,279 @@
+"""The step when a framework owns it: the walk's reading of the tables in
+``training/frameworks``. An owner object (``Owner``: an ``Accelerator``, a DeepSpeed
+engine, a Fabric, a LightningModule's ``self``) is made where its maker is called
+(``forward.evaluate``), or taken for one where the code names it as the framework's
+examples do and the object was made elsewhere; its API calls do to the path what the table
+says (a scaled backward leaves scaled gradients pending, an unscale clears them, a step
+through the framework's scaler emits the events a ``scaler.step`` does), and the
+optimizers it hands back (``Prepared``) step through its scaler.
+
+A precision the code does not say splits the path on whether it scales the loss, in the
+words of the table (``accelerate's mixed_precision is 'fp16'``); a named one
+(``Accelerator(mixed_precision=args.mp)``) on whether that name equals the scaling value.
+"""
+from __future__ import annotations
+
+import ast
+
+from ..frameworks import ACCUMULATES, CLIP, PREPARES, SCALED_BACKWARD, STEP, UNSCALE, framework_of, step_frameworks
+from ..frameworks.deepspeed import DEEPSPEED, config_precision
+from ..frameworks.lightning import LIGHTNING, TRAINERS, is_module_class
+from ..guards import Atom, Possible, equals, join, known
+from ..lookup import evaluate as look_up
+from ..syntax import argument, key_of, method_of, targets_of
+from .events import Backward, Clip, ScalerStep
+from .paths import Pending
+from .values import Owner, Prepared
+
+#: keyword arguments of a maker that turn on gradient accumulation (accelerate)
+ACCUMULATION = ("gradient_accumulation_steps", "gradient_accumulation_plugin")
+
+
+# ----------------------------------------------------------------------------- owners
+def owner_values(script, call: ast.Call, names, evaluate, p) -> tuple | None:
+    """The owner ``call`` makes, as alternatives (None: not a framework's maker)."""
+    framework = framework_of(names)
+    if framework is None:
+        return None
+    accumulates = _accumulates(call)
+    if framework is DEEPSPEED:
+        spelled = config_precision(script, call)
+        given = known(spelled) if spelled is not None else None
+    else:
+        argument_node = argument(call, framework.precision_keyword) if framework.precision_keyword else None
+        given = evaluate(script, argument_node, p) if argument_node is not None else (
+            known(framework.default) if framework.default is not None else None)
+    return tuple(_alternatives(framework, call, given, accumulates))
+
+
+def _accumulates(call) -> bool:
+    for keyword in ACCUMULATION:
+        given = argument(call, keyword)
+        if given is not None and not (isinstance(given, ast.Constant) and given.value == 1):
+            return True
+    return False
+
+
+def _alternatives(framework, node, given, accumulates=False) -> list:
+    """Owner alternatives for the precision ``given`` (alternatives, or None: unknown)."""
+    if given is None:
+        return [Possible(Owner(framework, node, truth, framework.scaling if truth else None, accumulates),
+                         frozenset({(framework.unknown, truth)})) for truth in (True, False)]
+    out = []
+    for a in given:
+        if isinstance(a.value, Atom):
+            for truth in (True, False):
+                g = join(a.guard, equals(a.value.text, framework.scaling, truth))
+                if g is not None:
+                    out.append(Possible(Owner(framework, node, truth, framework.scaling if truth else None,
+                                              accumulates), g))
+            continue
+        precision = framework.precisions.get(a.value)
+        if precision is not None:
+            out.append(Possible(Owner(framework, node, precision.scales, a.value, accumulates), a.guard))
+    return out
+
+
+def owners(walker, receiver, p) -> list:
+    """The owner ``receiver`` is on path ``p``, as alternatives ([]: not one)."""
+    key = key_of(receiver)
+    bound = p.env.get(key) if key else None
+    if bound and any(isinstance(a.value, Owner) for a in bound):
+        return [a for a in bound if isinstance(a.value, Owner)]
+    if bound:
+        return []
+    frame = walker.frames[-1]
+    if key == "self" and frame.cls is not None:
+        return walker.script.once(_lightning_owners).get(frame.cls, [])
+    if key is None:
+        return []
+    script, last = walker.script, key.rsplit(".", 1)[-1]
+    for framework in step_frameworks():
+        if last in framework.names and framework.packages & script.index.imported:
+            if framework is not DEEPSPEED or key in script.index.step.engine_keys:
+                return _alternatives(framework, None, None)
+    return []
+
+
+def _lightning_owners(script) -> dict:
+    """class name -> the owner alternatives of ``self`` in a LightningModule of this file:
+    the precision of the file's ``Trainer(...)`` calls (unknown when there is none, or they
+    disagree)."""
+    classes = {name: cls for name, cls in script.index.classes.items() if is_module_class(script, cls)}
+    if not classes:
+        return {}
+    spellings = []
+    for call in script.index.by_name.get("Trainer", ()):
+        if script.names_of(call.func) & TRAINERS:
+            given = argument(call, "precision")
+            if given is None:
+                spellings.append(LIGHTNING.default)
+                continue
+            values = look_up(script, given, _literal)
+            spellings += [v.value if v.known and not v.guard else None for v in values]
+    precisions = {LIGHTNING.precisions.get(s) for s in spellings}
+    if spellings and None not in precisions and len({p.scales for p in precisions}) == 1:
+        spelled = next(s for s in spellings)
+        alternatives = [Possible(Owner(LIGHTNING, None, precisions.pop().scales, spelled))]
+    else:
+        alternatives = _alternatives(LIGHTNING, None, None)
+    return {name: [Possible(a.value, a.guard) for a in alternatives] for name in classes}
+
+
+def _literal(script, expr):
+    from ..guards import UNKNOWN
+
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, (str, int)) and not isinstance(expr.value, bool):
+        return expr.value
+    return UNKNOWN
+
+
+# ----------------------------------------------------------------------------- calls
+def on_call(walker, call: ast.Call, p) -> list | None:
+    """The paths after a framework call on ``p``; None when ``call`` is none."""
+    method = method_of(call)
+    if method is None:
+        return None
+    receiver = call.func.value
+    prepared = _prepared(p, receiver)
+    if prepared:
+        return _optimizer_call(walker, call, method, prepared, p)
+    found = owners(walker, receiver, p)
+    if not found:
+        return None
+    api = found[0].value.framework.api(method)
+    if api is None:
+        return None
+    out = []
+    for alternative in found:
+        q = p.assume(alternative.guard)
+        if q is not None:
+            out += _apply(walker, call, api, alternative.value, q)
+    return out
+
+
+def _prepared(p, receiver) -> list:
+    key = key_of(receiver)
+    return [a for a in p.env.get(key, ()) if isinstance(a.value, Prepared)] if key else []
+
+
+def _apply(walker, call, api, owner, q) -> list:
+    effects = api.effects
+    if SCALED_BACKWARD in effects:
+        return _backward(walker, call, owner, q)
+    if ACCUMULATES in effects:
+        return _accumulate(walker, call, owner, q)
+    if CLIP in effects and UNSCALE not in effects:
+        walker.emit(Clip(call, q.pending, None), q)
+    if STEP in effects:
+        return _step(walker, call, call.func.value, owner, q)
+    if UNSCALE in effects:
+        q.pending = None
+        q.marks.append(("unscale_", call))
+    return [q]
+
+
+def _backward(walker, call, owner, q) -> list:
+    loss = call.args[0] if call.args else call.keywords[0].value if call.keywords else None
+    scaled = owner if owner.scales else None
+    walker.emit(Backward(call, scaled, walker.prov(loss, q) if loss is not None else frozenset(), q.region), q)
+    if scaled is not None:
+        q.pending = Pending(owner, call, walker.script.text_of(call.func.value), walker.frames[-1].fn)
+        q.backward, q.updated_at = "scaled", None
+    elif q.backward != "scaled":
+        q.backward = "plain"
+    q.iter_backward = True
+    return [q]
+
+
+def _accumulate(walker, call, owner, q) -> list:
+    """``with accelerator.accumulate(model):``: a micro-step that syncs and one that does
+    not, when the owner accumulates over several."""
+    if owner.node is not None and not owner.accumulates:
+        return [q]  # made here without accumulation: every micro-step syncs
+    atom = f"{walker.script.text_of(call.func.value)}.{owner.framework.sync}"
+    return [r for r in (q.assume(frozenset({(atom, True)})), q.assume(frozenset({(atom, False)}))) if r is not None]
+
+
+def _step(walker, call, receiver, owner, q) -> list:
+    if not owner.scales:
+        q.pending, q.backward = None, None
+        return [q]
+    walker.emit(ScalerStep(call, receiver, q.backward, owner, q.updated_at), q)
+    q.pending, q.backward = None, None
+    q.marks += [("step", call), ("update", call)]
+    q.stepped = {}
+    q.updated_at = call
+    return [q]
+
+
+def _optimizer_call(walker, call, method, prepared, p) -> list:
+    out = []
+    for alternative in prepared:
+        q = p.assume(alternative.guard)
+        if q is None:
+            continue
+        owner, key = alternative.value.owner, alternative.value.key
+        api = owner.framework.optimizer.get(method)
+        syncing = owner.framework.sync is None or (f"{key}.{owner.framework.sync}", False) not in q.guard
+        if api is not None and STEP in api.effects and syncing:
+            out += _step(walker, call, call.func.value, owner, q)
+            continue
+        if method == "zero_grad" and syncing:
+            q.marks.append(("zero_grad", call))
+        out.append(q)
+    return out
+
+
+# ----------------------------------------------------------------------------- bindings
+def prepared_bindings(walker, value, targets, p) -> dict:
+    """key -> alternatives for the targets of ``targets = value`` that receive an optimizer
+    a framework hands back, or (``engine, optimizer, ... = deepspeed.initialize(...)``) the
+    owner; {} when ``value`` is no such call."""
+    if not isinstance(value, ast.Call):
+        return {}
+    if framework_of(walker.script.names_of(value.func)) is DEEPSPEED and len(targets) == 1 \
+            and isinstance(targets[0], (ast.Tuple, ast.List)) and targets[0].elts:
+        key = key_of(targets[0].elts[0])
+        from .forward import evaluate
+        return {key: evaluate(walker.script, value, p)} if key else {}
+    method = method_of(value)
+    if method is None:
+        return {}
+    found = owners(walker, value.func.value, p)
+    api = found[0].value.framework.api(method) if found else None
+    if api is None or PREPARES not in api.effects or _raw_optimizers(value):
+        return {}
+    key = walker.script.text_of(value.func.value)
+    nodes = [t for target in targets for t in targets_of(target)]
+    chosen = [n for i, n in enumerate(nodes) if _is_optimizer(value, method, i, n, len(nodes))]
+    return {key_of(n): tuple(Possible(Prepared(a.value, key), a.guard) for a in found) for n in chosen if key_of(n)}
+
+
+def _raw_optimizers(call) -> bool:
+    """``self.optimizers(use_pl_optimizer=False)``: the torch optimizers themselves."""
+    given = argument(call, "use_pl_optimizer")
+    return isinstance(given, ast.Constant) and given.value is False
+
+
+def _is_optimizer(call, method, i, node, count) -> bool:
+    """Whether the ``i``-th of ``count`` targets receives an optimizer."""
+    if method in ("optimizers", "setup_optimizers", "prepare_optimizer"):
+        return True
+    if method == "setup":
+        return i > 0  # fabric.setup(model, *optimizers) -> (model, *optimizers)
+    if method == "initialize":
+        return False
+    passed = call.args[i] if i < len(call.args) and count == len(call.args) else None
+    words = " ".join(filter(None, (key_of(node), key_of(passed) if passed is not None else None))).lower()
+    return "optim" in words or words.split(".")[-1] in ("opt", "opt_g", "opt_d")
+
+
+def in_play(script) -> bool:
+    """Whether a framework's step may be in this file (the file imports one)."""
+    return script.once(_in_play)
+
+
+def _in_play(script) -> bool:
+    imported = script.index.imported
+    return any(framework.packages & imported for framework in step_frameworks())
