@@ -59,7 +59,8 @@ PLAIN_STRATEGIES = frozenset({"auto", "ddp", "ddp_spawn", "ddp_fork", "ddp_noteb
 #: calls that take an optimizer and may keep fp32 master weights (or scale) for it:
 #: deepspeed.initialize (fp16/bf16 optimizers), apex amp.initialize (O2), accelerate's
 #: prepare (which may run DeepSpeed from its config)
-MASTER_WEIGHT_WRAPPERS = frozenset({"initialize", "prepare", "prepare_optimizer", "FP16_Optimizer"})
+MASTER_WEIGHT_WRAPPERS = frozenset({"initialize", "prepare", "prepare_optimizer", "FP16_Optimizer",
+                                    "FP16_UnfusedOptimizer"})
 #: optimizers with a fused kernel (``fused=True``; torch 2.13 sets ``_step_supports_amp_scaling``)
 FUSED = frozenset({"Adam", "AdamW", "Adagrad", "SGD"})
 #: tensor methods that return a converted copy: ``[p.detach().clone().float() for p in
@@ -160,14 +161,23 @@ def _handed_to_a_wrapper(script, call) -> bool:
     holder = parents.get(call)
     outer = parents.get(holder) if isinstance(holder, ast.keyword) else holder
     if isinstance(outer, ast.Call) and (holder is not outer or any(a is call for a in outer.args)) \
-            and last_name(outer.func) in MASTER_WEIGHT_WRAPPERS:
+            and _wraps(script, outer):
         return True
     if not isinstance(holder, ast.Assign):  # opt = AdamW(...): the call is the value
         return False
     names = {_plain(t) for t in holder.targets} - {None}
     by_name = script.index.by_name
-    wrappers = [c for w in MASTER_WEIGHT_WRAPPERS for c in by_name.get(w, ())]
+    wrappers = [c for c in script.index.calls if _wraps(script, c)] if any(
+        by_name.get(w) for w in MASTER_WEIGHT_WRAPPERS) or "import" in script.text else []
     return any(_plain(_value(arg)) in names for other in wrappers for arg in (*other.args, *other.keywords))
+
+
+def _wraps(script, call) -> bool:
+    """Whether ``call`` is one of the wrappers, by its name or the name it was imported
+    under (``from deepspeed.runtime.fp16.fused_optimizer import FP16_Optimizer as W``)."""
+    if last_name(call.func) in MASTER_WEIGHT_WRAPPERS:
+        return True
+    return any(n.rsplit(".", 1)[-1] in MASTER_WEIGHT_WRAPPERS for n in script.names_of(call.func))
 
 
 def _value(arg):

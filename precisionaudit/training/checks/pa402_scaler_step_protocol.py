@@ -56,7 +56,8 @@ def _plain_backward(event, text) -> tuple:
                 "by the loss scale", f"call {text(event.receiver)}.scale(loss).backward()")
     framework = event.owner.framework
     return (f"it steps through {framework.title}'s loss scaler under {framework.setting(event.owner.precision)} "
-            f"({framework.optimizer['step'].source.split(' -> ')[-1]}), but the backward before it on this path "
+            f"({(framework.optimizer.get('step') or framework.api('step')).source.split(' -> ')[-1]}), but the "
+            "backward before it on this path "
             "was a plain backward, not the framework's scaled one: the unscale divides gradients that were never "
             "multiplied by the loss scale, so every update shrinks by the scale (65536 at the start)",
             framework.remedy["PA402"])
@@ -73,13 +74,16 @@ def _stale(event, text) -> tuple:
             "run each loss's backward right before its own optimizer's step()")
 
 
-def _framework_unscale(node, text) -> tuple | None:
-    """(problem, remedy) for an unscale a framework's clip makes on a micro-step."""
+def _framework_unscale(node, text, guard) -> tuple | None:
+    """(problem, remedy) for an unscale a framework's clip makes on a micro-step that does
+    not sync (``guard``: the path's); None for any other unscale."""
     method = method_of(node)
     for framework in step_frameworks():
         api = framework.api(method) if framework.sync else None
         if api is not None and UNSCALE in api.effects and SCALED_BACKWARD not in api.effects:
             owner = text(node.func.value)
+            if (f"{owner}.{framework.sync}", False) not in guard:
+                return ()  # it syncs here: the optimizer steps, or not, as its own code says
             return (f"it unscales the gradients on every call ({api.source.split(' ', 1)[-1]}), but inside "
                     f"{owner}.accumulate(...) the optimizer steps only when {owner}.{framework.sync} is true: on "
                     "the micro-steps in between the gradients are unscaled in place, the next backward adds scaled "
@@ -101,9 +105,11 @@ def _iteration_end(event: IterationEnd, report, text):
         return
     zeroed = "zero_grad" in kinds  # a skipped step that drops its gradients accumulates nothing
     for i, (kind, node) in enumerate(event.marks):
-        framework = _framework_unscale(node, text) if kind == "unscale_" and method_of(node) != "unscale_" else None
+        framework = _framework_unscale(node, text, report.path.guard) \
+            if kind == "unscale_" and method_of(node) != "unscale_" else None
         if framework is not None:
-            _report(report, text, node, *framework, drop=event.inner_ifs)
+            if framework:
+                _report(report, text, node, *framework, drop=event.inner_ifs)
             continue
         if kind == "update" and not zeroed:
             problem = UPDATE_ON_MICRO_STEPS

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 #: what an API call does to the step, in the order it does it
 SCALED_BACKWARD = "scaled backward"  # backward of the loss multiplied by the loss scale (a scaling precision)
+SCALES_LOSS = "scales loss"          # returns the loss multiplied by the loss scale (``.backward()`` on it)
 UNSCALE = "unscale"                  # divides the gradients by the loss scale, in place (each call)
 CLIP = "clip"                        # clips the gradients as they are
 STEP = "step"                        # steps the optimizer through the loss scaler (unscale_ first if not done)
@@ -60,6 +61,8 @@ class Framework:
     elsewhere (a parameter, another file); ``backward_words``: the scaled backward as a
     finding names it; ``unscales_in``: where the framework unscales before stepping;
     ``spelled``: the scaling precision as a finding names it (``{precision}`` filled);
+    ``refuses_plain_backward``: a plain ``loss.backward()`` before its step raises inside
+    the framework (no silent hazard to report);
     ``remedy``: rule id -> what to do instead, in words."""
 
     name: str
@@ -77,6 +80,7 @@ class Framework:
     backward_words: str = ""
     unscales_in: str = ""
     spelled: str = "{precision!r}"
+    refuses_plain_backward: bool = False
     remedy: dict = field(default_factory=dict)
 
     @property

@@ -16,6 +16,11 @@ Read in DeepSpeed's source (deepspeedai/DeepSpeed, deepspeed/):
   (``FP16_Optimizer.step``, ZeRO's ``DeepSpeedZeroOptimizer.step``): overflow check,
   ``unscale_and_clip_grads`` (divides by the scale and clips to the config's
   ``gradient_clipping``), the step skipped on inf, ``_update_scale``.
+- ``engine.scale(loss).backward()`` is the other scaled backward (``DeepSpeedEngine.scale``);
+  a plain ``loss.backward()`` under fp16's dynamic scaling raises "Loss scaling is required
+  for this configuration, but backward() was called directly" (``_backward_post_hook``), or
+  "Direct calls to tensor.backward() are not supported" where hooks are not installed
+  (``_backward_prologue``): loud, so not reported.
 - bf16 (``"bf16": {"enabled": true}``) scales nothing (``BF16_Optimizer``).
 """
 from __future__ import annotations
@@ -24,7 +29,8 @@ import ast
 import json
 import os
 
-from . import CLIP, PREPARES, SCALED_BACKWARD, STEP, UNSCALE, UPDATE, Api, Framework, Precision, apis
+from . import (CLIP, PREPARES, SCALED_BACKWARD, SCALES_LOSS, STEP, UNSCALE, UPDATE, Api, Framework, Precision,
+               apis)
 
 DEEPSPEED = Framework(
     name="deepspeed", title="DeepSpeed",
@@ -37,6 +43,8 @@ DEEPSPEED = Framework(
         Api("backward", (SCALED_BACKWARD,),
             "runtime/engine.py DeepSpeedEngine.backward: optimizer.scale_if_loss(loss) / "
             "runtime/fp16/fused_optimizer.py FP16_Optimizer.backward: loss.float() * cur_scale"),
+        Api("scale", (SCALES_LOSS,),
+            "runtime/engine.py DeepSpeedEngine.scale: the loss times the loss scale, for .backward()"),
         Api("step", (UNSCALE, CLIP, STEP, UPDATE),
             "runtime/engine.py DeepSpeedEngine.step -> _take_model_step -> FP16_Optimizer.step / "
             "DeepSpeedZeroOptimizer.step: unscale_and_clip_grads(gradient_clipping), skip on overflow, "
@@ -45,6 +53,7 @@ DEEPSPEED = Framework(
     ),
     names=frozenset({"model_engine", "engine", "ds_engine", "deepspeed_engine"}),
     backward_words="engine.backward(loss)", spelled="fp16 enabled in the DeepSpeed config",
+    refuses_plain_backward=True,
     unscales_in="in engine.step() (unscale_and_clip_grads, which also clips to the config's gradient_clipping)",
     remedy={"PA401": 'remove the clip and set "gradient_clipping": <max_norm> in the DeepSpeed config: '
                      "engine.step() unscales, then clips"},
