@@ -19,7 +19,8 @@ import re
 from dataclasses import dataclass
 
 from .guards import TRUE, UNKNOWN, Possible, conjoin
-from .lookup import MAX_DEPTH, bound_values, dtypes, path_condition, strings, test_literal, truths
+from .frameworks.lightning import PLAIN_STRATEGIES, PRECISIONS, TRAINERS
+from .lookup import MAX_DEPTH, bound_values, dtypes, evaluate, path_condition, strings, test_literal, truths
 from .syntax import FUNCTIONS, argument, last_name, self_attribute, unpacks_keywords
 
 #: torch.optim's optimizers (torch 2.13 ``torch/optim/__init__.py`` __all__)
@@ -48,14 +49,7 @@ QUANTIZED = ("quantization_config", "load_in_8bit", "load_in_4bit")
 #: call of a torch.optim class (most files of a library build no optimizer)
 LOW_PRECISION_WORDS = re.compile(r"\.half\b|float16|bfloat16|fp16|bf16|16-true")
 OPTIMIZER_CALL = re.compile(r"\b(%s)\s*\(" % "|".join(sorted(TORCH_OPTIMIZERS)))
-#: Lightning's Trainer, however imported
-LIGHTNING_TRAINERS = frozenset({"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer",
-                                "lightning.pytorch.trainer.Trainer", "pytorch_lightning.trainer.Trainer",
-                                "lightning.pytorch.trainer.trainer.Trainer", "pytorch_lightning.trainer.trainer.Trainer"})
-#: Lightning precisions that train the module's parameters in a low dtype, with no fp32 copy
-PURE_PRECISIONS = {"bf16-true": "bfloat16", "16-true": "float16"}
-#: strategies whose precision plugin is HalfPrecision (DeepSpeed and FSDP bring their own)
-PLAIN_STRATEGIES = frozenset({"auto", "ddp", "ddp_spawn", "ddp_fork", "ddp_notebook", "single_device", "dp"})
+TRAINER_CALL = re.compile(r"Trainer\s*\(")
 #: calls that take an optimizer and may keep fp32 master weights (or scale) for it:
 #: deepspeed.initialize (fp16/bf16 optimizers), apex amp.initialize (O2), accelerate's
 #: prepare (which may run DeepSpeed from its config)
@@ -70,23 +64,36 @@ COPYING_CONVERSIONS = frozenset({"float", "double", "half", "bfloat16", "to", "t
 
 @dataclass(frozen=True)
 class OptimizerSite:
-    """A ``torch.optim`` optimizer built in the script, with the dtypes its parameters may
-    have there (``Possible``s whose origin is the conversion that made them)."""
+    """A ``torch.optim`` optimizer built in the script, or one a framework builds for it
+    (the HF Trainer's, ``built_by`` saying so), with the dtypes its parameters may have
+    there (``Possible``s whose origin is the conversion that made them)."""
 
     call: ast.Call
     #: the class, as ``torch.optim.AdamW``
     name: str
     param_dtypes: tuple
+    #: for a framework's optimizer: who builds it ("the Trainer at line 40"), the expression
+    #: of its eps (None: the default), the guards under which it is not fused
+    built_by: str | None = None
+    eps: object = None
+    unfused: tuple = ()
 
     @property
     def short_name(self) -> str:
         return self.name.rsplit(".", 1)[-1]
 
+    @property
+    def named(self) -> str:
+        """The optimizer as a finding names it (``AdamW``, ``AdamW (built by the Trainer at line 40)``)."""
+        return f"{self.short_name} (built by {self.built_by})" if self.built_by else self.short_name
+
 
 def mentions_an_optimizer(text: str) -> bool:
     """Whether a file may build a torch.optim optimizer over low-precision parameters:
-    it names ``optim`` (the import), calls an optimizer class and names a low dtype."""
-    return "optim" in text and bool(OPTIMIZER_CALL.search(text)) and bool(LOW_PRECISION_WORDS.search(text))
+    it names ``optim`` (the import), calls an optimizer class and names a low dtype; or it
+    builds an HF Trainer (which builds one) and names a low dtype."""
+    built = ("optim" in text and bool(OPTIMIZER_CALL.search(text))) or bool(TRAINER_CALL.search(text))
+    return built and bool(LOW_PRECISION_WORDS.search(text))
 
 
 def optimizer_sites(script) -> list[OptimizerSite]:
@@ -121,7 +128,63 @@ def _find_sites(script) -> list:
             if _in_configure_optimizers(script, call) and (_chain_root(module) or "").split(".")[0] == "self":
                 possible += conjoin(lightning_dtypes(script), guard)
         sites.append(OptimizerSite(call, name, tuple(possible)))
+    return sites + _trainer_sites(script)
+
+
+def is_hf_trainer(script, call) -> bool:
+    """``Trainer(...)``, ``SFTTrainer(...)``: a Trainer class of transformers or TRL."""
+    from .frameworks.hf_trainer import PACKAGES
+
+    last = last_name(call.func) or ""
+    return last.endswith("Trainer") and any(n.split(".")[0] in PACKAGES and n.endswith("Trainer")
+                                            for n in script.names_of(call.func))
+
+
+def _trainer_sites(script) -> list:
+    """The optimizers the HF Trainers of this file build (``frameworks/hf_trainer.py``):
+    where no optimizer is passed, the arguments are one construction of this file, and
+    neither DeepSpeed nor FSDP takes the optimizer over; under ``fp16=True`` the Trainer
+    raises before any update (PA405), so only the paths where fp16 is false count."""
+    from .frameworks import hf_trainer as hf
+
+    sites = []
+    for call in script.index.calls:
+        if not is_hf_trainer(script, call) or any(argument(call, k) is not None for k in ("optimizers", "peft_config")):
+            continue
+        model, args = argument(call, "model", 0), argument(call, "args", 1)
+        made = [(c, g) for c, g in constructions(script, args)
+                if any(n.split(".")[0] in hf.PACKAGES for n in script.names_of(c.func))] if args is not None else []
+        if model is None or len(made) != 1 or unpacks_keywords(made[0][0]) \
+                or any(argument(made[0][0], k) is not None for k in hf.DELEGATES):
+            continue
+        arguments, guard = made[0]
+        fp16 = argument(arguments, "fp16")
+        paths = [guard | p.guard for p in truths(script, fp16) if p.value is False] if fp16 is not None else [guard]
+        dtypes_there = [q for path in paths for q in conjoin(module_dtypes(script, model, script.position(call)), path)]
+        for optimizer, unfused in _trainer_optimizers(script, argument(arguments, "optim"), hf):
+            sites.append(OptimizerSite(call, f"torch.optim.{optimizer}", tuple(dtypes_there),
+                                       built_by=f"the Trainer at line {call.lineno}",
+                                       eps=argument(arguments, "adam_epsilon"), unfused=tuple(unfused)))
     return sites
+
+
+def _trainer_optimizers(script, optim, hf) -> list:
+    """(torch.optim class, guards under which it is not fused) for the ``optim`` given."""
+    if optim is None:
+        return [("AdamW", [frozenset({(hf.UNFUSED_DEFAULT, True)})])]
+    if isinstance(optim, ast.Attribute) and optim.attr.lower() in hf.OPTIMS:  # OptimizerNames.ADAMW_TORCH
+        values = [Possible(optim.attr.lower())]
+    else:
+        values = strings(script, optim)
+    found = {}
+    for value in values:
+        if not value.known or value.value not in hf.OPTIMS:
+            return []  # another optimizer (bitsandbytes, Adafactor, ...) on some path: not torch.optim's
+        cls, fused = hf.OPTIMS[value.value]
+        found.setdefault(cls, [])
+        if not fused:
+            found[cls].append(value.guard)
+    return list(found.items())
 
 
 def _in_configure_optimizers(script, call) -> bool:
@@ -140,18 +203,30 @@ def lightning_dtypes(script) -> list:
 
 def _lightning_dtypes(script) -> list:
     found = []
-    for call in script.index.by_name.get("Trainer", ()):
-        if not script.names_of(call.func) & LIGHTNING_TRAINERS:
-            continue
+    for call, precisions in lightning_trainers(script):
         strategy = argument(call, "strategy")
         if strategy is not None and not (isinstance(strategy, ast.Constant) and strategy.value in PLAIN_STRATEGIES):
             continue
-        precision = argument(call, "precision")
-        if precision is None:
-            continue
-        found += [Possible(PURE_PRECISIONS[p.value], p.guard, precision) for p in strings(script, precision)
-                  if p.known and p.value in PURE_PRECISIONS]
+        found += [Possible(PRECISIONS[p.value].params, p.guard, argument(call, "precision")) for p in precisions
+                  if p.known and p.value in PRECISIONS and PRECISIONS[p.value].params in ("float16", "bfloat16")]
     return found
+
+
+def lightning_trainers(script) -> list:
+    """(call, precision Possibles) of each Lightning ``Trainer(...)`` with a ``precision=``
+    in this file (the spellings as given: ``"16-mixed"``, ``16``)."""
+    found = []
+    for call in script.index.by_name.get("Trainer", ()):
+        precision = argument(call, "precision")
+        if precision is not None and script.names_of(call.func) & TRAINERS:
+            found.append((call, evaluate(script, precision, _spelling)))
+    return found
+
+
+def _spelling(script, expr):
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, (str, int)) and not isinstance(expr.value, bool):
+        return expr.value
+    return UNKNOWN
 
 
 def _handed_to_a_wrapper(script, call) -> bool:

@@ -20,7 +20,6 @@ from ..frameworks import (ACCUMULATES, CLIP, PREPARES, SCALED_BACKWARD, SCALES_L
 from ..frameworks.deepspeed import DEEPSPEED, config_precision
 from ..frameworks.lightning import LIGHTNING, TRAINERS, is_module_class
 from ..guards import Atom, Possible, equals, join, known
-from ..lookup import evaluate as look_up
 from ..syntax import argument, key_of, method_of, targets_of
 from .events import Backward, Clip, ScalerStep
 from .paths import Pending
@@ -103,15 +102,12 @@ def _lightning_owners(script) -> dict:
     classes = {name: cls for name, cls in script.index.classes.items() if is_module_class(script, cls)}
     if not classes:
         return {}
-    spellings = []
-    for call in script.index.by_name.get("Trainer", ()):
-        if script.names_of(call.func) & TRAINERS:
-            given = argument(call, "precision")
-            if given is None:
-                spellings.append(LIGHTNING.default)
-                continue
-            values = look_up(script, given, _literal)
-            spellings += [v.value if v.known and not v.guard else None for v in values]
+    from ..params import lightning_trainers
+
+    given = lightning_trainers(script)
+    spellings = [v.value if v.known and not v.guard else None for _, values in given for v in values]
+    spellings += [LIGHTNING.default for call in script.index.by_name.get("Trainer", ())
+                  if script.names_of(call.func) & TRAINERS and argument(call, "precision") is None]
     precisions = {LIGHTNING.precisions.get(s) for s in spellings}
     if spellings and None not in precisions and len({p.scales for p in precisions}) == 1:
         spelled = next(s for s in spellings)
@@ -119,14 +115,6 @@ def _lightning_owners(script) -> dict:
     else:
         alternatives = _alternatives(LIGHTNING, None, None)
     return {name: [Possible(a.value, a.guard) for a in alternatives] for name in classes}
-
-
-def _literal(script, expr):
-    from ..guards import UNKNOWN
-
-    if isinstance(expr, ast.Constant) and isinstance(expr.value, (str, int)) and not isinstance(expr.value, bool):
-        return expr.value
-    return UNKNOWN
 
 
 # ----------------------------------------------------------------------------- calls
