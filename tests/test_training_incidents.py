@@ -140,9 +140,6 @@ def _matches(found_lines: list[int], expected: list[frozenset]) -> bool:
 #: silent by design (a value it cannot follow is unknown, never a finding). Strict: a rule
 #: that starts catching one makes its test fail until the entry is removed here.
 KNOWN_MISSES = {
-    ("open_assistant_3213_fp16_weights_trainer_hazard.py", "PA405"):
-        "the dtype comes from `conf.dtype in [...]` comparisons on an argparse value, and the "
-        "Trainer's fp16 flag from the same comparison: not followed",
     ("speculators_711_bf16_no_master_hazard.py", "PA407"):
         "the dtype is read from `self.hidden_states_dtype`, set in __init__, through "
         "`self.model.to(dtype=...)` in another method: attributes across methods are not followed",

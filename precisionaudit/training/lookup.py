@@ -96,11 +96,11 @@ def bound_values(script, name: ast.Name, depth: int = 0) -> list:
             fn = binding.fn
             candidates.append(((fn.lineno, fn.col_offset), values, TRUE))
             continue
+        at = script.position(binding.node)
+        if same_scope and (at >= use_at or _assigned_by_its_value(script, binding.node, name)):
+            continue  # rebound after the use (``a, opt = prepare(model, opt)``): not what the use reads
         if binding.kind != "assign":
             return []  # an import, a loop target, a def, a tuple unpacked: not a value read here
-        at = script.position(binding.node)
-        if same_scope and at >= use_at:
-            continue  # rebound after the use, in the same scope: not what the use reads
         opaque = _opaque_around(script, binding.node, name)
         condition = None if opaque else path_condition(script, binding.node) - use_condition
         candidates.append((at, [(binding.value, TRUE)], condition))
@@ -120,11 +120,24 @@ def bound_values(script, name: ast.Name, depth: int = 0) -> list:
     return found
 
 
+def _assigned_by_its_value(script, target, use) -> bool:
+    """Whether ``target`` is bound by the assignment whose value holds ``use``."""
+    parents = script.index.parents
+    statement = parents.get(target)
+    while statement is not None and not isinstance(statement, ast.stmt):
+        statement = parents.get(statement)
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+        return False
+    value = statement.value
+    return (value.lineno, value.col_offset) <= script.position(use) <= (value.end_lineno, value.end_col_offset)
+
+
 def _reached(condition, later) -> frozenset | None | bool:
     """The guard under which a binding made under ``condition`` is still what is read,
     given the conditions of the bindings after it; False when they always override it,
     None when that cannot be said simply (an opaque binding, or an override under two or
-    more literals at once)."""
+    more literals at once that are not already assumed: an ``elif`` after its ``if``
+    overrides under one new literal)."""
     if condition is None:
         return None
     reached = set(condition)
@@ -133,13 +146,12 @@ def _reached(condition, later) -> frozenset | None | bool:
             return None
         if any((atom, not value) in other for atom, value in reached):
             continue  # the later binding is on another branch
-        if not other:
+        new = set(other) - reached
+        if not new:
             return False
-        if len(other) != 1:
+        if len(new) != 1:
             return None
-        (literal,) = other
-        if literal in reached:
-            return False
+        (literal,) = new
         reached.add((literal[0], not literal[1]))
     return frozenset(reached)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .guards import TRUE, UNKNOWN, Possible, conjoin
 from .frameworks.lightning import PLAIN_STRATEGIES, PRECISIONS, TRAINERS
 from .lookup import MAX_DEPTH, bound_values, dtypes, evaluate, path_condition, strings, test_literal, truths
-from .syntax import FUNCTIONS, argument, last_name, self_attribute, unpacks_keywords
+from .syntax import FUNCTIONS, argument, key_of, last_name, self_attribute, unpacks_keywords
 
 #: torch.optim's optimizers (torch 2.13 ``torch/optim/__init__.py`` __all__)
 TORCH_OPTIMIZERS = frozenset({"Adafactor", "Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "ASGD", "LBFGS",
@@ -295,6 +295,11 @@ def module_dtypes(script, module, at, depth: int = 0) -> list:
     if self_attribute(module):
         return _attribute_dtypes(script, module, at, depth)
     if isinstance(module, ast.Attribute):  # model.encoder: a submodule converts with its model
+        root = module
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name):  # pipeline.unet: not converted by pipeline.vae.to(...)
+            return _name_dtypes(script, root, at, depth, part=key_of(module))
         return module_dtypes(script, module.value, at, depth + 1)
     return [Possible(UNKNOWN)]
 
@@ -408,17 +413,18 @@ def _device_like(script, expr) -> bool:
     return bool(re.search(r"device|rank|gpu|cuda", last, re.IGNORECASE))
 
 
-def _name_dtypes(script, name: ast.Name, at, depth) -> list:
+def _name_dtypes(script, name: ast.Name, at, depth, part: str | None = None) -> list:
     """A module held in a name: its value where it was assigned (or passed in), then the
-    in-place conversions of that name before ``at``."""
+    in-place conversions of that name before ``at``; ``part``: the submodule asked about
+    (``pipeline.unet``), which a sibling's conversion (``pipeline.vae.to(...)``) leaves alone."""
     scope_root = script.index.function_of(name) or script.tree
     bindings = bound_values(script, name, depth + 1)
     if not bindings:  # a parameter with no caller here, an import: only its conversions here count
-        return _apply_events(script, name.id, scope_root, (0, 0), at, [Possible(UNKNOWN)])
+        return _apply_events(script, name.id, scope_root, (0, 0), at, [Possible(UNKNOWN)], part)
     found = []
     for value, guard in bindings:
         if value is None:
-            found += _apply_events(script, name.id, scope_root, (0, 0), at, [Possible(UNKNOWN, guard)])
+            found += _apply_events(script, name.id, scope_root, (0, 0), at, [Possible(UNKNOWN, guard)], part)
             continue
         bound_at = script.position(value)
         if (script.index.function_of(value) or script.tree) is not scope_root:  # a call's argument, a default
@@ -428,7 +434,7 @@ def _name_dtypes(script, name: ast.Name, at, depth) -> list:
         else:
             value_at = bound_at
         start = conjoin(module_dtypes(script, value, value_at, depth + 1), guard)
-        found += _apply_events(script, name.id, scope_root, bound_at, at, start)
+        found += _apply_events(script, name.id, scope_root, bound_at, at, start, part)
     return found
 
 
@@ -439,13 +445,16 @@ def _call_of_argument(script, value):
     return parent
 
 
-def _apply_events(script, name: str, scope_root, after, before, start: list) -> list:
+def _apply_events(script, name: str, scope_root, after, before, start: list, part=None) -> list:
     """``start`` changed by the in-place conversions and mutations of ``name`` in
-    ``scope_root`` between the positions ``after`` and ``before``."""
+    ``scope_root`` between the positions ``after`` and ``before`` (of the part ``part``, its
+    ancestors or its own submodules, when given)."""
     possible = list(start)
     for event, kind in _events(script, name, scope_root):
         at = script.position(event)
         if not after < at < before:
+            continue
+        if part is not None and not _related(part, _converted(event)):
             continue
         if kind == "rebind":
             break
@@ -518,6 +527,25 @@ def _scan_events(script, name: str, scope_root) -> list:
     return sorted(events, key=lambda e: script.position(e[0]))
 
 
+def _converted(event) -> str | None:
+    """The module an event acts on, as a dotted key (``pipeline.unet`` for
+    ``pipeline.unet.to(dtype)``, ``model`` for ``model.lm_head = ...``)."""
+    expr = event.func.value if isinstance(event, ast.Call) and isinstance(event.func, ast.Attribute) else event
+    if isinstance(event, ast.Attribute) and not isinstance(event, ast.Call):
+        expr = event.value if self_attribute(event) is None else event
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        expr = expr.func.value
+    return key_of(expr)
+
+
+def _related(part: str, converted: str | None) -> bool:
+    """Whether converting ``converted`` converts (some of) ``part``: itself, an ancestor, or
+    a submodule of it; not a sibling."""
+    if converted is None:
+        return True
+    return part == converted or part.startswith(converted + ".") or converted.startswith(part + ".")
+
+
 def _plain(expr) -> str | None:
     """``model`` or ``self.model`` for exactly that expression, else None."""
     if isinstance(expr, ast.Name):
@@ -554,7 +582,7 @@ def _chain_keeps_module(expr) -> bool:
         if expr.func.attr not in KEEPS_DTYPE | set(CONVERSIONS) | set(DTYPE_CONVERSIONS):
             return False
         expr = expr.func.value
-    return isinstance(expr, ast.Name) or self_attribute(expr) is not None
+    return key_of(expr) is not None  # model, self.model, pipeline.unet (a submodule: _related decides)
 
 
 def _attribute_dtypes(script, attribute: ast.Attribute, at, depth) -> list:

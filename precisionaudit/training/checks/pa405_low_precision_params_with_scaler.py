@@ -7,20 +7,23 @@ gradients.")`` for any parameter whose ``.grad`` is float16 (pytorch #74739). Th
 with ``fp16=True`` steps through accelerate's ``torch.amp.GradScaler`` the same way, and so
 does Lightning's ``Trainer(precision="16-mixed")`` (``MixedPrecision.optimizer_step``
 calls ``scaler.unscale_``; frameworks/lightning.py) for the module ``trainer.fit(model)``
-trains (Lightning #5140). FSDP's ``ShardedGradScaler`` allows fp16 gradients and is not
-matched.
+trains (Lightning #5140), and accelerate's ``Accelerator(mixed_precision="fp16")`` for an
+optimizer it prepares (``AcceleratedOptimizer.step`` -> ``scaler.step``;
+frameworks/accelerate.py; diffusers #6442, d3po #6). FSDP's ``ShardedGradScaler`` allows
+fp16 gradients and is not matched.
 """
 from __future__ import annotations
 
 import ast
 import re
 
-from ..guards import TRUE, Possible, conjoin, words
-from ..lookup import dtypes, truths
+from ..guards import TRUE, Possible, conjoin, equals, words
+from ..lookup import dtypes, strings, truths
 from ..params import (LOW_PRECISION_WORDS, constructions, lightning_trainers, mentions_an_optimizer,
-                      module_dtypes, optimizer_sites, unfused_paths)
+                      module_dtypes, modules_of_params, optimizer_sites, torch_optimizer_name, unfused_paths)
 from ..registry import TrainingHit, training_check
 from ..frameworks import Precision
+from ..frameworks.accelerate import ACCELERATE
 from ..frameworks.lightning import PRECISIONS
 from ..syntax import PLAIN_SCALERS, argument
 
@@ -35,7 +38,7 @@ LIGHTNING_FP16 = re.compile(r"precision\s*=")
 
 def mentions_a_scaler_or_trainer(text: str) -> bool:
     """Whether a file may train fp16 parameters with a GradScaler or an fp16 Trainer."""
-    scaled = "GradScaler" in text and mentions_an_optimizer(text)
+    scaled = ("GradScaler" in text or "Accelerator" in text) and mentions_an_optimizer(text)
     trainer = "Trainer" in text and bool(TRAINER_CALL.search(text) and (FP16_ARGUMENT.search(text)
                                                                         or LIGHTNING_FP16.search(text)))
     return scaled or (trainer and bool(LOW_PRECISION_WORDS.search(text)))
@@ -59,6 +62,8 @@ def low_precision_params_with_scaler(script):
             found = _trainer_trains(script, call)
         elif isinstance(func, ast.Attribute) and func.attr == "fit" and lightning:
             found = _lightning_fits(script, call, lightning)
+        elif isinstance(func, ast.Attribute) and func.attr in ("prepare", "prepare_optimizer"):
+            found = _accelerate_prepares(script, call)
         else:
             continue
         for possible, how in found:
@@ -151,6 +156,32 @@ def _lightning_fits(script, call, scaling) -> list:
             for dtype in module_dtypes(script, model, script.position(call)):
                 if dtype.value == "float16":
                     found += conjoin([dtype], guard | precision.guard)
+    return [(p, how) for p in found]
+
+
+def _accelerate_prepares(script, call) -> list:
+    """(fp16 possibility, how) where ``accelerator.prepare(..., optimizer, ...)`` hands a
+    torch optimizer over fp16 parameters to an Accelerator whose mixed precision is fp16."""
+    fp16 = []
+    for made, guard in constructions(script, call.func.value):
+        if not script.names_of(made.func) & ACCELERATE.makers:
+            continue
+        given = argument(made, ACCELERATE.precision_keyword)
+        for p in strings(script, given) if given is not None else []:
+            if p.known and p.value == "fp16":
+                fp16.append((made, guard | p.guard))
+            elif not p.known:
+                fp16.append((made, guard | p.guard | equals(script.text_of(given), "fp16")))
+    found, how = [], None
+    for arg in (*call.args, *(k.value for k in call.keywords)):
+        for optimizer, made_guard in constructions(script, arg):
+            if torch_optimizer_name(script, optimizer) is None or (params := argument(optimizer, "params", 0)) is None:
+                continue
+            for module, params_guard in modules_of_params(script, params):
+                for dtype in module_dtypes(script, module, script.position(call)):
+                    for accelerator, guard in fp16 if dtype.value == "float16" else ():
+                        how = f"accelerate's GradScaler (Accelerator(mixed_precision='fp16') at line {accelerator.lineno})"
+                        found += conjoin([dtype], made_guard | params_guard | guard)
     return [(p, how) for p in found]
 
 
