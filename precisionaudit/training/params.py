@@ -18,8 +18,8 @@ import ast
 import re
 from dataclasses import dataclass
 
-from .guards import TRUE, UNKNOWN, Possible, conjoin
 from .frameworks.lightning import PLAIN_STRATEGIES, PRECISIONS, TRAINERS
+from .guards import TRUE, UNKNOWN, Possible, conjoin
 from .lookup import MAX_DEPTH, bound_values, dtypes, evaluate, path_condition, strings, test_literal, truths
 from .syntax import FUNCTIONS, argument, key_of, last_name, self_attribute, unpacks_keywords
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 import ast
 import re
 
+from ..frameworks import Precision
+from ..frameworks.accelerate import ACCELERATE
+from ..frameworks.lightning import PRECISIONS
 from ..guards import TRUE, Possible, conjoin, equals, words
 from ..lookup import dtypes, strings, truths
 from ..params import (LOW_PRECISION_WORDS, constructions, lightning_trainers, mentions_an_optimizer,
                       module_dtypes, modules_of_params, optimizer_sites, torch_optimizer_name, unfused_paths)
 from ..registry import TrainingHit, training_check
-from ..frameworks import Precision
-from ..frameworks.accelerate import ACCELERATE
-from ..frameworks.lightning import PRECISIONS
 from ..syntax import PLAIN_SCALERS, argument
 
 NONE = Precision(scales=False)
@@ -180,7 +180,8 @@ def _accelerate_prepares(script, call) -> list:
             for module, params_guard in modules_of_params(script, params):
                 for dtype in module_dtypes(script, module, script.position(call)):
                     for accelerator, guard in fp16 if dtype.value == "float16" else ():
-                        how = f"accelerate's GradScaler (Accelerator(mixed_precision='fp16') at line {accelerator.lineno})"
+                        how = (f"accelerate's GradScaler (Accelerator(mixed_precision='fp16') at line "
+                               f"{accelerator.lineno})")
                         found += conjoin([dtype], made_guard | params_guard | guard)
     return [(p, how) for p in found]
 

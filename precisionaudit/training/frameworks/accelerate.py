@@ -22,8 +22,8 @@ Read in accelerate 1.15.0 (accelerate/accelerator.py, accelerate/optimizer.py):
 """
 from __future__ import annotations
 
-from . import (ACCUMULATES, CLIP, PREPARES, SCALED_BACKWARD, STEP, UNSCALE, UPDATE, Api, Framework, Precision,
-               apis)
+from .table import (ACCUMULATES, CLIP, PREPARES, SCALED_BACKWARD, STEP, UNSCALE, UPDATE, Api, Framework, Precision,
+                    apis)
 
 ACCELERATE = Framework(
     name="accelerate", title="accelerate",

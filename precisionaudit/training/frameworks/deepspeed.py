@@ -29,8 +29,8 @@ import ast
 import json
 import os
 
-from . import (CLIP, PREPARES, SCALED_BACKWARD, SCALES_LOSS, STEP, UNSCALE, UPDATE, Api, Framework, Precision,
-               apis)
+from .table import (CLIP, PREPARES, SCALED_BACKWARD, SCALES_LOSS, STEP, UNSCALE, UPDATE, Api, Framework, Precision,
+                    apis)
 
 DEEPSPEED = Framework(
     name="deepspeed", title="DeepSpeed",
@@ -75,8 +75,8 @@ def config_precision(script, call: ast.Call):
     if table is not None:
         return _precision(_literal_dict(table))
     paths = [p.value for p in strings(script, given) if p.known]
-    if len(paths) != 1 or not paths[0].endswith(".json"):
-        return None
+    if len(paths) != 1:
+        return None  # a JSON file or none: what does not parse as JSON is unknown
     path = os.path.join(os.path.dirname(os.path.abspath(script.path)), paths[0])
     try:
         with open(path, encoding="utf-8") as fh:

@@ -32,7 +32,7 @@ Read in Lightning 2.6.6:
 """
 from __future__ import annotations
 
-from . import (CLIP, PREPARES, SCALED_BACKWARD, STEP, UNSCALE, UPDATE, Api, Framework, Precision, apis)
+from .table import (CLIP, PREPARES, SCALED_BACKWARD, STEP, UNSCALE, UPDATE, Api, Framework, Precision, apis)
 
 #: Lightning's Trainer, however imported
 TRAINERS = frozenset({"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer",
@@ -42,7 +42,8 @@ TRAINERS = frozenset({"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch
 MODULES = frozenset({"lightning.LightningModule", "lightning.pytorch.LightningModule",
                      "pytorch_lightning.LightningModule", "lightning.pytorch.core.LightningModule",
                      "pytorch_lightning.core.LightningModule", "lightning.pytorch.core.module.LightningModule",
-                     "pytorch_lightning.core.module.LightningModule", "pytorch_lightning.core.lightning.LightningModule"})
+                     "pytorch_lightning.core.module.LightningModule",
+                     "pytorch_lightning.core.lightning.LightningModule"})
 #: strategies whose precision plugin is the plain one (DeepSpeed and FSDP bring their own)
 PLAIN_STRATEGIES = frozenset({"auto", "ddp", "ddp_spawn", "ddp_fork", "ddp_notebook", "single_device", "dp"})
 

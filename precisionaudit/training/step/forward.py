@@ -9,7 +9,7 @@ import ast
 
 from ..guards import TRUE, Atom, Possible, equals, join, known
 from ..syntax import AUTOCASTS, DEFAULT_AUTOCAST_DTYPE, DTYPES, SCALERS, argument, key_of, method_of
-from .owned import owner_values
+from .owners import owner_values
 from .values import Autocast, Dtype, Scaler, Table, combine, negate, truth
 
 _CONSTANTS = (True, False, None)

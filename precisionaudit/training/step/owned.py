@@ -1,120 +1,21 @@
 """The step when a framework owns it: the walk's reading of the tables in
-``training/frameworks``. An owner object (``Owner``: an ``Accelerator``, a DeepSpeed
-engine, a Fabric, a LightningModule's ``self``) is made where its maker is called
-(``forward.evaluate``), or taken for one where the code names it as the framework's
-examples do and the object was made elsewhere; its API calls do to the path what the table
-says (a scaled backward leaves scaled gradients pending, an unscale clears them, a step
-through the framework's scaler emits the events a ``scaler.step`` does), and the
+``training/frameworks``. A call of an owner object (``owners.py``) does to the path what
+the table says (a scaled backward leaves scaled gradients pending, an unscale clears them,
+a step through the framework's scaler emits the events a ``scaler.step`` does), and the
 optimizers it hands back (``Prepared``) step through its scaler.
-
-A precision the code does not say splits the path on whether it scales the loss, in the
-words of the table (``accelerate's mixed_precision is 'fp16'``); a named one
-(``Accelerator(mixed_precision=args.mp)``) on whether that name equals the scaling value.
 """
 from __future__ import annotations
 
 import ast
 
-from ..frameworks import (ACCUMULATES, CLIP, PREPARES, SCALED_BACKWARD, SCALES_LOSS, STEP, UNSCALE, framework_of,
-                          step_frameworks)
-from ..frameworks.deepspeed import DEEPSPEED, config_precision
-from ..frameworks.lightning import LIGHTNING, TRAINERS, is_module_class
-from ..guards import Atom, Possible, equals, join, known
+from ..frameworks import ACCUMULATES, CLIP, PREPARES, SCALED_BACKWARD, SCALES_LOSS, STEP, UNSCALE, framework_of
+from ..frameworks.deepspeed import DEEPSPEED
+from ..guards import Possible
 from ..syntax import argument, key_of, method_of, targets_of
 from .events import Backward, Clip, ScalerStep
+from .owners import owners
 from .paths import Pending
-from .values import Owner, Prepared
-
-#: keyword arguments of a maker that turn on gradient accumulation (accelerate)
-ACCUMULATION = ("gradient_accumulation_steps", "gradient_accumulation_plugin")
-
-
-# ----------------------------------------------------------------------------- owners
-def owner_values(script, call: ast.Call, names, evaluate, p) -> tuple | None:
-    """The owner ``call`` makes, as alternatives (None: not a framework's maker)."""
-    framework = framework_of(names)
-    if framework is None:
-        return None
-    accumulates = _accumulates(call)
-    if framework is DEEPSPEED:
-        spelled = config_precision(script, call)
-        given = known(spelled) if spelled is not None else None
-    else:
-        argument_node = argument(call, framework.precision_keyword) if framework.precision_keyword else None
-        given = evaluate(script, argument_node, p) if argument_node is not None else (
-            known(framework.default) if framework.default is not None else None)
-    return tuple(_alternatives(framework, call, given, accumulates))
-
-
-def _accumulates(call) -> bool:
-    for keyword in ACCUMULATION:
-        given = argument(call, keyword)
-        if given is not None and not (isinstance(given, ast.Constant) and given.value == 1):
-            return True
-    return False
-
-
-def _alternatives(framework, node, given, accumulates=False) -> list:
-    """Owner alternatives for the precision ``given`` (alternatives, or None: unknown)."""
-    if given is None:
-        return [Possible(Owner(framework, node, truth, framework.scaling if truth else None, accumulates),
-                         frozenset({(framework.unknown, truth)})) for truth in (True, False)]
-    out = []
-    for a in given:
-        if isinstance(a.value, Atom):
-            for truth in (True, False):
-                g = join(a.guard, equals(a.value.text, framework.scaling, truth))
-                if g is not None:
-                    out.append(Possible(Owner(framework, node, truth, framework.scaling if truth else None,
-                                              accumulates), g))
-            continue
-        precision = framework.precisions.get(a.value)
-        if precision is not None:
-            out.append(Possible(Owner(framework, node, precision.scales, a.value, accumulates), a.guard))
-    return out
-
-
-def owners(walker, receiver, p) -> list:
-    """The owner ``receiver`` is on path ``p``, as alternatives ([]: not one)."""
-    key = key_of(receiver)
-    bound = p.env.get(key) if key else None
-    if bound and any(isinstance(a.value, Owner) for a in bound):
-        return [a for a in bound if isinstance(a.value, Owner)]
-    if bound:
-        return []
-    frame = walker.frames[-1]
-    if key == "self" and frame.cls is not None:
-        return walker.script.once(_lightning_owners).get(frame.cls, [])
-    if key is None:
-        return []
-    script, last = walker.script, key.rsplit(".", 1)[-1]
-    for framework in step_frameworks():
-        if last in framework.names and framework.packages & script.index.imported:
-            if framework is not DEEPSPEED or key in script.index.step.engine_keys:
-                return _alternatives(framework, None, None)
-    return []
-
-
-def _lightning_owners(script) -> dict:
-    """class name -> the owner alternatives of ``self`` in a LightningModule of this file:
-    the precision of the file's ``Trainer(...)`` calls (unknown when there is none, or they
-    disagree)."""
-    classes = {name: cls for name, cls in script.index.classes.items() if is_module_class(script, cls)}
-    if not classes:
-        return {}
-    from ..params import lightning_trainers
-
-    given = lightning_trainers(script)
-    spellings = [v.value if v.known and not v.guard else None for _, values in given for v in values]
-    spellings += [LIGHTNING.default for call in script.index.by_name.get("Trainer", ())
-                  if script.names_of(call.func) & TRAINERS and argument(call, "precision") is None]
-    precisions = {LIGHTNING.precisions.get(s) for s in spellings}
-    if spellings and None not in precisions and len({p.scales for p in precisions}) == 1:
-        spelled = next(s for s in spellings)
-        alternatives = [Possible(Owner(LIGHTNING, None, precisions.pop().scales, spelled))]
-    else:
-        alternatives = _alternatives(LIGHTNING, None, None)
-    return {name: [Possible(a.value, a.guard) for a in alternatives] for name in classes}
+from .values import Prepared
 
 
 # ----------------------------------------------------------------------------- calls
@@ -265,13 +166,3 @@ def _is_optimizer(call, method, i, node, count) -> bool:
     passed = call.args[i] if i < len(call.args) and count == len(call.args) else None
     words = " ".join(filter(None, (key_of(node), key_of(passed) if passed is not None else None))).lower()
     return "optim" in words or words.split(".")[-1] in ("opt", "opt_g", "opt_d")
-
-
-def in_play(script) -> bool:
-    """Whether a framework's step may be in this file (the file imports one)."""
-    return script.once(_in_play)
-
-
-def _in_play(script) -> bool:
-    imported = script.index.imported
-    return any(framework.packages & imported for framework in step_frameworks())

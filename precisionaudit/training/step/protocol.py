@@ -9,16 +9,17 @@ import ast
 
 from ..guards import Atom, Possible
 from ..syntax import CLIPS, FUNCTIONS, key_of, method_of
-from .events import Backward, Clip, IterationEnd, OptimizerStep, ScalerStep
 from . import owned
+from .events import Backward, Clip, IterationEnd, OptimizerStep, ScalerStep
 from .forward import scalers
+from .owners import in_play
 from .paths import Pending
 
 
 def on_call(walker, call: ast.Call, p) -> list:
     """The paths after ``call`` ran on ``p`` (a scaler known only under guards splits it);
     a framework's call is the framework's table's to say (``owned.on_call``)."""
-    if owned.in_play(walker.script):
+    if in_play(walker.script):
         handled = owned.on_call(walker, call, p)
         if handled is not None:
             return handled

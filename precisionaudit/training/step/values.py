@@ -84,8 +84,8 @@ def truth(alternatives) -> list:
                 if g is not None:
                     out.append(Possible(b, g))
         else:
-            out.append(Possible(True if isinstance(p.value, (Scaler, Autocast, Dtype, Owner, Prepared)) else bool(p.value),
-                                p.guard))
+            objects = (Scaler, Autocast, Dtype, Owner, Prepared)
+            out.append(Possible(True if isinstance(p.value, objects) else bool(p.value), p.guard))
     return out
 
 

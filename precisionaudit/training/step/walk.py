@@ -25,12 +25,13 @@ from . import owned, protocol
 from .calls import MAX_PATHS, MAX_WORK, Calls, TooComplex
 from .events import STEP_RULES, Hit
 from .forward import evaluate
+from .owners import in_play
 from .paths import Frame, Path, merge, merged_env
 from .values import Autocast, truth
 
 #: the textual prefilter: the step rules need a scaler or an autocast region (a scaler
 #: received under another name and never unscaled is missed) and a backward, a clip or a step
-AMP_WORDS = ("autocast", "GradScaler", "scaler", "unscale_", "manual_backward", "ccelerator", "deepspeed", "Fabric",
+AMP_WORDS = ("autocast", "GradScaler", "scaler", "unscale_", "lightning", "ccelerator", "deepspeed", "Fabric",
              "fabric")
 STEP_WORDS = ("backward", "clip_grad", ".step(")
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return, ast.Raise, ast.Continue, ast.Break,
@@ -308,7 +309,7 @@ class Walker:
         for q in paths:
             prov = self.prov(value, q)
             alternatives = evaluate(self.script, value, q) if plain else None
-            handed = owned.prepared_bindings(self, value, targets, q) if plain and owned.in_play(self.script) else {}
+            handed = owned.prepared_bindings(self, value, targets, q) if plain and in_play(self.script) else {}
             for target in targets:
                 nodes = targets_of(target)
                 for node in nodes:
