@@ -296,11 +296,11 @@ def _declared_default(script, expr: ast.Attribute, leaf, depth) -> list:
 
 def declared_default(script, expr):
     """The string literal an argparse flag or a config class declares as the default of
-    ``expr`` (``args.dtype``, ``cfg.dtype``); None when none is declared."""
-    if not isinstance(expr, ast.Attribute) or not isinstance(expr.value, ast.Name) or expr.value.id == "self":
-        return None
+    ``expr`` (``args.dtype``, ``cfg.dtype``, ``self.config.dtype``); None when none is declared."""
+    if not isinstance(expr, ast.Attribute) or isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return None  # self.dtype: the object's own state, not a config it was given
     index = script.index
-    if expr.value.id in index.args_names:
+    if isinstance(expr.value, ast.Name) and expr.value.id in index.args_names:
         return index.flag_defaults.get(expr.attr)
     declared = index.field_defaults.get(expr.attr, ())
     if len(declared) != 1:

@@ -65,7 +65,8 @@ def _apply(walker, call, api, owner, q) -> list:
         return _step(walker, call, call.func.value, owner, q)
     if UNSCALE in effects:
         q.pending = None
-        q.marks.append(("unscale_", call))
+        if owner.scales:  # accelerate's unscale_gradients is a no-op without its fp16 scaler
+            q.marks.append(("unscale_", call))
     return [q]
 
 
