@@ -20,8 +20,7 @@ from .syntax import DEFS, FUNCTIONS, children, key_of, last_name, method_of, pos
 RELEVANT_CALLS = frozenset({"backward", "scale", "step", "update", "unscale_", "zero_grad", "clip_grad_norm_",
                             "clip_grad_value_", "clip_grad_norm", "GradScaler", "ShardedGradScaler", "autocast",
                             # the frameworks' calls that act on the step (training/frameworks)
-                            "manual_backward", "clip_gradients", "unscale_gradients", "accumulate", "optimizers",
-                            "prepare", "prepare_optimizer", "setup", "setup_optimizers", "initialize"})
+                            "manual_backward", "clip_gradients", "unscale_gradients"})
 RELEVANT_WORDS = ("amp", "fp16", "bf16", "float16", "bfloat16", "half", "dtype", "scaler", "precision",
                   "sync_gradients")
 #: what ``parse_args()`` is usually bound to: ``args.fp16`` is the flag ``--fp16``

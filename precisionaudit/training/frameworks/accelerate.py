@@ -55,7 +55,7 @@ ACCELERATE = Framework(
                "zero_grad": Api("zero_grad", (), "optimizer.py AcceleratedOptimizer.zero_grad: if sync_gradients")},
     sync="sync_gradients",
     names=frozenset({"accelerator"}),
-    backward_words="accelerator.backward(loss)", spelled="mixed_precision={precision!r}",
+    spelled="mixed_precision={precision!r}",
     unscales_in="in optimizer.step() (AcceleratedOptimizer.step: scaler.step unscales)",
     remedy={"PA401": "use accelerator.clip_grad_norm_ / clip_grad_value_ with the same arguments: "
                      "it unscales first (Accelerator.unscale_gradients)",

@@ -52,7 +52,7 @@ DEEPSPEED = Framework(
         Api("initialize", (PREPARES,), "__init__.py initialize: (engine, optimizer, dataloader, lr_scheduler)"),
     ),
     names=frozenset({"model_engine", "engine", "ds_engine", "deepspeed_engine"}),
-    backward_words="engine.backward(loss)", spelled="fp16 enabled in the DeepSpeed config",
+    spelled="fp16 enabled in the DeepSpeed config",
     refuses_plain_backward=True,
     unscales_in="in engine.step() (unscale_and_clip_grads, which also clips to the config's gradient_clipping)",
     remedy={"PA401": 'remove the clip and set "gradient_clipping": <max_norm> in the DeepSpeed config: '

@@ -78,7 +78,7 @@ LIGHTNING = Framework(
             "core/module.py LightningModule.optimizers: LightningOptimizer wrappers (use_pl_optimizer=True)"),
     ),
     optimizer={"step": _STEP},
-    backward_words="self.manual_backward(loss)", spelled="precision={precision!r}",
+    spelled="precision={precision!r}",
     unscales_in="inside opt.step() (MixedPrecision.optimizer_step calls scaler.unscale_ after the closure)",
     remedy={"PA401": "clip in the hook on_before_optimizer_step(self, optimizer), which opt.step() calls after "
                      "MixedPrecision.optimizer_step unscales the gradients; in manual optimization "
@@ -107,7 +107,7 @@ FABRIC = Framework(
                            "fabric/wrappers.py _FabricOptimizer.step -> strategy.optimizer_step -> "
                            "MixedPrecision.optimizer_step: scaler.step(optimizer), scaler.update()")},
     names=frozenset({"fabric"}),
-    backward_words="fabric.backward(loss)", spelled="precision={precision!r}",
+    spelled="precision={precision!r}",
     unscales_in="in optimizer.step() (MixedPrecision.optimizer_step: scaler.step unscales)",
     remedy={"PA401": "use fabric.clip_gradients(model, optimizer, max_norm=...), which unscales first "
                      "(Strategy.clip_gradients_norm)",

@@ -50,8 +50,7 @@ class Framework:
     it returned (``PREPARES``) do; ``sync``: the owner's attribute that is true on the
     iterations an ``ACCUMULATES`` context steps on; ``names``: receiver names taken for
     this framework's owner when the file imports ``packages`` and the object was made
-    elsewhere (a parameter, another file); ``backward_words``: the scaled backward as a
-    finding names it; ``unscales_in``: where the framework unscales before stepping;
+    elsewhere (a parameter, another file); ``unscales_in``: where the framework unscales before stepping;
     ``spelled``: the scaling precision as a finding names it (``{precision}`` filled);
     ``refuses_plain_backward``: a plain ``loss.backward()`` before its step raises inside
     the framework (no silent hazard to report);
@@ -69,7 +68,6 @@ class Framework:
     optimizer: dict = field(default_factory=dict)
     sync: str | None = None
     names: frozenset = frozenset()
-    backward_words: str = ""
     unscales_in: str = ""
     spelled: str = "{precision!r}"
     refuses_plain_backward: bool = False

@@ -7,8 +7,10 @@ optimizers it hands back (``Prepared``) step through its scaler.
 from __future__ import annotations
 
 import ast
+import functools
 
-from ..frameworks import ACCUMULATES, CLIP, PREPARES, SCALED_BACKWARD, SCALES_LOSS, STEP, UNSCALE, framework_of
+from ..frameworks import (ACCUMULATES, CLIP, PREPARES, SCALED_BACKWARD, SCALES_LOSS, STEP, UNSCALE, framework_of,
+                          step_frameworks)
 from ..frameworks.deepspeed import DEEPSPEED
 from ..guards import Possible
 from ..syntax import argument, key_of, method_of, targets_of
@@ -22,7 +24,7 @@ from .values import Prepared
 def on_call(walker, call: ast.Call, p) -> list | None:
     """The paths after a framework call on ``p``; None when ``call`` is none."""
     method = method_of(call)
-    if method is None:
+    if method not in _methods():
         return None
     receiver = call.func.value
     if method == "backward" and method_of(receiver) is not None:  # engine.scale(loss).backward()
@@ -46,6 +48,19 @@ def on_call(walker, call: ast.Call, p) -> list | None:
         if q is not None:
             out += _apply(walker, call, api, alternative.value, q)
     return out
+
+
+@functools.cache
+def _methods() -> frozenset:
+    """Every method name a framework table gives a meaning (a call of any other is none)."""
+    return frozenset(m for framework in step_frameworks() for m in (*framework.apis, *framework.optimizer))
+
+
+@functools.cache
+def _preparing() -> frozenset:
+    """The method names that hand back optimizers (or, ``deepspeed.initialize``, the owner)."""
+    return frozenset(m for framework in step_frameworks() for m, api in framework.apis.items()
+                     if PREPARES in api.effects)
 
 
 def _prepared(p, receiver) -> list:
@@ -130,7 +145,7 @@ def prepared_bindings(walker, value, targets, p) -> dict:
     """key -> alternatives for the targets of ``targets = value`` that receive an optimizer
     a framework hands back, or (``engine, optimizer, ... = deepspeed.initialize(...)``) the
     owner; {} when ``value`` is no such call."""
-    if not isinstance(value, ast.Call):
+    if not isinstance(value, ast.Call) or method_of(value) not in _preparing():
         return {}
     if framework_of(walker.script.names_of(value.func)) is DEEPSPEED and len(targets) == 1 \
             and isinstance(targets[0], (ast.Tuple, ast.List)) and targets[0].elts:
