@@ -54,8 +54,11 @@ def test_the_clean_twins_give_no_finding_and_every_case_is_rendered():
     ("from torch.distributed.fsdp import MixedPrecision\ndef f(**kw):\n    return MixedPrecision(**kw)", False),
     ("from torch.distributed.fsdp import MixedPrecision\nDT = torch.bfloat16\nDT = torch.float32\n"
      "p = MixedPrecision(param_dtype=DT)", False),
+    # a dict literal looked up with a literal key is that entry
     ("from torch.distributed.fsdp import MixedPrecision\nDTYPES = {'bf16': torch.bfloat16}\n"
-     "p = MixedPrecision(param_dtype=DTYPES['bf16'])", False),
+     "p = MixedPrecision(param_dtype=DTYPES['bf16'])", True),
+    ("from torch.distributed.fsdp import MixedPrecision\nDTYPES = {'bf16': torch.bfloat16}\n"
+     "p = MixedPrecision(param_dtype=DTYPES['bf16'], reduce_dtype=torch.float32)", False),
     # a module constant, read inside a function
     ("from torch.distributed.fsdp import MixedPrecision\nDT = torch.bfloat16\n"
      "def wrap():\n    return MixedPrecision(param_dtype=DT)", True),

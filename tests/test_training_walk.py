@@ -68,3 +68,24 @@ def test_an_elif_chain_is_one_test_after_another(tmp_path):
         """)
     assert amp_found(path, ["PA402", "PA403"]) == [("PA402", 14, "when args.a is false and args.b is true"),
                                                   ("PA403", 11, None)]
+
+
+def test_a_helper_defined_inside_the_step_is_walked_where_it_is_called(tmp_path):
+    path = write(tmp_path, """\
+        import torch
+
+        def train(model, optimizer, data, scaler):
+            def clip():
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+
+            for x in data:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = model(x)
+                scaler.scale(loss).backward()
+                clip()
+                scaler.step(optimizer)
+                scaler.update()
+        """)
+    assert amp_found(path, ["PA401"]) == [("PA401", 5, None)]
+    path.write_text(path.read_text().replace("        clip()\n", "        scaler.unscale_(optimizer)\n        clip()\n"))
+    assert amp_found(path, ["PA401"]) == []

@@ -9,7 +9,9 @@ rewrite is made with LibCST transforms, located by position, so that every other
   and only when every use of every name it imports can be rewritten
   (``deprecated_amp.rewritable``).
 - PA401: ``scaler.unscale_(optimizer)`` is inserted before the clip, when the scaler and
-  the one optimizer it steps afterwards in the same function are known.
+  the one optimizer it steps afterwards in the same function are known; under accelerate,
+  torch's ``clip_grad_norm_``/``clip_grad_value_`` after ``accelerator.backward`` becomes
+  ``accelerator.clip_grad_norm_``/``clip_grad_value_`` (same arguments; it unscales first).
 
 ``fixed_source(script, findings)`` returns the new text; nothing is written here (the CLI
 writes atomically, or shows a diff).
@@ -40,35 +42,40 @@ def fixed_source(script, findings=None) -> str:
         # torch.cuda.amp.GradScaler would pass "cuda" as its init_scale
         uses = [u for u in uses if not isinstance(u.node, ast.Name)
                 or any(_binds(script, node, u) for node in imports.values())]
-    inserts = _clip_inserts(script, wanted)
-    if not uses and not inserts:
+    inserts, renames = _clip_fixes(script, wanted)
+    if not uses and not inserts and not renames:
         return script.text
-    return _rewrite(script, uses, imports, inserts)
+    return _rewrite(script, uses, imports, inserts, renames)
 
 
 def _binds(script, importer, use) -> bool:
     return isinstance(use.node, ast.Name) and deprecated_imports(script).get(use.node.id) is importer
 
 
-def _clip_inserts(script, wanted) -> dict:
-    """line of the statement holding each fixable PA401 clip -> the statement to insert."""
+def _clip_fixes(script, wanted) -> tuple[dict, dict]:
+    """(line of the statement holding each fixable PA401 clip -> the statement to insert,
+    (line, column) of a clip's callee -> the callee it becomes)."""
     if not mentions_amp(script.text):
-        return {}
-    inserts = {}
+        return {}, {}
+    inserts, renames = {}, {}
     for hit in script.once(walked).hits.found.values():
         if hit.rule != "PA401" or not (hit.fix or {}).get("autofix"):
             continue
         if wanted is not None and ("PA401", *script.line_column(hit.node)) not in wanted:
+            continue
+        if "replace" in hit.fix:
+            line, column = script.line_column(hit.node.func)
+            renames[(line, column - 1)] = hit.fix["replace"]
             continue
         node, parents = hit.node, script.index.parents
         while node is not None and not isinstance(node, ast.stmt) and not isinstance(node, ast.Lambda):
             node = parents.get(node)
         if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)):
             inserts[node.lineno] = hit.fix["insert"]
-    return inserts
+    return inserts, renames
 
 
-def _rewrite(script, uses, imports, inserts) -> str:
+def _rewrite(script, uses, imports, inserts, renames=None) -> str:
     import libcst as cst
     from libcst.metadata import MetadataWrapper, PositionProvider
 
@@ -83,11 +90,12 @@ def _rewrite(script, uses, imports, inserts) -> str:
                    calls={at(u): u for u in uses if u.how == "call"},
                    decorators={at(u): u for u in uses if u.how == "decorator"},
                    imports={(n.lineno, script.line_column(n)[1] - 1) for n in imports.values()},
-                   inserts={line: cst.parse_statement(text + "\n") for line, text in inserts.items()})
+                   inserts={line: cst.parse_statement(text + "\n") for line, text in inserts.items()},
+                   renames={at: cst.parse_expression(text) for at, text in (renames or {}).items()})
     return wrapper.module.visit(fixer).code
 
 
-def _fixer(cst, positions, calls, decorators, imports, inserts):
+def _fixer(cst, positions, calls, decorators, imports, inserts, renames):
     """The LibCST transformer that makes the rewrites at those positions."""
     from libcst.helpers import get_full_name_for_node
 
@@ -131,6 +139,9 @@ def _fixer(cst, positions, calls, decorators, imports, inserts):
 
     class Fixer(cst.CSTTransformer):
         def leave_Call(self, original, updated):
+            renamed = renames.get(start(original.func))
+            if renamed is not None:
+                return updated.with_changes(func=renamed)
             use = calls.get(start(original.func))
             if use is None:
                 return updated

@@ -3,7 +3,10 @@
 
 A guard is a frozenset of literals ``(atom, value)``: the atom is the source text of what
 the analysis cannot know (``args.fp16``, ``(i + 1) % accum == 0``), the value its truth
-(or, for a table key, the key it equals). ``dtype = torch.float16 if args.fp16 else
+(or, for a table key, the key it equals). That an unknown equals a constant is said by
+``equals``: ``x == "fp16"`` true is the keyed literal ``("x ==", "fp16")`` with the truth of
+``x == 'fp16'``, false only the latter, so that ``x == "fp16"`` and ``x == "bf16"`` never
+hold on one path while ``x != "fp16"`` and ``x == "bf16"`` may. ``dtype = torch.float16 if args.fp16 else
 torch.bfloat16`` is float16 under ``{("args.fp16", True)}`` and bfloat16 under
 ``{("args.fp16", False)}``; the empty guard holds on every path. What cannot be known is an
 ``Atom`` (named by its text) and never guessed: a rule fires only on known values.
@@ -13,6 +16,7 @@ step and the backward lookup of a name's bindings) and every rule speak it.
 """
 from __future__ import annotations
 
+import re
 from typing import NamedTuple, TypeAlias
 
 #: a conjunction of literals (atom, value); the empty guard always holds
@@ -85,6 +89,44 @@ def join(a: Guard, b: Guard) -> Guard | None:
     return merged if len({atom for atom, _ in merged}) == len(merged) else None
 
 
+def equals(subject: str, value, truth: bool = True) -> Guard:
+    """The guard under which the unknown ``subject`` equals the constant ``value``
+    (``truth``) or differs from it: a keyed literal (one value per subject, so two values
+    contradict) and the truth of the comparison (so equal and different contradict)."""
+    compared = (f"{subject} == {value!r}", truth)
+    return frozenset({(f"{subject} ==", value), compared}) if truth else frozenset({compared})
+
+
+_COMPARED = re.compile(r"^(.*) == ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?[0-9][0-9.e+-]*|True|False|None)$", re.S)
+
+
+def subject_of(atom: str) -> str:
+    """What an equality literal is about (``x`` for ``x ==`` and ``x == 'fp16'``); the atom
+    itself for any other literal."""
+    if atom.endswith(" =="):
+        return atom[:-3]
+    found = _COMPARED.match(atom)
+    return found.group(1) if found else atom
+
+
+def complementary(a: Guard, b: Guard) -> Guard | None:
+    """What ``a`` and ``b`` share when together they cover it (they differ only in one
+    literal's truth, or in ``x == v`` against ``x != v``); None otherwise."""
+    diff = a ^ b
+    if len(diff) == 2:
+        atoms = {atom for atom, _ in diff}
+        if len(atoms) == 1 and {v for _, v in diff} == {True, False}:
+            return a & b
+        return None
+    if len(diff) == 3:  # equals(x, v) against equals(x, v, False)
+        keyed = [lit for lit in diff if lit[0].endswith(" ==")]
+        if len(keyed) == 1:
+            subject, value = keyed[0][0][:-3], keyed[0][1]
+            if diff - set(keyed) == {(f"{subject} == {value!r}", True), (f"{subject} == {value!r}", False)}:
+                return a & b
+    return None
+
+
 def negated(literal: tuple) -> tuple:
     atom, value = literal
     return atom, not value
@@ -108,8 +150,8 @@ def combine(*choices) -> list:
 def simplify(guards) -> Guard | None:
     """The simplest guard under which one of ``guards`` holds (None: always).
 
-    Two guards that differ only in one literal's truth merge into their common part, until
-    nothing merges; the shortest guard left is the condition worth saying."""
+    Two guards that differ only in one literal's truth (or in ``x == v`` against ``x != v``)
+    merge into their common part, until nothing merges; the shortest guard left is the condition worth saying."""
     current = set(guards)
     if TRUE in current:
         return None
@@ -118,12 +160,12 @@ def simplify(guards) -> Guard | None:
         changed = False
         for a in list(current):
             for b in list(current):
-                if a is b or len(a) != len(b):
+                if a is b or abs(len(a) - len(b)) > 1:
                     continue
-                diff = a ^ b
-                if len(diff) == 2 and len({atom for atom, _ in diff}) == 1 and {v for _, v in diff} == {True, False}:
+                common = complementary(a, b)
+                if common is not None:
                     current -= {a, b}
-                    current.add(a & b)
+                    current.add(common)
                     changed = True
                     break
             if changed:
@@ -140,12 +182,26 @@ def words(guard: Guard | None, flags) -> str | None:
     else is one made up."""
     if not guard:
         return None
-    return "when " + " and ".join(_literal(atom, value, flags) for atom, value in sorted(guard, key=repr))
+    keyed = {atom[:-3] for atom, value in guard if atom.endswith(" ==") and not isinstance(value, bool)}
+    # ``x == 'bf16'`` says what ``x == 'bf16'`` is true and ``x == 'fp16'`` false say
+    said = [(atom, value) for atom, value in guard if atom.endswith(" ==") or subject_of(atom) not in keyed]
+    return "when " + " and ".join(_literal(atom, value, flags) for atom, value in sorted(said, key=repr))
 
 
 def _literal(atom: str, value, flags) -> str:
     if not isinstance(value, bool):  # a table key: ``cf.attention_dtype == 'bf16'``
+        subject = atom[:-3] if atom.endswith(" ==") else None
+        if subject in flags:
+            return f"{flags[subject]} is {value!r}"
         return f"{atom} {value!r}"
+    compared = _COMPARED.match(atom)
+    if compared and not compared.group(2).startswith(("'", '"')):
+        compared = None  # ``i % n == 0`` keeps its own words
+    if compared and not value:
+        subject, constant = compared.groups()
+        return f"{flags[subject]} is not {constant}" if subject in flags else f"{subject} != {constant}"
+    if compared and compared.group(1) in flags:
+        return f"{flags[compared.group(1)]} is {compared.group(2)}"
     if atom in flags:
         return f"{flags[atom]} is {'set' if value else 'not set'}"
     if all(part.isidentifier() for part in atom.split(".")):

@@ -14,12 +14,15 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
-from .syntax import DEFS, FUNCTIONS, children, key_of, method_of, positional_strings
+from .syntax import DEFS, FUNCTIONS, children, key_of, last_name, method_of, positional_strings
 
 #: method and function names that make a statement worth splitting paths on
 RELEVANT_CALLS = frozenset({"backward", "scale", "step", "update", "unscale_", "zero_grad", "clip_grad_norm_",
-                            "clip_grad_value_", "clip_grad_norm", "GradScaler", "ShardedGradScaler", "autocast"})
-RELEVANT_WORDS = ("amp", "fp16", "bf16", "float16", "bfloat16", "half", "dtype", "scaler", "precision")
+                            "clip_grad_value_", "clip_grad_norm", "GradScaler", "ShardedGradScaler", "autocast",
+                            # the frameworks' calls that act on the step (training/frameworks)
+                            "manual_backward", "clip_gradients", "unscale_gradients"})
+RELEVANT_WORDS = ("amp", "fp16", "bf16", "float16", "bfloat16", "half", "dtype", "scaler", "precision",
+                  "sync_gradients")
 #: what ``parse_args()`` is usually bound to: ``args.fp16`` is the flag ``--fp16``
 ARGS_NAMES = frozenset({"args", "opt", "opts", "cli_args"})
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)
@@ -125,6 +128,9 @@ class StepFacts:
         self.self_setters: set = set()    # ids of functions that assign ``self.<attr> = ...``
         self.scaler_keys: set = set()     # names used as scalers (``scaler.unscale_``)
         self.step_args: list = []         # (receiver, argument) of ``x.step(arg)``
+        self.engine_keys: set = set()     # receivers of both ``x.backward(loss)`` and ``x.step()``: engines
+        self._backward_keys: set = set()
+        self._step_keys: set = set()
 
     def amp_functions(self) -> set:
         """ids of the functions whose walk can meet an AMP event: those with one in their
@@ -175,6 +181,10 @@ class StepFacts:
                 self.scaler_keys.add(inner)
         if name in ("scale", "step", "update") and receiver and receiver.lower().endswith("scaler"):
             self.scaler_keys.add(receiver)
+        if receiver and (name == "backward" and node.args or name == "step" and not node.args):
+            (self._backward_keys if name == "backward" else self._step_keys).add(receiver)
+            if receiver in self._backward_keys and receiver in self._step_keys:
+                self.engine_keys.add(receiver)
         if name == "step" and receiver and len(node.args) + len(node.keywords) == 1:
             arg = key_of(node.args[0] if node.args else node.keywords[0].value)
             if arg:
@@ -192,6 +202,9 @@ class Index:
         self.in_scope: dict = {}          # function (None: module level) -> calls directly in it
         self.names = Names()
         self.flags: dict = {}             # argparse dest -> "--flag"
+        self.flag_defaults: dict = {}     # argparse dest -> its literal ``default=`` expression
+        self.field_defaults: dict = {}    # class field name -> [(class, default expression)]
+        self.nested: dict = {}            # id of a function -> {name: function defined in its body}
         self.imported: set = set()        # the top-level packages the file imports from
         self.dicts: list = []             # every dict literal, in source order
         self.args_names: set = set(ARGS_NAMES)
@@ -327,6 +340,8 @@ class Index:
             scope.bind(node.name, Binding("other", node, scope))
             self.step.word(node.name, chain)
         if isinstance(node, ast.ClassDef):
+            for name, default in string_fields(node):
+                self.field_defaults.setdefault(name, []).append((node, default))
             inner = Scope(node, "class", scope)
             self.names.scopes[node] = inner
             return [*((d, scope) for d in node.decorator_list), *((b, scope) for b in node.bases),
@@ -335,6 +350,9 @@ class Index:
         self.names.scopes[node] = inner
         if not isinstance(node, ast.Lambda):
             self.step.defs[id(node)] = node
+            if scope.kind == "function":  # a helper defined inside a function, called there
+                self.nested.setdefault(id(scope.node), {})[node.name] = node
+                self.step.local_names.add(node.name)
         a = node.args
         for arg in (*a.posonlyargs, *a.args, *([a.vararg] if a.vararg else []), *a.kwonlyargs,
                     *([a.kwarg] if a.kwarg else [])):
@@ -405,6 +423,26 @@ class Index:
         name = dest.value if isinstance(dest, ast.Constant) and isinstance(dest.value, str) \
             else long[0][2:].replace("-", "_")
         self.flags[name] = long[0]
+        default = next((k.value for k in node.keywords if k.arg == "default"), None)
+        if isinstance(default, ast.Constant) and isinstance(default.value, str):
+            self.flag_defaults[name] = default
+
+
+
+def string_fields(cls: ast.ClassDef) -> list:
+    """(name, default) of the string defaults a class body declares (``dtype: str =
+    "bfloat16"``, a dataclass's ``field(default="bf16")``): what a config object holds
+    unless told otherwise."""
+    found = []
+    for stmt in cls.body:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None):
+            continue
+        value = stmt.value
+        if isinstance(value, ast.Call) and last_name(value.func) == "field":
+            value = next((k.value for k in value.keywords if k.arg == "default"), None)
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            found.append((stmt.target.id, value))
+    return found
 
 
 __all__ = ["Binding", "DEFS", "Index", "Names", "Scope", "StepFacts"]

@@ -106,6 +106,36 @@ def _read(script) -> KerasTraining:
     return found
 
 
+def optimizers_compile_leaves_plain(script, call) -> str | None:
+    """Whether the ``tape.gradient`` ``call`` is in a ``train_step`` of a Model subclass
+    whose ``compile()`` override keeps optimizers of its own on ``self`` and calls
+    ``super().compile()`` with none: Keras wraps only the optimizer ``compile`` receives in a
+    ``LossScaleOptimizer`` (``frameworks/keras.py``), so the ones it stepped are plain.
+    Returns the plain optimizers the step applies (``self.d_optimizer``), or None."""
+    from .frameworks.keras import COMPILE, OPTIMIZER_ARGUMENT, TRAIN_STEP
+
+    function, cls = script.index.function_of(call), script.index.class_of(call)
+    if function is None or cls is None or function.name != TRAIN_STEP:
+        return None
+    compile_ = script.index.methods.get(cls.name, {}).get(COMPILE)
+    if compile_ is None:
+        return None
+    keyword, position = OPTIMIZER_ARGUMENT
+    supers = [c for c in ast.walk(compile_) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+              and c.func.attr == COMPILE and isinstance(c.func.value, ast.Call)
+              and getattr(c.func.value.func, "id", None) == "super"]
+    if not supers or any(len(c.args) > position or any(k.arg in (keyword, None) for k in c.keywords)
+                         for c in supers):
+        return None  # the optimizer goes to Keras's compile (or may, through **kwargs)
+    stored = {t.attr for node in ast.walk(compile_) if isinstance(node, ast.Assign)
+              for t in node.targets if isinstance(t, ast.Attribute) and getattr(t.value, "id", None) == "self"}
+    applied = {c.func.value.attr for c in ast.walk(function) if isinstance(c, ast.Call)
+               and isinstance(c.func, ast.Attribute) and c.func.attr in ("apply_gradients", "apply")
+               and isinstance(c.func.value, ast.Attribute) and getattr(c.func.value.value, "id", None) == "self"}
+    plain = sorted(applied & stored)
+    return ", ".join(f"self.{name}" for name in plain) if plain else None
+
+
 def _scopes(script, node) -> tuple:
     """The module and the functions around ``node``, outermost first."""
     functions, parent = [], script.index.parents.get(node)

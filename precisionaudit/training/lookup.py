@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 
-from .guards import TRUE, UNKNOWN, Atom, Possible, conjoin, join
+from .guards import TRUE, UNKNOWN, Atom, Possible, conjoin, equals, join
 from .syntax import DTYPE_STRINGS, DTYPES, FUNCTIONS
 
 #: how many names / calls deep a value is followed
@@ -96,11 +96,11 @@ def bound_values(script, name: ast.Name, depth: int = 0) -> list:
             fn = binding.fn
             candidates.append(((fn.lineno, fn.col_offset), values, TRUE))
             continue
+        at = script.position(binding.node)
+        if same_scope and (at >= use_at or _assigned_by_its_value(script, binding.node, name)):
+            continue  # rebound after the use (``a, opt = prepare(model, opt)``): not what the use reads
         if binding.kind != "assign":
             return []  # an import, a loop target, a def, a tuple unpacked: not a value read here
-        at = script.position(binding.node)
-        if same_scope and at >= use_at:
-            continue  # rebound after the use, in the same scope: not what the use reads
         opaque = _opaque_around(script, binding.node, name)
         condition = None if opaque else path_condition(script, binding.node) - use_condition
         candidates.append((at, [(binding.value, TRUE)], condition))
@@ -120,11 +120,24 @@ def bound_values(script, name: ast.Name, depth: int = 0) -> list:
     return found
 
 
+def _assigned_by_its_value(script, target, use) -> bool:
+    """Whether ``target`` is bound by the assignment whose value holds ``use``."""
+    parents = script.index.parents
+    statement = parents.get(target)
+    while statement is not None and not isinstance(statement, ast.stmt):
+        statement = parents.get(statement)
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+        return False
+    value = statement.value
+    return (value.lineno, value.col_offset) <= script.position(use) <= (value.end_lineno, value.end_col_offset)
+
+
 def _reached(condition, later) -> frozenset | None | bool:
     """The guard under which a binding made under ``condition`` is still what is read,
     given the conditions of the bindings after it; False when they always override it,
     None when that cannot be said simply (an opaque binding, or an override under two or
-    more literals at once)."""
+    more literals at once that are not already assumed: an ``elif`` after its ``if``
+    overrides under one new literal)."""
     if condition is None:
         return None
     reached = set(condition)
@@ -133,13 +146,12 @@ def _reached(condition, later) -> frozenset | None | bool:
             return None
         if any((atom, not value) in other for atom, value in reached):
             continue  # the later binding is on another branch
-        if not other:
+        new = set(other) - reached
+        if not new:
             return False
-        if len(other) != 1:
+        if len(new) != 1:
             return None
-        (literal,) = other
-        if literal in reached:
-            return False
+        (literal,) = new
         reached.add((literal[0], not literal[1]))
     return frozenset(reached)
 
@@ -165,11 +177,13 @@ def _parameter_values(script, binding, depth: int) -> list | None:
 
 
 def calls_of(script, function) -> list:
-    """The calls of a module-level function by its name, or of a method through ``self.``
-    in its own class."""
+    """The calls of a module-level function by its name, of a method through ``self.`` in
+    its own class, and of a module-level class's ``__init__`` by the class's name."""
     index = script.index
     calls = index.by_name.get(function.name, ())
     cls = index.class_of(function)
+    if cls is not None and function.name == "__init__" and index.parents.get(cls) is script.tree:
+        return [c for c in index.by_name.get(cls.name, ()) if isinstance(c.func, ast.Name)]
     if cls is None and index.parents.get(function) is script.tree:
         return [c for c in calls if isinstance(c.func, ast.Name)]
     if cls is not None:
@@ -210,8 +224,9 @@ def default_of(function, param: ast.arg):
 
 # ----------------------------------------------------------------------------- evaluation
 def evaluate(script, expr, leaf, depth: int = 0) -> list:
-    """Possible values of ``expr``: ``leaf(script, expr)`` reads a literal (a value, or
-    UNKNOWN); names and conditional expressions are followed here."""
+    """Possible values of ``expr``: ``leaf(script, expr)`` reads a literal (a value, a list
+    of ``Possible`` alternatives, or UNKNOWN); names, conditional expressions, lookups in a
+    dict literal and the declared defaults of a config's attributes are followed here."""
     if depth > MAX_DEPTH or expr is None:
         return [Possible(UNKNOWN)]
     if isinstance(expr, ast.IfExp):
@@ -219,6 +234,8 @@ def evaluate(script, expr, leaf, depth: int = 0) -> list:
         return (conjoin(evaluate(script, expr.body, leaf, depth + 1), frozenset({literal}))
                 + conjoin(evaluate(script, expr.orelse, leaf, depth + 1), frozenset({(literal[0], not literal[1])})))
     value = leaf(script, expr)
+    if isinstance(value, list):
+        return value
     if value is not UNKNOWN:
         return [Possible(value, origin=expr)]
     if isinstance(expr, ast.Name):
@@ -227,12 +244,85 @@ def evaluate(script, expr, leaf, depth: int = 0) -> list:
             values = [Possible(UNKNOWN)] if bound is None else evaluate(script, bound, leaf, depth + 1)
             found += conjoin(values, guard)
         return found or [Possible(UNKNOWN)]
+    if isinstance(expr, ast.Subscript) and not isinstance(expr.slice, (ast.Slice, ast.Tuple)):
+        return _table_lookup(script, expr, leaf, depth)
+    if isinstance(expr, ast.Attribute):
+        return _declared_default(script, expr, leaf, depth)
     return [Possible(UNKNOWN)]
+
+
+def dict_literal(script, expr, depth: int = 0):
+    """The dict literal ``expr`` is, or that the one binding of the name ``expr`` holds."""
+    if isinstance(expr, ast.Dict):
+        return expr
+    if isinstance(expr, ast.Name) and depth < MAX_DEPTH:
+        bound = bound_values(script, expr, depth + 1)
+        if len(bound) == 1 and bound[0][0] is not None and not bound[0][1]:
+            return dict_literal(script, bound[0][0], depth + 1)
+    return None
+
+
+def _table_lookup(script, expr: ast.Subscript, leaf, depth) -> list:
+    """``{"bf16": torch.bfloat16, ...}[args.precision]``: the entry of a known key; under an
+    unknown key, every entry under the condition that the key names it."""
+    table = dict_literal(script, expr.value, depth)
+    if table is None or any(not (isinstance(k, ast.Constant) and isinstance(k.value, str)) for k in table.keys):
+        return [Possible(UNKNOWN)]
+    entries = dict(zip((k.value for k in table.keys), table.values))
+    found = []
+    for key in strings(script, expr.slice, depth + 1):
+        if key.known:
+            if key.value in entries:
+                found += conjoin(evaluate(script, entries[key.value], leaf, depth + 1), key.guard)
+            continue
+        subject = script.text_of(expr.slice)
+        for name, value in entries.items():
+            found += conjoin(evaluate(script, value, leaf, depth + 1), key.guard | equals(subject, name))
+    return found or [Possible(UNKNOWN)]
+
+
+def _declared_default(script, expr: ast.Attribute, leaf, depth) -> list:
+    """``args.dtype`` whose ``--dtype`` the script declares with ``default="bf16"``, or
+    ``cfg.dtype`` where one class of the file declares ``dtype: str = "bf16"`` (and no call
+    of it passes ``dtype``): the default when the value is left as declared, unknown
+    otherwise. Either way the condition names the attribute."""
+    default = declared_default(script, expr)
+    if default is None:
+        return [Possible(UNKNOWN)]
+    subject = script.text_of(expr)
+    found = conjoin(evaluate(script, default, leaf, depth + 1), equals(subject, default.value))
+    return found + [Possible(UNKNOWN, equals(subject, default.value, False))]
+
+
+def declared_default(script, expr):
+    """The string literal an argparse flag or a config class declares as the default of
+    ``expr`` (``args.dtype``, ``cfg.dtype``, ``self.config.dtype``); None when none is declared."""
+    if not isinstance(expr, ast.Attribute) or isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        return None  # self.dtype: the object's own state, not a config it was given
+    index = script.index
+    if isinstance(expr.value, ast.Name) and expr.value.id in index.args_names:
+        return index.flag_defaults.get(expr.attr)
+    declared = index.field_defaults.get(expr.attr, ())
+    if len(declared) != 1:
+        return None
+    cls, default = declared[0]
+    if any(argument_named(call, expr.attr) for call in index.by_name.get(cls.name, ())):
+        return None  # the class is built with that field given: the default is not what runs
+    return default
+
+
+def argument_named(call: ast.Call, name: str) -> bool:
+    return any(k.arg == name or k.arg is None for k in call.keywords) or bool(call.args)
 
 
 def dtype_literal(script, expr):
     """'float16' for ``torch.float16`` / ``torch.half`` (however imported) or a dtype
-    string, None for ``None`` (no dtype given); UNKNOWN otherwise."""
+    string, None for ``None`` (no dtype given), the alternatives of ``getattr(torch,
+    name)`` for the strings ``name`` may hold; UNKNOWN otherwise."""
+    if isinstance(expr, ast.Call) and len(expr.args) >= 2 and script.names_of(expr.func) == {"builtins.getattr"} \
+            and script.names_of(expr.args[0]) == {"torch"}:
+        return [Possible(DTYPES.get(f"torch.{p.value}", UNKNOWN) if p.known else UNKNOWN, p.guard, expr)
+                for p in strings(script, expr.args[1])]
     if isinstance(expr, (ast.Attribute, ast.Name)):
         for name in sorted(script.names_of(expr)):
             if name in DTYPES:
@@ -303,8 +393,8 @@ def string_literal(script, expr):
     return expr.value if isinstance(expr, ast.Constant) and isinstance(expr.value, str) else UNKNOWN
 
 
-def strings(script, expr) -> list:
-    return evaluate(script, expr, string_literal)
+def strings(script, expr, depth: int = 0) -> list:
+    return evaluate(script, expr, string_literal, depth)
 
 
 def truth_literal(script, expr):

@@ -18,9 +18,10 @@ import ast
 import re
 from dataclasses import dataclass
 
+from .frameworks.lightning import PLAIN_STRATEGIES, PRECISIONS, TRAINERS
 from .guards import TRUE, UNKNOWN, Possible, conjoin
-from .lookup import MAX_DEPTH, bound_values, dtypes, path_condition, strings, test_literal, truths
-from .syntax import FUNCTIONS, argument, last_name, self_attribute, unpacks_keywords
+from .lookup import MAX_DEPTH, bound_values, dtypes, evaluate, path_condition, strings, test_literal, truths
+from .syntax import FUNCTIONS, argument, key_of, last_name, self_attribute, unpacks_keywords
 
 #: torch.optim's optimizers (torch 2.13 ``torch/optim/__init__.py`` __all__)
 TORCH_OPTIMIZERS = frozenset({"Adafactor", "Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "ASGD", "LBFGS",
@@ -48,18 +49,12 @@ QUANTIZED = ("quantization_config", "load_in_8bit", "load_in_4bit")
 #: call of a torch.optim class (most files of a library build no optimizer)
 LOW_PRECISION_WORDS = re.compile(r"\.half\b|float16|bfloat16|fp16|bf16|16-true")
 OPTIMIZER_CALL = re.compile(r"\b(%s)\s*\(" % "|".join(sorted(TORCH_OPTIMIZERS)))
-#: Lightning's Trainer, however imported
-LIGHTNING_TRAINERS = frozenset({"lightning.Trainer", "lightning.pytorch.Trainer", "pytorch_lightning.Trainer",
-                                "lightning.pytorch.trainer.Trainer", "pytorch_lightning.trainer.Trainer",
-                                "lightning.pytorch.trainer.trainer.Trainer", "pytorch_lightning.trainer.trainer.Trainer"})
-#: Lightning precisions that train the module's parameters in a low dtype, with no fp32 copy
-PURE_PRECISIONS = {"bf16-true": "bfloat16", "16-true": "float16"}
-#: strategies whose precision plugin is HalfPrecision (DeepSpeed and FSDP bring their own)
-PLAIN_STRATEGIES = frozenset({"auto", "ddp", "ddp_spawn", "ddp_fork", "ddp_notebook", "single_device", "dp"})
+TRAINER_CALL = re.compile(r"Trainer\s*\(")
 #: calls that take an optimizer and may keep fp32 master weights (or scale) for it:
 #: deepspeed.initialize (fp16/bf16 optimizers), apex amp.initialize (O2), accelerate's
 #: prepare (which may run DeepSpeed from its config)
-MASTER_WEIGHT_WRAPPERS = frozenset({"initialize", "prepare", "prepare_optimizer", "FP16_Optimizer"})
+MASTER_WEIGHT_WRAPPERS = frozenset({"initialize", "prepare", "prepare_optimizer", "FP16_Optimizer",
+                                    "FP16_UnfusedOptimizer"})
 #: optimizers with a fused kernel (``fused=True``; torch 2.13 sets ``_step_supports_amp_scaling``)
 FUSED = frozenset({"Adam", "AdamW", "Adagrad", "SGD"})
 #: tensor methods that return a converted copy: ``[p.detach().clone().float() for p in
@@ -69,23 +64,36 @@ COPYING_CONVERSIONS = frozenset({"float", "double", "half", "bfloat16", "to", "t
 
 @dataclass(frozen=True)
 class OptimizerSite:
-    """A ``torch.optim`` optimizer built in the script, with the dtypes its parameters may
-    have there (``Possible``s whose origin is the conversion that made them)."""
+    """A ``torch.optim`` optimizer built in the script, or one a framework builds for it
+    (the HF Trainer's, ``built_by`` saying so), with the dtypes its parameters may have
+    there (``Possible``s whose origin is the conversion that made them)."""
 
     call: ast.Call
     #: the class, as ``torch.optim.AdamW``
     name: str
     param_dtypes: tuple
+    #: for a framework's optimizer: who builds it ("the Trainer at line 40"), the expression
+    #: of its eps (None: the default), the guards under which it is not fused
+    built_by: str | None = None
+    eps: object = None
+    unfused: tuple = ()
 
     @property
     def short_name(self) -> str:
         return self.name.rsplit(".", 1)[-1]
 
+    @property
+    def named(self) -> str:
+        """The optimizer as a finding names it (``AdamW``, ``AdamW (built by the Trainer at line 40)``)."""
+        return f"{self.short_name} (built by {self.built_by})" if self.built_by else self.short_name
+
 
 def mentions_an_optimizer(text: str) -> bool:
     """Whether a file may build a torch.optim optimizer over low-precision parameters:
-    it names ``optim`` (the import), calls an optimizer class and names a low dtype."""
-    return "optim" in text and bool(OPTIMIZER_CALL.search(text)) and bool(LOW_PRECISION_WORDS.search(text))
+    it names ``optim`` (the import), calls an optimizer class and names a low dtype; or it
+    builds an HF Trainer (which builds one) and names a low dtype."""
+    built = ("optim" in text and bool(OPTIMIZER_CALL.search(text))) or bool(TRAINER_CALL.search(text))
+    return built and bool(LOW_PRECISION_WORDS.search(text))
 
 
 def optimizer_sites(script) -> list[OptimizerSite]:
@@ -120,7 +128,63 @@ def _find_sites(script) -> list:
             if _in_configure_optimizers(script, call) and (_chain_root(module) or "").split(".")[0] == "self":
                 possible += conjoin(lightning_dtypes(script), guard)
         sites.append(OptimizerSite(call, name, tuple(possible)))
+    return sites + _trainer_sites(script)
+
+
+def is_hf_trainer(script, call) -> bool:
+    """``Trainer(...)``, ``SFTTrainer(...)``: a Trainer class of transformers or TRL."""
+    from .frameworks.hf_trainer import PACKAGES
+
+    last = last_name(call.func) or ""
+    return last.endswith("Trainer") and any(n.split(".")[0] in PACKAGES and n.endswith("Trainer")
+                                            for n in script.names_of(call.func))
+
+
+def _trainer_sites(script) -> list:
+    """The optimizers the HF Trainers of this file build (``frameworks/hf_trainer.py``):
+    where no optimizer is passed, the arguments are one construction of this file, and
+    neither DeepSpeed nor FSDP takes the optimizer over; under ``fp16=True`` the Trainer
+    raises before any update (PA405), so only the paths where fp16 is false count."""
+    from .frameworks import hf_trainer as hf
+
+    sites = []
+    for call in script.index.calls:
+        if not is_hf_trainer(script, call) or any(argument(call, k) is not None for k in ("optimizers", "peft_config")):
+            continue
+        model, args = argument(call, "model", 0), argument(call, "args", 1)
+        made = [(c, g) for c, g in constructions(script, args)
+                if any(n.split(".")[0] in hf.PACKAGES for n in script.names_of(c.func))] if args is not None else []
+        if model is None or len(made) != 1 or unpacks_keywords(made[0][0]) \
+                or any(argument(made[0][0], k) is not None for k in hf.DELEGATES):
+            continue
+        arguments, guard = made[0]
+        fp16 = argument(arguments, "fp16")
+        paths = [guard | p.guard for p in truths(script, fp16) if p.value is False] if fp16 is not None else [guard]
+        dtypes_there = [q for path in paths for q in conjoin(module_dtypes(script, model, script.position(call)), path)]
+        for optimizer, unfused in _trainer_optimizers(script, argument(arguments, "optim"), hf):
+            sites.append(OptimizerSite(call, f"torch.optim.{optimizer}", tuple(dtypes_there),
+                                       built_by=f"the Trainer at line {call.lineno}",
+                                       eps=argument(arguments, "adam_epsilon"), unfused=tuple(unfused)))
     return sites
+
+
+def _trainer_optimizers(script, optim, hf) -> list:
+    """(torch.optim class, guards under which it is not fused) for the ``optim`` given."""
+    if optim is None:
+        return [("AdamW", [frozenset({(hf.UNFUSED_DEFAULT, True)})])]
+    if isinstance(optim, ast.Attribute) and optim.attr.lower() in hf.OPTIMS:  # OptimizerNames.ADAMW_TORCH
+        values = [Possible(optim.attr.lower())]
+    else:
+        values = strings(script, optim)
+    found = {}
+    for value in values:
+        if not value.known or value.value not in hf.OPTIMS:
+            return []  # another optimizer (bitsandbytes, Adafactor, ...) on some path: not torch.optim's
+        cls, fused = hf.OPTIMS[value.value]
+        found.setdefault(cls, [])
+        if not fused:
+            found[cls].append(value.guard)
+    return list(found.items())
 
 
 def _in_configure_optimizers(script, call) -> bool:
@@ -139,18 +203,30 @@ def lightning_dtypes(script) -> list:
 
 def _lightning_dtypes(script) -> list:
     found = []
-    for call in script.index.by_name.get("Trainer", ()):
-        if not script.names_of(call.func) & LIGHTNING_TRAINERS:
-            continue
+    for call, precisions in lightning_trainers(script):
         strategy = argument(call, "strategy")
         if strategy is not None and not (isinstance(strategy, ast.Constant) and strategy.value in PLAIN_STRATEGIES):
             continue
-        precision = argument(call, "precision")
-        if precision is None:
-            continue
-        found += [Possible(PURE_PRECISIONS[p.value], p.guard, precision) for p in strings(script, precision)
-                  if p.known and p.value in PURE_PRECISIONS]
+        found += [Possible(PRECISIONS[p.value].params, p.guard, argument(call, "precision")) for p in precisions
+                  if p.known and p.value in PRECISIONS and PRECISIONS[p.value].params in ("float16", "bfloat16")]
     return found
+
+
+def lightning_trainers(script) -> list:
+    """(call, precision Possibles) of each Lightning ``Trainer(...)`` with a ``precision=``
+    in this file (the spellings as given: ``"16-mixed"``, ``16``)."""
+    found = []
+    for call in script.index.by_name.get("Trainer", ()):
+        precision = argument(call, "precision")
+        if precision is not None and script.names_of(call.func) & TRAINERS:
+            found.append((call, evaluate(script, precision, _spelling)))
+    return found
+
+
+def _spelling(script, expr):
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, (str, int)) and not isinstance(expr.value, bool):
+        return expr.value
+    return UNKNOWN
 
 
 def _handed_to_a_wrapper(script, call) -> bool:
@@ -160,14 +236,23 @@ def _handed_to_a_wrapper(script, call) -> bool:
     holder = parents.get(call)
     outer = parents.get(holder) if isinstance(holder, ast.keyword) else holder
     if isinstance(outer, ast.Call) and (holder is not outer or any(a is call for a in outer.args)) \
-            and last_name(outer.func) in MASTER_WEIGHT_WRAPPERS:
+            and _wraps(script, outer):
         return True
     if not isinstance(holder, ast.Assign):  # opt = AdamW(...): the call is the value
         return False
     names = {_plain(t) for t in holder.targets} - {None}
     by_name = script.index.by_name
-    wrappers = [c for w in MASTER_WEIGHT_WRAPPERS for c in by_name.get(w, ())]
+    wrappers = [c for c in script.index.calls if _wraps(script, c)] if any(
+        by_name.get(w) for w in MASTER_WEIGHT_WRAPPERS) or "import" in script.text else []
     return any(_plain(_value(arg)) in names for other in wrappers for arg in (*other.args, *other.keywords))
+
+
+def _wraps(script, call) -> bool:
+    """Whether ``call`` is one of the wrappers, by its name or the name it was imported
+    under (``from deepspeed.runtime.fp16.fused_optimizer import FP16_Optimizer as W``)."""
+    if last_name(call.func) in MASTER_WEIGHT_WRAPPERS:
+        return True
+    return any(n.rsplit(".", 1)[-1] in MASTER_WEIGHT_WRAPPERS for n in script.names_of(call.func))
 
 
 def _value(arg):
@@ -210,6 +295,11 @@ def module_dtypes(script, module, at, depth: int = 0) -> list:
     if self_attribute(module):
         return _attribute_dtypes(script, module, at, depth)
     if isinstance(module, ast.Attribute):  # model.encoder: a submodule converts with its model
+        root = module
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name):  # pipeline.unet: not converted by pipeline.vae.to(...)
+            return _name_dtypes(script, root, at, depth, part=key_of(module))
         return module_dtypes(script, module.value, at, depth + 1)
     return [Possible(UNKNOWN)]
 
@@ -220,10 +310,15 @@ def _call_dtypes(script, call: ast.Call, at, depth) -> list:
     if names & WRAPPERS:
         inner = argument(call, "module", 0) or argument(call, "model", 0)
         return module_dtypes(script, inner, at, depth + 1) if inner is not None else [Possible(UNKNOWN)]
+    helper = _local_function(script, call)
+    if helper is not None:
+        returned = _returned_dtypes(script, helper, depth)
+        if returned and all(p.known for p in returned):
+            return returned
     if not isinstance(func, ast.Attribute):
         if any(n.startswith("torch.nn.") for n in names):
             return _constructor_dtypes(script, call)
-        return [Possible(UNKNOWN)]
+        return _factory_dtypes(script, call, depth)
     method = func.attr
     if method in CONVERSIONS:
         return [Possible(CONVERSIONS[method], origin=call)]
@@ -241,7 +336,42 @@ def _call_dtypes(script, call: ast.Call, at, depth) -> list:
         return [Possible(p.value, p.guard, call) for p in dtypes(script, given, depth + 1)]
     if any(n.startswith("torch.nn.") for n in names):
         return _constructor_dtypes(script, call)
-    return [Possible(UNKNOWN)]
+    return _factory_dtypes(script, call, depth)
+
+
+def _factory_dtypes(script, call: ast.Call, depth) -> list:
+    """``load_model(path, dtype=torch.float16)``, ``build(cfg, torch_dtype=...)``: a model
+    factory told which dtype to load the weights in (as ``from_pretrained`` is); a model
+    loaded quantized is unknown (its trained parameters are adapters)."""
+    given = argument(call, "torch_dtype") or argument(call, "dtype")
+    if given is None or any(argument(call, k) is not None for k in QUANTIZED):
+        return [Possible(UNKNOWN)]
+    return [Possible(p.value, p.guard, call) for p in dtypes(script, given, depth + 1)]
+
+
+def _local_function(script, call: ast.Call):
+    """The function of this file ``call`` calls (``build_model(cfg)``, ``self.build()``)."""
+    index, func = script.index, call.func
+    if isinstance(func, ast.Name):
+        return index.functions.get(func.id)
+    if self_attribute(func) is not None:
+        cls = index.class_of(call)
+        if cls is not None:
+            return index.methods.get(cls.name, {}).get(func.attr)
+    return None
+
+
+def _returned_dtypes(script, function, depth) -> list:
+    """The dtypes of the modules ``function`` returns, each under its return's path
+    condition ([] when it returns nothing this analysis can read)."""
+    if depth > MAX_DEPTH:
+        return []
+    found = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Return) and node.value is not None and script.index.function_of(node) is function:
+            found += conjoin(module_dtypes(script, node.value, script.position(node), depth + 1),
+                             path_condition(script, node))
+    return found
 
 
 def _constructor_dtypes(script, call) -> list:
@@ -283,17 +413,18 @@ def _device_like(script, expr) -> bool:
     return bool(re.search(r"device|rank|gpu|cuda", last, re.IGNORECASE))
 
 
-def _name_dtypes(script, name: ast.Name, at, depth) -> list:
+def _name_dtypes(script, name: ast.Name, at, depth, part: str | None = None) -> list:
     """A module held in a name: its value where it was assigned (or passed in), then the
-    in-place conversions of that name before ``at``."""
+    in-place conversions of that name before ``at``; ``part``: the submodule asked about
+    (``pipeline.unet``), which a sibling's conversion (``pipeline.vae.to(...)``) leaves alone."""
     scope_root = script.index.function_of(name) or script.tree
     bindings = bound_values(script, name, depth + 1)
     if not bindings:  # a parameter with no caller here, an import: only its conversions here count
-        return _apply_events(script, name.id, scope_root, (0, 0), at, [Possible(UNKNOWN)])
+        return _apply_events(script, name.id, scope_root, (0, 0), at, [Possible(UNKNOWN)], part)
     found = []
     for value, guard in bindings:
         if value is None:
-            found += _apply_events(script, name.id, scope_root, (0, 0), at, [Possible(UNKNOWN, guard)])
+            found += _apply_events(script, name.id, scope_root, (0, 0), at, [Possible(UNKNOWN, guard)], part)
             continue
         bound_at = script.position(value)
         if (script.index.function_of(value) or script.tree) is not scope_root:  # a call's argument, a default
@@ -303,7 +434,7 @@ def _name_dtypes(script, name: ast.Name, at, depth) -> list:
         else:
             value_at = bound_at
         start = conjoin(module_dtypes(script, value, value_at, depth + 1), guard)
-        found += _apply_events(script, name.id, scope_root, bound_at, at, start)
+        found += _apply_events(script, name.id, scope_root, bound_at, at, start, part)
     return found
 
 
@@ -314,13 +445,16 @@ def _call_of_argument(script, value):
     return parent
 
 
-def _apply_events(script, name: str, scope_root, after, before, start: list) -> list:
+def _apply_events(script, name: str, scope_root, after, before, start: list, part=None) -> list:
     """``start`` changed by the in-place conversions and mutations of ``name`` in
-    ``scope_root`` between the positions ``after`` and ``before``."""
+    ``scope_root`` between the positions ``after`` and ``before`` (of the part ``part``, its
+    ancestors or its own submodules, when given)."""
     possible = list(start)
     for event, kind in _events(script, name, scope_root):
         at = script.position(event)
         if not after < at < before:
+            continue
+        if part is not None and not _related(part, _converted(event)):
             continue
         if kind == "rebind":
             break
@@ -393,6 +527,25 @@ def _scan_events(script, name: str, scope_root) -> list:
     return sorted(events, key=lambda e: script.position(e[0]))
 
 
+def _converted(event) -> str | None:
+    """The module an event acts on, as a dotted key (``pipeline.unet`` for
+    ``pipeline.unet.to(dtype)``, ``model`` for ``model.lm_head = ...``)."""
+    expr = event.func.value if isinstance(event, ast.Call) and isinstance(event.func, ast.Attribute) else event
+    if isinstance(event, ast.Attribute) and not isinstance(event, ast.Call):
+        expr = event.value if self_attribute(event) is None else event
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        expr = expr.func.value
+    return key_of(expr)
+
+
+def _related(part: str, converted: str | None) -> bool:
+    """Whether converting ``converted`` converts (some of) ``part``: itself, an ancestor, or
+    a submodule of it; not a sibling."""
+    if converted is None:
+        return True
+    return part == converted or part.startswith(converted + ".") or converted.startswith(part + ".")
+
+
 def _plain(expr) -> str | None:
     """``model`` or ``self.model`` for exactly that expression, else None."""
     if isinstance(expr, ast.Name):
@@ -429,17 +582,22 @@ def _chain_keeps_module(expr) -> bool:
         if expr.func.attr not in KEEPS_DTYPE | set(CONVERSIONS) | set(DTYPE_CONVERSIONS):
             return False
         expr = expr.func.value
-    return isinstance(expr, ast.Name) or self_attribute(expr) is not None
+    return key_of(expr) is not None  # model, self.model, pipeline.unet (a submodule: _related decides)
 
 
 def _attribute_dtypes(script, attribute: ast.Attribute, at, depth) -> list:
     """``self.model`` read in a method: its assignment earlier in the same method, else in
-    ``__init__``; then the in-place conversions of ``self.model`` in those methods."""
+    ``__init__``, else in the one other method that assigns it (``setup``, a
+    ``build_model`` helper); then the in-place conversions of ``self.model`` in those
+    methods."""
     cls, method = script.index.class_of(attribute), script.index.function_of(attribute)
     if cls is None or method is None:
         return [Possible(UNKNOWN)]
     dotted = self_attribute(attribute)
-    methods = [method] + [f for f in cls.body if isinstance(f, FUNCTIONS) and f.name == "__init__" and f is not method]
+    others = [f for f in cls.body if isinstance(f, FUNCTIONS) and f is not method]
+    init = [f for f in others if f.name == "__init__"]
+    helpers = [f for f in others if f.name != "__init__" and _self_assignments(script, f, dotted)]
+    methods = [method] + init + (helpers if len(helpers) == 1 else [])
     for where in methods:
         limit = at if where is method else (10**9, 0)
         assigned = [(t, s) for t, s in _self_assignments(script, where, dotted) if script.position(t) < limit]

@@ -3,6 +3,7 @@ where no loss scaling is needed. Decided at each scaled ``Backward`` of the step
 reported at the scaler's construction."""
 from ..registry import training_check
 from ..step.events import Backward, step_rule
+from ..step.values import Scaler
 from ..step.walk import mentions_amp, step_hits
 
 
@@ -13,7 +14,7 @@ def check(script):
 
 @step_rule("PA404", Backward)
 def scaler_under_bf16(event: Backward, report):
-    made = event.scaler.node if event.scaled else None
+    made = event.scaler.node if isinstance(event.scaler, Scaler) else None  # a framework's scaler: not made here
     if made is None or not event.regions or any(r.dtype != "bfloat16" for r in event.regions):
         return
     text = report.walker.script.text_of

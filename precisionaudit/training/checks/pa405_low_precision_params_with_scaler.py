@@ -4,31 +4,43 @@ GradScaler, which refuses fp16 gradients.
 ``GradScaler.unscale_`` and ``GradScaler.step`` call ``_unscale_grads_(..., allow_fp16=False)``
 (torch/amp/grad_scaler.py), which raises ``ValueError("Attempting to unscale FP16
 gradients.")`` for any parameter whose ``.grad`` is float16 (pytorch #74739). The HF Trainer
-with ``fp16=True`` steps through accelerate's ``torch.amp.GradScaler`` the same way.
-FSDP's ``ShardedGradScaler`` allows fp16 gradients and is not matched.
+with ``fp16=True`` steps through accelerate's ``torch.amp.GradScaler`` the same way, and so
+does Lightning's ``Trainer(precision="16-mixed")`` (``MixedPrecision.optimizer_step``
+calls ``scaler.unscale_``; frameworks/lightning.py) for the module ``trainer.fit(model)``
+trains (Lightning #5140), and accelerate's ``Accelerator(mixed_precision="fp16")`` for an
+optimizer it prepares (``AcceleratedOptimizer.step`` -> ``scaler.step``;
+frameworks/accelerate.py; diffusers #6442, d3po #6). FSDP's ``ShardedGradScaler`` allows
+fp16 gradients and is not matched.
 """
 from __future__ import annotations
 
 import ast
 import re
 
-from ..guards import TRUE, Possible, conjoin, words
-from ..lookup import dtypes, truths
-from ..params import (LOW_PRECISION_WORDS, constructions, mentions_an_optimizer, module_dtypes,
-                      optimizer_sites, unfused_paths)
+from ..frameworks import Precision
+from ..frameworks.accelerate import ACCELERATE
+from ..frameworks.lightning import PRECISIONS
+from ..guards import TRUE, Possible, conjoin, equals, words
+from ..lookup import dtypes, strings, truths
+from ..params import (LOW_PRECISION_WORDS, constructions, lightning_trainers, mentions_an_optimizer,
+                      module_dtypes, modules_of_params, optimizer_sites, torch_optimizer_name, unfused_paths)
 from ..registry import TrainingHit, training_check
 from ..syntax import PLAIN_SCALERS, argument
+
+NONE = Precision(scales=False)
 
 #: Trainer classes that train with accelerate's GradScaler when their args say fp16=True
 TRAINER_PACKAGES = ("transformers", "trl")
 #: the words a file needs for the Trainer route to be read at all
 TRAINER_CALL, FP16_ARGUMENT = re.compile(r"Trainer\s*\("), re.compile(r"\bfp16\s*=")
+LIGHTNING_FP16 = re.compile(r"precision\s*=")
 
 
 def mentions_a_scaler_or_trainer(text: str) -> bool:
     """Whether a file may train fp16 parameters with a GradScaler or an fp16 Trainer."""
-    scaled = "GradScaler" in text and mentions_an_optimizer(text)
-    trainer = "Trainer" in text and bool(TRAINER_CALL.search(text) and FP16_ARGUMENT.search(text))
+    scaled = ("GradScaler" in text or "Accelerator" in text) and mentions_an_optimizer(text)
+    trainer = "Trainer" in text and bool(TRAINER_CALL.search(text) and (FP16_ARGUMENT.search(text)
+                                                                        or LIGHTNING_FP16.search(text)))
     return scaled or (trainer and bool(LOW_PRECISION_WORDS.search(text)))
 
 
@@ -38,6 +50,8 @@ def low_precision_params_with_scaler(script):
         return
     hits = {}
     fp16_sites = any(p.value == "float16" for s in optimizer_sites(script) for p in s.param_dtypes)
+    lightning = {id(call): [p for p in precisions if p.known and PRECISIONS.get(p.value, NONE).scales]
+                 for call, precisions in lightning_trainers(script)}
     for call in script.index.calls:
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr in ("step", "unscale_"):
@@ -46,6 +60,10 @@ def low_precision_params_with_scaler(script):
             found = _scaler_steps(script, call)
         elif _is_trainer(script, call):
             found = _trainer_trains(script, call)
+        elif isinstance(func, ast.Attribute) and func.attr == "fit" and lightning:
+            found = _lightning_fits(script, call, lightning)
+        elif isinstance(func, ast.Attribute) and func.attr in ("prepare", "prepare_optimizer"):
+            found = _accelerate_prepares(script, call)
         else:
             continue
         for possible, how in found:
@@ -122,6 +140,49 @@ def _trainer_trains(script, call) -> list:
             for path in fp16_paths:
                 found += conjoin([dtype], path)
     how = f"a Trainer with fp16=True at line {call.lineno}"
+    return [(p, how) for p in found]
+
+
+def _lightning_fits(script, call, scaling) -> list:
+    """(fp16 possibility, how) where ``trainer.fit(model)`` trains a module of fp16
+    parameters with a Lightning Trainer whose precision scales the loss ("16-mixed")."""
+    model = argument(call, "model", 0)
+    if model is None:
+        return []
+    found, how = [], None
+    for made, guard in constructions(script, call.func.value):
+        for precision in scaling.get(id(made), ()):
+            how = f"Lightning's Trainer(precision={precision.value!r}) at line {made.lineno} (its GradScaler)"
+            for dtype in module_dtypes(script, model, script.position(call)):
+                if dtype.value == "float16":
+                    found += conjoin([dtype], guard | precision.guard)
+    return [(p, how) for p in found]
+
+
+def _accelerate_prepares(script, call) -> list:
+    """(fp16 possibility, how) where ``accelerator.prepare(..., optimizer, ...)`` hands a
+    torch optimizer over fp16 parameters to an Accelerator whose mixed precision is fp16."""
+    fp16 = []
+    for made, guard in constructions(script, call.func.value):
+        if not script.names_of(made.func) & ACCELERATE.makers:
+            continue
+        given = argument(made, ACCELERATE.precision_keyword)
+        for p in strings(script, given) if given is not None else []:
+            if p.known and p.value == "fp16":
+                fp16.append((made, guard | p.guard))
+            elif not p.known:
+                fp16.append((made, guard | p.guard | equals(script.text_of(given), "fp16")))
+    found, how = [], None
+    for arg in (*call.args, *(k.value for k in call.keywords)):
+        for optimizer, made_guard in constructions(script, arg):
+            if torch_optimizer_name(script, optimizer) is None or (params := argument(optimizer, "params", 0)) is None:
+                continue
+            for module, params_guard in modules_of_params(script, params):
+                for dtype in module_dtypes(script, module, script.position(call)):
+                    for accelerator, guard in fp16 if dtype.value == "float16" else ():
+                        how = (f"accelerate's GradScaler (Accelerator(mixed_precision='fp16') at line "
+                               f"{accelerator.lineno})")
+                        found += conjoin([dtype], made_guard | params_guard | guard)
     return [(p, how) for p in found]
 
 

@@ -38,14 +38,17 @@ def optimizer_eps_underflow(script):
             continue
         default, index, denominator = EPS[site.short_name]
         call = site.call
-        if _groups_set_eps(script, argument(call, "params", 0)):
-            continue
-        given = argument(call, "eps", index)
-        if given is None and (any(isinstance(a, ast.Starred) for a in call.args)
-                              or any(k.arg is None for k in call.keywords)):
-            continue  # eps may be in *args / **kwargs: unknown
+        if site.built_by is not None:  # a framework's optimizer (frameworks/hf_trainer.py)
+            given, not_fused = site.eps, list(site.unfused)
+        else:
+            if _groups_set_eps(script, argument(call, "params", 0)):
+                continue
+            given = argument(call, "eps", index)
+            if given is None and (any(isinstance(a, ast.Starred) for a in call.args)
+                                  or any(k.arg is None for k in call.keywords)):
+                continue  # eps may be in *args / **kwargs: unknown
+            not_fused = unfused_paths(script, call, site.short_name)
         eps_values = [Possible(default)] if given is None else numbers(script, given)
-        not_fused = unfused_paths(script, call, site.short_name)
         hits = []
         for dtype in site.param_dtypes:
             if dtype.value not in LOW_DTYPES:
@@ -63,7 +66,7 @@ def optimizer_eps_underflow(script):
         line, column = script.line_column(call)
         origin_line = script.line_column(dtype.origin)[0] if dtype.origin is not None else line
         values = {
-            "optimizer": site.short_name, "eps": f"{eps.value:g}",
+            "optimizer": site.named, "eps": f"{eps.value:g}",
             "eps_source": "the default eps" if given is None else "eps",
             "dtype": dtype.value, "conversion_line": origin_line, "denominator": denominator,
             "smallest": f"{SMALLEST_SUBNORMAL[dtype.value]:.3g}",

@@ -28,7 +28,7 @@ def no_fp32_master_weights(script):
         line, column = script.line_column(site.call)
         origin_line = script.line_column(chosen.origin)[0] if chosen.origin is not None else line
         half_ulp = UNIT_ROUNDOFF[chosen.value]
-        values = {"optimizer": site.short_name, "dtype": chosen.value, "conversion_line": origin_line,
+        values = {"optimizer": site.named, "dtype": chosen.value, "conversion_line": origin_line,
                   "half_ulp": f"{half_ulp:.2g}", "half_ulp_power": f"2^{half_ulp.hex().split('p')[1].lstrip('+')}"}
         yield TrainingHit(line, column, values, words(chosen.guard, script.index.flag_atoms),
                           scope=script.enclosing(site.call), subject=site.name)

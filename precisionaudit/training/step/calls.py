@@ -61,11 +61,17 @@ class Calls:
         return paths
 
     def local_callee(self, call):
-        """(function, its class or None) when ``call`` calls a function of this file or a
-        method of the class being walked through ``self.``; None otherwise."""
+        """(function, its class or None) when ``call`` calls a function of this file (one
+        defined in a function being walked included: a ``clip()`` helper inside the step) or
+        a method of the class being walked through ``self.``; None otherwise."""
         w = self.walker
         func = call.func
         frame = w.frames[-1]
+        if isinstance(func, ast.Name):
+            for outer in reversed(w.frames):
+                nested = w.index.nested.get(id(outer.fn), {}).get(func.id) if outer.fn is not None else None
+                if nested is not None:
+                    return nested, None
         if isinstance(func, ast.Name) and func.id in w.index.functions:
             return w.index.functions[func.id], None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \

@@ -56,12 +56,17 @@ class Clip:
 
 @dataclass(frozen=True)
 class ScalerStep:
-    """``scaler.step(optimizer)`` of an enabled scaler. ``backward``: the kind of the last
-    backward on this path since a step ("plain", "scaled" or None)."""
+    """``scaler.step(optimizer)`` of an enabled scaler, or a step a framework runs through
+    its scaler (``owner``: the ``values.Owner``; None for torch's). ``backward``: the kind of
+    the last backward on this path since a step ("plain", "scaled" or None); ``stale``: the
+    ``update()`` (or the framework step that updated) after the last scaled backward, so the
+    gradients this step unscales were scaled with the scale before it (None: none)."""
 
     call: object
     receiver: object
     backward: str | None
+    owner: object = None
+    stale: object = None
 
 
 @dataclass(frozen=True)

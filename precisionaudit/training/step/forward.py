@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import ast
 
-from ..guards import TRUE, Atom, Possible, join, known
+from ..guards import TRUE, Atom, Possible, equals, join, known
 from ..syntax import AUTOCASTS, DEFAULT_AUTOCAST_DTYPE, DTYPES, SCALERS, argument, key_of, method_of
+from .owners import owner_values
 from .values import Autocast, Dtype, Scaler, Table, combine, negate, truth
 
 _CONSTANTS = (True, False, None)
@@ -67,6 +68,9 @@ def _call(script, expr: ast.Call, p) -> tuple:
     if len(expr.args) == 1 and not expr.keywords and not isinstance(expr.args[0], ast.Starred) and (
             names & {"torch.device", "builtins.str"} or isinstance(expr.func, ast.Name) and expr.func.id == "str"):
         return _device(script, expr.args[0], expr, p)  # torch.device("cuda" if ... else "cpu")
+    made = owner_values(script, expr, names, evaluate, p) if names else None
+    if made is not None:
+        return made
     for name in sorted(names):
         if name in SCALERS:
             return scaler_value(script, expr, SCALERS[name], p)
@@ -120,8 +124,8 @@ def _lookup(script, expr: ast.Subscript, p) -> tuple:
                 continue
             for name, alternatives in table.value.entries:
                 if isinstance(key.value, Atom):
-                    # one atom per key, valued by the entry: two entries never hold at once
-                    cond = join(g, frozenset({(f"{key.value.text} ==", name)}))
+                    # the key equals the entry's name: two entries never hold at once
+                    cond = join(g, equals(key.value.text, name))
                 else:
                     cond = g if key.value == name else None
                 if cond is None:
@@ -145,6 +149,13 @@ def _compare(script, expr: ast.Compare, p) -> tuple:
             if g is None:
                 continue
             vl, vr = left.value, right.value
+            unknown, constant = (vl, vr) if isinstance(vl, Atom) else (vr, vl)
+            if kind in ("==", "!=") and isinstance(unknown, Atom) and isinstance(constant, str):
+                for truth_value in (True, False):  # x == "fp16" and x == "bf16" never both hold
+                    h = join(g, equals(unknown.text, constant, truth_value))
+                    if h is not None:
+                        out.append(Possible(truth_value == (kind == "=="), h))
+                continue
             if isinstance(vl, Atom) or isinstance(vr, Atom):
                 out.append(Possible(Atom(script=script, node=expr), g))
                 continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..guards import TRUE, Possible, join
+from ..guards import TRUE, Possible, complementary, join
 
 
 @dataclass
@@ -35,6 +35,7 @@ class Path:
     scaler_opts: dict = field(default_factory=dict)  # optimizer text -> scaler.step node on this path
     plain_steps: dict = field(default_factory=dict)  # optimizer text -> plain opt.step() node
     iter_backward: bool = False                   # a backward ran in this loop iteration
+    updated_at: object = None                     # the update() since the last scaled backward (None: none)
     marks: list = field(default_factory=list)     # (kind, node) since the loop's iteration began
     ret_prov: frozenset = frozenset()
     callers: tuple = ()                           # (env, prov) of each caller, while in a callee
@@ -106,7 +107,7 @@ def _signature(p: Path):
     """Everything a path knows except its guard, by identity (values, ``env`` and ``prov``
     are immutable and shared between the paths that did not reassign them): paths with
     equal signatures differ only in how they got there."""
-    return (p.ended, p.backward, p.iter_backward, id(p.pending.backward) if p.pending else None,
+    return (p.ended, p.backward, p.iter_backward, id(p.pending.backward) if p.pending else None, id(p.updated_at),
             tuple((k, id(v)) for k, v in p.stepped.items()),
             tuple((k, id(v)) for k, v in p.scaler_opts.items()),
             tuple((k, id(v)) for k, v in p.plain_steps.items()),
@@ -128,10 +129,10 @@ def merge(paths: list) -> list:
             changed = False
             for i, a in enumerate(group):
                 for b in group[i + 1:]:
-                    diff = a.guard ^ b.guard
-                    if len(diff) == 2 and len({atom for atom, _ in diff}) == 1 and {v for _, v in diff} == {True, False}:
+                    common = complementary(a.guard, b.guard)
+                    if common is not None:
                         merged = a.copy()
-                        merged.guard = a.guard & b.guard
+                        merged.guard = common
                         group = [q for q in group if q is not a and q is not b] + [merged]
                         changed = True
                         break

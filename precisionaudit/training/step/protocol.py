@@ -9,13 +9,20 @@ import ast
 
 from ..guards import Atom, Possible
 from ..syntax import CLIPS, FUNCTIONS, key_of, method_of
+from . import owned
 from .events import Backward, Clip, IterationEnd, OptimizerStep, ScalerStep
 from .forward import scalers
+from .owners import in_play
 from .paths import Pending
 
 
 def on_call(walker, call: ast.Call, p) -> list:
-    """The paths after ``call`` ran on ``p`` (a scaler known only under guards splits it)."""
+    """The paths after ``call`` ran on ``p`` (a scaler known only under guards splits it);
+    a framework's call is the framework's table's to say (``owned.on_call``)."""
+    if in_play(walker.script):
+        handled = owned.on_call(walker, call, p)
+        if handled is not None:
+            return handled
     method = method_of(call)
     if walker.script.names_of(call.func) & CLIPS:
         return _clip(walker, call, p)
@@ -54,7 +61,7 @@ def _scaler_call(walker, method, call, receiver, found, p) -> list:
         elif method == "step":
             stepped = call.args or [k.value for k in call.keywords]
             optimizer = key_of(stepped[0]) if stepped else None
-            walker.emit(ScalerStep(call, receiver, q.backward), q)
+            walker.emit(ScalerStep(call, receiver, q.backward, stale=q.updated_at), q)
             if optimizer is not None:
                 walker.emit(OptimizerStep(call, optimizer, True, q.plain_steps.get(optimizer)), q)
                 q.stepped[optimizer] = call
@@ -62,6 +69,7 @@ def _scaler_call(walker, method, call, receiver, found, p) -> list:
             q.pending, q.backward = None, None
         elif method == "update":
             q.stepped = {}
+            q.updated_at = call
         q.marks.append((method, call))
     return out
 
@@ -121,7 +129,7 @@ def _backward(walker, call, p) -> list:
         walker.emit(Backward(call, scaler if scaled else None, walker.prov(loss, q), q.region), q)
         if scaled:
             q.pending = Pending(scaler, receiver, text, walker.frames[-1].fn)
-            q.backward = "scaled"
+            q.backward, q.updated_at = "scaled", None
         elif q.backward != "scaled":
             q.backward = "plain"
         q.iter_backward = True

@@ -42,6 +42,31 @@ class Autocast:
 
 
 @dataclass(frozen=True)
+class Owner:
+    """An object a framework owns the step through (an ``Accelerator``, a DeepSpeed engine,
+    a Fabric, a LightningModule's ``self``): its table (``frameworks.Framework``), where it
+    was made (None: elsewhere), whether its loss is scaled on this alternative, the
+    precision as the code spells it (None: unknown), and whether its ``accumulate()``
+    context steps on some micro-steps only."""
+
+    framework: object
+    node: object
+    scales: bool
+    precision: object = None
+    accumulates: bool = False
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An optimizer a framework handed back (``accelerator.prepare``, ``self.optimizers()``,
+    ``fabric.setup``): its ``step()`` goes through the framework's loss scaler. ``key``:
+    the owner as the code names it (``accelerator``), whose sync attribute decides."""
+
+    owner: Owner
+    key: str
+
+
+@dataclass(frozen=True)
 class Table:
     """A dict literal of string keys (``DTYPES = {"fp16": torch.float16, ...}``): each
     key's value alternatives, so ``DTYPES[args.dtype]`` is each entry under its key."""
@@ -59,7 +84,8 @@ def truth(alternatives) -> list:
                 if g is not None:
                     out.append(Possible(b, g))
         else:
-            out.append(Possible(True if isinstance(p.value, (Scaler, Autocast, Dtype)) else bool(p.value), p.guard))
+            objects = (Scaler, Autocast, Dtype, Owner, Prepared)
+            out.append(Possible(True if isinstance(p.value, objects) else bool(p.value), p.guard))
     return out
 
 

@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import ast
 
-from ..guards import Atom, known, simplify, words
+from ..guards import Atom, known, simplify, subject_of, words
 from ..syntax import FUNCTIONS, assigned_in, key_of, method_of, params_of, reads_of, targets_of
-from . import protocol
+from . import owned, protocol
 from .calls import MAX_PATHS, MAX_WORK, Calls, TooComplex
 from .events import STEP_RULES, Hit
 from .forward import evaluate
+from .owners import in_play
 from .paths import Frame, Path, merge, merged_env
 from .values import Autocast, truth
 
 #: the textual prefilter: the step rules need a scaler or an autocast region (a scaler
 #: received under another name and never unscaled is missed) and a backward, a clip or a step
-AMP_WORDS = ("autocast", "GradScaler", "scaler", "unscale_")
+AMP_WORDS = ("autocast", "GradScaler", "scaler", "unscale_", "lightning", "ccelerator", "deepspeed", "Fabric",
+             "fabric")
 STEP_WORDS = ("backward", "clip_grad", ".step(")
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return, ast.Raise, ast.Continue, ast.Break,
            ast.Pass, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete, ast.Assert)
@@ -73,6 +75,8 @@ class Hits:
         key = (rule, id(node))
         if key not in self.found:
             self.found[key] = Hit(rule, node, values, subject, frames[-1].scope, fix, [])
+        elif self.found[key].fix != fix:
+            self.found[key].fix = None  # a fix is made only where every path calls for the same one
         self.found[key].guards.append(guard)
 
     def _said(self, atom, origin, implied) -> bool:
@@ -83,7 +87,7 @@ class Hits:
         if origin is None or id(origin) not in implied:
             return False
         test = getattr(origin, "test", None)
-        return test is not None and atom in self.script.text_of(test)
+        return test is not None and subject_of(atom) in self.script.text_of(test)
 
     def _enclosing(self, node) -> set:
         found, current = set(), self.parents.get(node)
@@ -305,13 +309,16 @@ class Walker:
         for q in paths:
             prov = self.prov(value, q)
             alternatives = evaluate(self.script, value, q) if plain else None
+            handed = owned.prepared_bindings(self, value, targets, q) if plain and in_play(self.script) else {}
             for target in targets:
                 nodes = targets_of(target)
                 for node in nodes:
                     key = key_of(node)
                     if not key:
                         continue
-                    if isinstance(stmt, ast.AugAssign):
+                    if key in handed:  # an optimizer (or engine) a framework handed back
+                        q.bind(key, handed[key], prov)
+                    elif isinstance(stmt, ast.AugAssign):
                         q.bind(key, None, q.prov.get(key, frozenset()) | prov)
                     elif len(nodes) == 1 and isinstance(target, (ast.Name, ast.Attribute)):
                         q.bind(key, alternatives, prov)

@@ -10,7 +10,9 @@ Sources (read):
 above; a maintainer answered "Please try adding `dtype: float32` to the model configuration."
 The same ``dtype`` setting loaded the weights in fp16 and turned on the Trainer's fp16 AMP, whose
 GradScaler refuses fp16 gradients. The finding should name the condition "when --dtype is
-fp16". Cut down: ``get_model`` as read, the TrainingArguments as the SFT script builds them.
+fp16". Under ``--dtype bf16`` the same code trains bf16 weights with the AdamW the Trainer
+builds, with no fp32 master copy (PA407, found once the Trainer's optimizer was modelled,
+issue 42). Cut down: ``get_model`` as read, the TrainingArguments as the SFT script builds them.
 """
 import argparse
 
@@ -44,7 +46,7 @@ def main():
         max_grad_norm=2.0,
         learning_rate=1e-5,
     )
-    trainer = Trainer(model=model, args=args, train_dataset=None)
+    trainer = Trainer(model=model, args=args, train_dataset=None)  # expect: PA407 [if bf16|bfloat16]
     trainer.train()
 
 

@@ -1,0 +1,42 @@
+"""d3po #6, fixed as the issue proposes: the U-Net stays fp32 when it is trained whole (LoRA off);
+only the frozen VAE and text encoder (and a LoRA-wrapped U-Net) take the inference dtype.
+
+Sources (read):
+  https://github.com/yk7333/d3po/issues/6 (quotes train_with_rm.py: ``pipeline.unet.to(
+  accelerator.device, dtype=inference_dtype)``; the fix below, confirmed by a second user)
+  accelerate 1.15.0 optimizer.py ``AcceleratedOptimizer.step`` -> ``GradScaler.step``, which
+  refuses fp16 gradients
+
+"Obviously, this is caused by the dtype of the parameters and gradients in the u-net module
+being fp16". The script's set-up, cut down (config fields as attributes).
+"""
+import torch
+from accelerate import Accelerator
+from diffusers import StableDiffusionPipeline
+from diffusers.loaders import AttnProcsLayers
+
+
+def main(config):
+    accelerator = Accelerator(mixed_precision=config.mixed_precision,
+                              gradient_accumulation_steps=config.train.gradient_accumulation_steps)
+    pipeline = StableDiffusionPipeline.from_pretrained(config.pretrained.model, revision=config.pretrained.revision)
+    pipeline.vae.requires_grad_(False)
+    pipeline.text_encoder.requires_grad_(False)
+    inference_dtype = torch.float32
+    if accelerator.mixed_precision == "fp16":
+        inference_dtype = torch.float16
+    elif accelerator.mixed_precision == "bf16":
+        inference_dtype = torch.bfloat16
+    pipeline.vae.to(accelerator.device, dtype=inference_dtype)
+    pipeline.text_encoder.to(accelerator.device, dtype=inference_dtype)
+    unet_dtype = inference_dtype if config.use_lora else torch.float32
+    pipeline.unet.to(accelerator.device, dtype=unet_dtype)
+    if config.use_lora:
+        trainable = AttnProcsLayers(pipeline.unet.attn_processors)  # the LoRA processors only
+    else:
+        trainable = pipeline.unet
+    optimizer = torch.optim.AdamW(trainable.parameters(), lr=config.train.learning_rate,
+                                  betas=(config.train.adam_beta1, config.train.adam_beta2),
+                                  weight_decay=config.train.adam_weight_decay, eps=config.train.adam_epsilon)
+    trainable, optimizer = accelerator.prepare(trainable, optimizer)
+    return trainable, optimizer
