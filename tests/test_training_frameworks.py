@@ -285,6 +285,54 @@ def test_deepspeeds_other_scaled_backward_and_its_loud_plain_one(tmp_path):
     assert AMP.code(tmp_path, plain) == []
 
 
+def test_an_engine_made_by_a_helper_of_the_file_and_a_clip_imported_by_name(tmp_path):
+    """DALLE-pytorch's ``maybe_distribute`` returns ``deepspeed.initialize(...)`` (or what it
+    was given): its result is the engine. The clip imported by name (``from torch.nn.utils
+    import clip_grad_norm_``) is reported like torch's attribute spelling; an accelerator a
+    helper returns is one too, and a helper that returns no maker makes nothing."""
+    code = """\
+        import deepspeed
+        from torch.nn.utils import clip_grad_norm_
+
+        def maybe_distribute(args=None, model=None, **kwargs):
+            if not args.deepspeed:
+                return (model, None, None, None)
+            return deepspeed.initialize(args=args, model=model, **kwargs)
+
+        def main(args, model, loader):
+            (distr, opt, _, _) = maybe_distribute(args=args, model=model, config_params={"fp16": {"enabled": True}})
+            for batch in loader:
+                loss = distr(batch)
+                distr.backward(loss)
+                clip_grad_norm_(distr.parameters(), 0.5)
+                distr.step()
+        """
+    assert AMP.code_conditions(tmp_path, code) == [("PA401", 14, "when the DeepSpeed config enables fp16")]
+    unrelated = code.replace("return deepspeed.initialize(args=args, model=model, **kwargs)",
+                             "return (model, None, None, None)")
+    assert AMP.code(tmp_path, unrelated, "plain.py") == []
+    accelerate = """\
+        import torch
+        from accelerate import Accelerator
+        from torch.nn.utils import clip_grad_norm_
+
+        def get_accelerator(args):
+            return Accelerator(mixed_precision="fp16")
+
+        def main(args, model, optimizer, loader):
+            accelerator = get_accelerator(args)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                accelerator.backward(model(batch))
+                clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+        """
+    [finding] = AMP.run(write(tmp_path, accelerate, "accelerate_helper.py"))
+    assert (finding.rule, finding.line) == ("PA401", 13)
+    assert "accelerator.clip_grad_norm_(model.parameters(), 1.0)" in fixed(tmp_path / "accelerate_helper.py")
+
+
 TRAINER = """\
     import torch
     from transformers import AutoModelForSequenceClassification, Trainer, TrainingArguments
