@@ -238,6 +238,38 @@ def test_accelerate_prepares_an_optimizer_over_fp16_weights_for_its_grad_scaler(
     assert Audit("PA405").code(tmp_path, code.replace("WEIGHTS", "torch.float32")) == []
 
 
+def test_parameters_chosen_by_a_flag_keep_the_flag_and_the_paths_merge(tmp_path):
+    """diffusers' research LoRA script (#2780 / PR #2795): the optimizer takes the text
+    encoder's parameters only ``if args.train_text_encoder``, so casting the text encoder to
+    fp16 only when it is not trained is clean, and casting it always holds when it is trained.
+    The U-Net, in both branches' parameters and in both ``prepare`` calls, is reported with
+    no condition on the flag."""
+    code = """\
+        import itertools
+        import torch
+        from accelerate import Accelerator
+
+        def main(args, unet, text_encoder, loader):
+            accelerator = Accelerator(mixed_precision="fp16")
+            CAST
+            params = (itertools.chain(unet.parameters(), text_encoder.parameters())
+                      if args.train_text_encoder else unet.parameters())
+            optimizer = torch.optim.AdamW(params, lr=1e-4)
+            if args.train_text_encoder:
+                unet, text_encoder, optimizer = accelerator.prepare(unet, text_encoder, optimizer)
+            else:
+                unet, optimizer = accelerator.prepare(unet, optimizer)
+        """
+    pa405 = Audit("PA405")
+    guarded = "if not args.train_text_encoder:\n                text_encoder.to(accelerator.device, dtype=torch.float16)"
+    assert pa405.code(tmp_path, code.replace("CAST", guarded)) == []
+    always = "text_encoder.to(accelerator.device, dtype=torch.float16)"
+    assert pa405.code_conditions(tmp_path, code.replace("CAST", always), "always.py") == [
+        ("PA405", 7, "when args.train_text_encoder is true")]
+    unet = "unet.to(accelerator.device, dtype=torch.float16)"
+    assert pa405.code_conditions(tmp_path, code.replace("CAST", unet), "unet.py") == [("PA405", 7, None)]
+
+
 DEEPSPEED = """\
     import torch
     import deepspeed
