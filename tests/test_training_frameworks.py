@@ -238,6 +238,38 @@ def test_accelerate_prepares_an_optimizer_over_fp16_weights_for_its_grad_scaler(
     assert Audit("PA405").code(tmp_path, code.replace("WEIGHTS", "torch.float32")) == []
 
 
+def test_parameters_chosen_by_a_flag_keep_the_flag_and_the_paths_merge(tmp_path):
+    """diffusers' research LoRA script (#2780 / PR #2795): the optimizer takes the text
+    encoder's parameters only ``if args.train_text_encoder``, so casting the text encoder to
+    fp16 only when it is not trained is clean, and casting it always holds when it is trained.
+    The U-Net, in both branches' parameters and in both ``prepare`` calls, is reported with
+    no condition on the flag."""
+    code = """\
+        import itertools
+        import torch
+        from accelerate import Accelerator
+
+        def main(args, unet, text_encoder, loader):
+            accelerator = Accelerator(mixed_precision="fp16")
+            CAST
+            params = (itertools.chain(unet.parameters(), text_encoder.parameters())
+                      if args.train_text_encoder else unet.parameters())
+            optimizer = torch.optim.AdamW(params, lr=1e-4)
+            if args.train_text_encoder:
+                unet, text_encoder, optimizer = accelerator.prepare(unet, text_encoder, optimizer)
+            else:
+                unet, optimizer = accelerator.prepare(unet, optimizer)
+        """
+    pa405 = Audit("PA405")
+    guarded = "if not args.train_text_encoder:\n                text_encoder.to(accelerator.device, dtype=torch.float16)"
+    assert pa405.code(tmp_path, code.replace("CAST", guarded)) == []
+    always = "text_encoder.to(accelerator.device, dtype=torch.float16)"
+    assert pa405.code_conditions(tmp_path, code.replace("CAST", always), "always.py") == [
+        ("PA405", 7, "when args.train_text_encoder is true")]
+    unet = "unet.to(accelerator.device, dtype=torch.float16)"
+    assert pa405.code_conditions(tmp_path, code.replace("CAST", unet), "unet.py") == [("PA405", 7, None)]
+
+
 DEEPSPEED = """\
     import torch
     import deepspeed
@@ -283,6 +315,54 @@ def test_deepspeeds_other_scaled_backward_and_its_loud_plain_one(tmp_path):
     plain = scaled.replace("engine.scale(loss).backward()", "loss.backward()").replace(
         "            torch.nn.utils.clip_grad_norm_(engine.parameters(), 1.0)\n", "")
     assert AMP.code(tmp_path, plain) == []
+
+
+def test_an_engine_made_by_a_helper_of_the_file_and_a_clip_imported_by_name(tmp_path):
+    """DALLE-pytorch's ``maybe_distribute`` returns ``deepspeed.initialize(...)`` (or what it
+    was given): its result is the engine. The clip imported by name (``from torch.nn.utils
+    import clip_grad_norm_``) is reported like torch's attribute spelling; an accelerator a
+    helper returns is one too, and a helper that returns no maker makes nothing."""
+    code = """\
+        import deepspeed
+        from torch.nn.utils import clip_grad_norm_
+
+        def maybe_distribute(args=None, model=None, **kwargs):
+            if not args.deepspeed:
+                return (model, None, None, None)
+            return deepspeed.initialize(args=args, model=model, **kwargs)
+
+        def main(args, model, loader):
+            (distr, opt, _, _) = maybe_distribute(args=args, model=model, config_params={"fp16": {"enabled": True}})
+            for batch in loader:
+                loss = distr(batch)
+                distr.backward(loss)
+                clip_grad_norm_(distr.parameters(), 0.5)
+                distr.step()
+        """
+    assert AMP.code_conditions(tmp_path, code) == [("PA401", 14, "when the DeepSpeed config enables fp16")]
+    unrelated = code.replace("return deepspeed.initialize(args=args, model=model, **kwargs)",
+                             "return (model, None, None, None)")
+    assert AMP.code(tmp_path, unrelated, "plain.py") == []
+    accelerate = """\
+        import torch
+        from accelerate import Accelerator
+        from torch.nn.utils import clip_grad_norm_
+
+        def get_accelerator(args):
+            return Accelerator(mixed_precision="fp16")
+
+        def main(args, model, optimizer, loader):
+            accelerator = get_accelerator(args)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                accelerator.backward(model(batch))
+                clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad()
+        """
+    [finding] = AMP.run(write(tmp_path, accelerate, "accelerate_helper.py"))
+    assert (finding.rule, finding.line) == ("PA401", 13)
+    assert "accelerator.clip_grad_norm_(model.parameters(), 1.0)" in fixed(tmp_path / "accelerate_helper.py")
 
 
 TRAINER = """\

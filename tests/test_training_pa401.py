@@ -139,6 +139,47 @@ def test_a_branch_on_a_flag_decides_whether_the_backward_was_scaled(tmp_path):
     assert amp_found(path) == [("PA401", 12, "when args.amp is true")]
 
 
+def test_an_unscale_guarded_by_the_scalers_own_stage_unscales_on_both_branches(tmp_path):
+    """allennlp's guard against a second ``unscale_`` (PR #5426): ``OptState.UNSCALED`` is what
+    ``GradScaler.unscale_`` records for the optimizer, so where the test says the stage is
+    UNSCALED the gradients were unscaled already (by ``rescale``), and where it says not, the
+    guarded ``unscale_`` runs: the clip after it is clean either way. A test of another stage
+    says nothing about unscaling, and the clip is still reported."""
+    code = """\
+        import torch
+        from torch.amp.grad_scaler import OptState
+
+        class Trainer:
+            def __init__(self, model, optimizer, grad_norm, clip_value):
+                self.model, self.optimizer = model, optimizer
+                self.grad_norm, self.clip_value = grad_norm, clip_value
+                self.scaler = torch.amp.GradScaler("cuda")
+
+            def rescale(self):
+                if self.grad_norm is not None:
+                    self.scaler.unscale_(self.optimizer)
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_norm)
+
+            def clip(self):
+                state = self.scaler._per_optimizer_states[id(self.optimizer)]
+                if state["stage"] is not OptState.{stage}:
+                    self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_value_(self.model.parameters(), self.clip_value)
+
+            def step(self, loss):
+                self.scaler.scale(loss).backward()
+                self.rescale()
+                self.clip()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+        """
+    assert amp_found(write(tmp_path, code.replace("{stage}", "UNSCALED"))) == []
+    equal = code.replace('is not OptState.{stage}:', '== OptState.UNSCALED:\n                    pass\n                else:')
+    assert amp_found(write(tmp_path, equal, "equal.py")) == []
+    assert [(r, line) for r, line, _ in amp_found(write(tmp_path, code.replace("{stage}", "READY"), "ready.py"))] \
+        == [("PA401", 19)]
+
+
 def test_fix_of_pa401_inserts_unscale_before_the_clip_with_the_stepped_optimizer():
     new = fixed(sample("pa401_clip_before_unscale_hazard.py")).splitlines()
     at = next(i for i, line in enumerate(new) if "clip_grad_norm_(" in line)

@@ -264,6 +264,10 @@ def modules_of_params(script, params, depth: int = 0) -> list:
     """(module expression, guard) for each module whose parameters ``params`` holds."""
     if depth > MAX_DEPTH:
         return []
+    if isinstance(params, ast.IfExp):  # chain(unet.parameters(), te.parameters()) if args.train_te else ...
+        literal = test_literal(script, params.test)
+        return ([(m, g | {literal}) for m, g in modules_of_params(script, params.body, depth + 1)]
+                + [(m, g | {(literal[0], not literal[1])}) for m, g in modules_of_params(script, params.orelse, depth + 1)])
     nodes = list(ast.walk(params))
     calls = [n for n in nodes if isinstance(n, ast.Call)]
     if any(isinstance(c.func, ast.Attribute) and c.func.attr in COPYING_CONVERSIONS for c in calls):

@@ -49,7 +49,8 @@ def _framework_clip(event: Clip, report, clip):
     owner, pending = event.pending.scaler, event.pending
     framework = owner.framework
     backward = " ".join(walker.script.text_of(pending.backward).split())
-    own_clip = event.call.func.attr == "clip_gradients" and clip.startswith("self.")
+    # a clip imported by name (``from torch.nn.utils import clip_grad_norm_``) has no attribute
+    own_clip = getattr(event.call.func, "attr", None) == "clip_gradients" and clip.startswith("self.")
     problem = (f"in manual optimization {clip} clips the gradients as they are (MixedPrecision.clip_gradients "
                f"calls no unscale_; Lightning #18089), and {framework.title} unscales them only "
                f"{framework.unscales_in}, after it" if own_clip else

@@ -20,7 +20,7 @@ import re
 from ..frameworks import Precision
 from ..frameworks.accelerate import ACCELERATE
 from ..frameworks.lightning import PRECISIONS
-from ..guards import TRUE, Possible, conjoin, equals, words
+from ..guards import TRUE, Possible, conjoin, equals, simplify, words
 from ..lookup import dtypes, strings, truths
 from ..params import (LOW_PRECISION_WORDS, constructions, lightning_trainers, mentions_an_optimizer,
                       module_dtypes, modules_of_params, optimizer_sites, torch_optimizer_name, unfused_paths)
@@ -68,12 +68,14 @@ def low_precision_params_with_scaler(script):
             continue
         for possible, how in found:
             key = possible.origin
-            if key not in hits or len(possible.guard) < len(hits[key][0].guard):
-                hits[key] = (possible, how)
-    for origin, (possible, how) in sorted(hits.items(), key=lambda item: script.position(item[0])):
+            if key not in hits:
+                hits[key] = (how, [])
+            hits[key][1].append(possible.guard)
+    for origin, (how, guards) in sorted(hits.items(), key=lambda item: script.position(item[0])):
         line, column = script.line_column(origin)
         values = {"conversion": _conversion_words(script, origin), "how": how}
-        yield TrainingHit(line, column, values, words(possible.guard, script.index.flag_atoms),
+        # the paths it holds on, merged: ``a and b`` or ``a and not b`` is ``a``
+        yield TrainingHit(line, column, values, words(simplify(guards), script.index.flag_atoms),
                           scope=script.enclosing(origin), subject=_subject(origin))
 
 

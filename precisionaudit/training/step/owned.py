@@ -15,7 +15,7 @@ from ..frameworks.deepspeed import DEEPSPEED
 from ..guards import Possible
 from ..syntax import argument, key_of, method_of, targets_of
 from .events import Backward, Clip, ScalerStep
-from .owners import owners
+from .owners import owners, returned_maker
 from .paths import Pending
 from .values import Prepared
 
@@ -145,6 +145,7 @@ def prepared_bindings(walker, value, targets, p) -> dict:
     """key -> alternatives for the targets of ``targets = value`` that receive an optimizer
     a framework hands back, or (``engine, optimizer, ... = deepspeed.initialize(...)``) the
     owner; {} when ``value`` is no such call."""
+    value = returned_maker(walker.script, value) or value  # made by a helper of this file
     if not isinstance(value, ast.Call) or method_of(value) not in _preparing():
         return {}
     if framework_of(walker.script.names_of(value.func)) is DEEPSPEED and len(targets) == 1 \

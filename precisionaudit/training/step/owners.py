@@ -39,6 +39,40 @@ def owner_values(script, call: ast.Call, names, evaluate, p) -> tuple | None:
     return tuple(_alternatives(framework, call, given, accumulates))
 
 
+def returned_maker(script, call: ast.Call):
+    """The framework maker call a helper of this file returns, where ``call`` calls that
+    helper (``def maybe_distribute(args, model, ...): ... return deepspeed.initialize(...)``,
+    DALLE-pytorch's; ``def get_accelerator(args): return Accelerator(...)``): the helper's
+    result is what that call makes, its other returns handing back what it was given.
+    None when ``call`` is no such call or the helper returns more than one maker call."""
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+        return None
+    return script.once(_helper_makers).get(call.func.id)
+
+
+def _helper_makers(script) -> dict:
+    """function name -> the one framework maker call it returns, for the module-level
+    functions of this file that return one."""
+    found = {}
+    for name, fn in script.index.functions.items():
+        made = [r.value for r in _own_returns(fn)
+                if isinstance(r.value, ast.Call) and framework_of(script.names_of(r.value.func)) is not None]
+        if len(made) == 1:
+            found[name] = made[0]
+    return found
+
+
+def _own_returns(fn):
+    """The return statements of ``fn`` itself (not of the functions and classes it defines)."""
+    stack = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            yield node
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
 def _accumulates(call) -> bool:
     for keyword in ACCUMULATION:
         given = argument(call, keyword)

@@ -74,6 +74,26 @@ def _scaler_call(walker, method, call, receiver, found, p) -> list:
     return out
 
 
+#: torch's ``OptState.UNSCALED``, the stage ``GradScaler.unscale_`` records for an optimizer
+#: (torch/amp/grad_scaler.py ``unscale_``: ``optimizer_state["stage"] = OptState.UNSCALED``,
+#: kept until ``update()``), however imported
+UNSCALED_STAGES = frozenset({"torch.amp.grad_scaler.OptState.UNSCALED", "torch.cuda.amp.grad_scaler.OptState.UNSCALED"})
+
+
+def unscaled_when(script, test) -> bool | None:
+    """The truth of ``test`` on which the gradients are already unscaled, where ``test``
+    compares an optimizer's GradScaler stage with ``OptState.UNSCALED``
+    (``if state["stage"] is not OptState.UNSCALED: scaler.unscale_(opt)``, allennlp's
+    guard against unscaling twice): False for ``is not`` / ``!=``, True for ``is`` / ``==``;
+    None for any other test."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 \
+            or not isinstance(test.ops[0], (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)):
+        return None
+    if not any(script.names_of(side) & UNSCALED_STAGES for side in (test.left, test.comparators[0])):
+        return None
+    return isinstance(test.ops[0], (ast.Is, ast.Eq))
+
+
 def _clip(walker, call, p) -> list:
     optimizer = None
     if p.pending is not None and p.pending.fn is walker.frames[-1].fn:

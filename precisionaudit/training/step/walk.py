@@ -198,6 +198,9 @@ class Walker:
                 q = p.assume(test.guard, origin=stmt)
                 if q is not None:
                     (taken if test.value else skipped).append(q)
+        unscaled = protocol.unscaled_when(self.script, stmt.test)
+        for q in (taken if unscaled else skipped if unscaled is False else ()):
+            q.pending = None  # the scaler's own record says this optimizer was unscaled already
         out = self.block(stmt.body, taken) if taken else []
         if skipped:
             orelse = stmt.orelse
