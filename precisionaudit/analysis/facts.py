@@ -182,8 +182,26 @@ class PhaseFacts:
     assumed_buffers: tuple = ()  # persistent buffers the bound takes at their built values
 
 
+class GemmDims:
+    """What the FP8 and FP4 records say of their K, N, M and ``multiple`` alike."""
+
+    @property
+    def padded_k(self) -> int | None:
+        return None if self.k is None else _round_up(self.k, self.multiple)
+
+    @property
+    def padded_n(self) -> int | None:
+        return None if self.n is None else _round_up(self.n, self.multiple)
+
+    @property
+    def flops(self) -> int:
+        """2*M*K*N of the forward GEMM on the example input, one rank's under --tp (0 where a
+        size is unknown)."""
+        return 2 * self.m * self.k * self.n if None not in (self.m, self.k, self.n) else 0
+
+
 @dataclass(frozen=True)
-class Fp8Facts:
+class Fp8Facts(GemmDims):
     """What one linear node does under the FP8 target."""
 
     recipe: str
@@ -200,19 +218,41 @@ class Fp8Facts:
     output_head: bool
     #: the module whose weight it reads when not its own (an embedding-tied head), else None
     tied_to: str | None
+    #: how --tp splits it (column, row, replicated; replicated without --tp); ``k`` and ``n``
+    #: are one rank's dims, ``full_k`` and ``full_n`` the whole layer's
+    split: str = "replicated"
+    full_k: int | None = None
+    full_n: int | None = None
 
-    @property
-    def padded_k(self) -> int | None:
-        return None if self.k is None else _round_up(self.k, self.multiple)
 
-    @property
-    def padded_n(self) -> int | None:
-        return None if self.n is None else _round_up(self.n, self.multiple)
 
-    @property
-    def flops(self) -> int:
-        """2*M*K*N of the forward GEMM on the example input (0 where a size is unknown)."""
-        return 2 * self.m * self.k * self.n if None not in (self.m, self.k, self.n) else 0
+@dataclass(frozen=True)
+class Fp4Facts(GemmDims):
+    """What one linear node does under an FP4 target (``--dtype nvfp4|mxfp4``; analysis/fp4.py)."""
+
+    format: str  # nvfp4, mxfp4
+    #: an nn.Linear module's call: what Transformer Engine and torchao swap for an FP4 layer
+    convertible: bool
+    runs_fp4: bool
+    #: why it stays bf16 ("" when it runs in FP4)
+    fallback: str
+    k: int | None  # in_features on one rank (--tp)
+    n: int | None  # out_features on one rank
+    m: int | None  # rows (tokens) of the example input: set by the data, not the model
+    multiple: int  # what K and N must be divisible by: 16 (NVFP4, TE is_quantizable), 32 (MXFP4)
+    #: NVFP4: whether torchao's NVFP4 training path takes it too (K and N multiples of 128 on one
+    #: rank; M, the tokens, as well); None for MXFP4
+    torchao_training: bool | None
+    split: str  # how --tp splits it: column, row, replicated
+    output_head: bool
+    tied_to: str | None
+    #: the stack of repeated blocks (``model.layers``), its length, and this Linear's block (None
+    #: outside the stack)
+    stack: str | None
+    blocks: int | None
+    block: int | None
+    full_k: int | None = None
+    full_n: int | None = None
 
 
 @dataclass(frozen=True)
@@ -282,7 +322,7 @@ RECORDS = {"precision": PrecisionFacts, "kernel": KernelFacts, "constant": Const
            "reduction": ReductionFacts, "attention": AttentionFacts, "norm": NormFacts,
            "softmax": SoftmaxFacts, "rnn": RnnFacts, "integer": IntegerFacts,
            "calibration": CalibrationFacts, "range": RangeFacts, "phase": PhaseFacts, "fp8": Fp8Facts,
-           "fp8_range": Fp8RangeFacts, "work": WorkFacts}
+           "fp8_range": Fp8RangeFacts, "fp4": Fp4Facts, "work": WorkFacts}
 
 #: the flat keys passes wrote before the records -> where they live now (``record.field``);
 #: rule packs' ``where`` and message placeholders still name them
