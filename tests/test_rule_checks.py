@@ -136,7 +136,7 @@ def _unfilled(message, fix) -> list:
 
 
 #: the FP4 rules: tests/test_fp4.py and tests/test_fp4_ranges.py render them (strict) on their samples
-FP4_RULES = {"PA611", "PA612"}
+FP4_RULES = {"PA611", "PA612", "PA613", "PA614", "PA615", "PA616", "PA617"}
 
 
 def test_every_bundled_rule_is_exercised_by_the_strict_template_tests():

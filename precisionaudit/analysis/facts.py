@@ -307,6 +307,74 @@ class Fp8RangeFacts:
         return [k for k, a in enumerate(self.input["amax"]) if a >= ratio * middle], middle
 
 
+@dataclass(frozen=True)
+class Fp4RangeFacts:
+    """What FP4 did to one Linear's measured weight and inputs (--weights / --data under an FP4
+    target; analysis/fp4_ranges.py, capture/pytorch/fp4_ranges.py): per operand the block and
+    value counts and the round trip's signal and noise, per input channel amax / sum of squares
+    / squared error; the forward GEMM's and the Wgrad GEMM's signal and noise against fp32."""
+
+    format: str
+    calls: int  # Linear calls measured (over all calibration batches)
+    weight: dict | None  # None: the weight was not measured (offloaded, or K not blockable)
+    input: dict | None  # None: no --data
+    gemm: dict | None  # {"signal", "noise", "calls"}: the forward GEMM's output against fp32
+    wgrad: dict | None  # the same for dW = dY^T X; None: no backward reached the layer
+
+    def operand(self, tensor: str) -> dict | None:
+        return getattr(self, tensor)
+
+    def sqnr_db(self, part: str) -> float | None:
+        """The SQNR in dB of ``part`` (input, weight: the round trip; gemm, wgrad: the GEMM's
+        output); None where unmeasured or without error or signal."""
+        counts = getattr(self, part)
+        if not counts or not counts["signal"] or not counts["noise"]:
+            return None
+        return 10 * math.log10(counts["signal"] / counts["noise"])
+
+    def block_share(self, tensor: str, kind: str) -> float | None:
+        """The share of ``tensor``'s blocks holding a non-zero value that are ``kind``
+        (subnormal, flushed, hollow, floor_clips); None where unmeasured."""
+        counts = getattr(self, tensor)
+        if counts is None:
+            return None
+        return counts[kind] / counts["blocks"] if counts["blocks"] else 0.0
+
+    def zero_share(self, tensor: str) -> float | None:
+        """The share of ``tensor``'s non-zero values stored as 0."""
+        counts = getattr(self, tensor)
+        if counts is None:
+            return None
+        return counts["zeros"] / counts["nonzero"] if counts["nonzero"] else 0.0
+
+    def outlier_channels(self, ratio: float) -> tuple[list[int], float]:
+        """(input channels whose amax is at least ``ratio`` times the median channel's, that
+        median): the median of the channels that saw a non-zero value."""
+        amax = (self.input or {}).get("amax") or []
+        seen = sorted(a for a in amax if a > 0)
+        if len(seen) < 2:
+            return [], 0.0
+        middle = median(seen)
+        return [k for k, a in enumerate(amax) if a >= ratio * middle], middle
+
+    def neighbour_error(self, channels, block: int) -> float | None:
+        """The relative RMS error of the input channels that share a scale block (``block``
+        channels along K) with ``channels``, those channels left out; None where they saw only 0."""
+        inp = self.input
+        skip = set(channels)
+        mates = {j for k in channels for j in range(k - k % block, min(k - k % block + block, len(inp["sq"])))} - skip
+        sq = sum(inp["sq"][j] for j in mates)
+        return math.sqrt(sum(inp["error_sq"][j] for j in mates) / sq) if sq > 0 else None
+
+    def channel_error(self, without=()) -> float | None:
+        """The relative RMS error of the input channels other than ``without``, all together."""
+        inp = self.input
+        skip = set(without)
+        sq = sum(q for j, q in enumerate(inp["sq"]) if j not in skip)
+        err = sum(e for j, e in enumerate(inp["error_sq"]) if j not in skip)
+        return math.sqrt(err / sq) if sq > 0 else None
+
+
 def median(values) -> float | None:
     """The lower median of ``values`` (None for none)."""
     ordered = sorted(values)
@@ -322,7 +390,8 @@ RECORDS = {"precision": PrecisionFacts, "kernel": KernelFacts, "constant": Const
            "reduction": ReductionFacts, "attention": AttentionFacts, "norm": NormFacts,
            "softmax": SoftmaxFacts, "rnn": RnnFacts, "integer": IntegerFacts,
            "calibration": CalibrationFacts, "range": RangeFacts, "phase": PhaseFacts, "fp8": Fp8Facts,
-           "fp8_range": Fp8RangeFacts, "fp4": Fp4Facts, "work": WorkFacts}
+           "fp8_range": Fp8RangeFacts, "fp4": Fp4Facts, "fp4_range": Fp4RangeFacts,
+           "work": WorkFacts}
 
 #: the flat keys passes wrote before the records -> where they live now (``record.field``);
 #: rule packs' ``where`` and message placeholders still name them

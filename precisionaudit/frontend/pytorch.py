@@ -56,7 +56,7 @@ class PyTorchFrontend(ModelFrontend):
         measurement = measure_file(path, target, load, values)
         return dict(measured_calls=measurement.calls, measured_target_calls=measurement.target_calls,
                     weight_ranges=measurement.weights, first_nonfinite=measurement.first_nonfinite,
-                    fp8_ranges=measurement.fp8,
+                    fp8_ranges=measurement.fp8, fp4_ranges=measurement.fp4,
                     calibration={"source": values.data, "batches": measurement.batches,
                                  "target_runs": measurement.low_runs})
 

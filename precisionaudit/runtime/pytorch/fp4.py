@@ -191,15 +191,21 @@ def mxfp4_quantize(x: torch.Tensor, generator: torch.Generator | None = None) ->
     return Quantized("mxfp4", values[:m, :n], decode[:m, :n], None)
 
 
+def tile_of(fmt: str, role: str) -> tuple[int, int]:
+    """The block a value of ``role`` shares its scale with: NVFP4 weights 16x16, other NVFP4
+    operands 1x16, MXFP4 1x32 (rows x values along the reduced dim)."""
+    if fmt == "nvfp4":
+        return (NVFP4_BLOCK, NVFP4_BLOCK) if role == "weight" else (1, NVFP4_BLOCK)
+    if fmt == "mxfp4":
+        return (1, MX_BLOCK)
+    raise ValueError(f"unknown FP4 format {fmt!r}")
+
+
 def quantize(x: torch.Tensor, fmt: str, role: str = "input", generator: torch.Generator | None = None) -> Quantized:
     """A 2-D GEMM operand (its reduced dim last) in ``fmt`` as the recipe quantizes ``role``:
     NVFP4 weights in 16x16 tiles, the rest in 1x16 blocks; MXFP4 in 1x32 blocks."""
-    if fmt == "nvfp4":
-        tile = (NVFP4_BLOCK, NVFP4_BLOCK) if role == "weight" else (1, NVFP4_BLOCK)
-        return nvfp4_quantize(x, tile, generator)
-    if fmt == "mxfp4":
-        return mxfp4_quantize(x, generator)
-    raise ValueError(f"unknown FP4 format {fmt!r}")
+    tile = tile_of(fmt, role)
+    return nvfp4_quantize(x, tile, generator) if fmt == "nvfp4" else mxfp4_quantize(x, generator)
 
 
 def quantize_dequantize(x: torch.Tensor, fmt: str, role: str = "input") -> torch.Tensor:
