@@ -423,6 +423,8 @@ def _write_plan(override_plan, header, output: str, output_path: str | None) -> 
     also = f" and training entries ({', '.join(training)})" if training else ""
     if override_plan.keep_out_of_fp8:
         also += f" and {len(override_plan.keep_out_of_fp8)} Linear(s) to keep out of FP8"
+    if override_plan.keep_out_of_fp4:
+        also += f" and {len(override_plan.keep_out_of_fp4)} Linear(s) to keep out of FP4"
     click.echo(f"precisionaudit: wrote {count} override{'s' * (count != 1)}{also} to {output}", err=True)
 
 

@@ -104,7 +104,7 @@ class PyTorchFrontend(ModelFrontend):
                 raise RuntimeError(f"{r.path}: the plan made for it makes its forward fail on fake tensors "
                                    f"({error}); it was not written")
         lines = header(r.path, override_plan, r.target, notes, self.plan_file if r.output == "-" else r.output,
-                       r.values.flags())
+                       r.values.flags(), r.findings, r.result.graph, r.min_severity)
         return PlanOutcome(override_plan, lines + searched, warnings)
 
     def check(self, request: CheckRequest) -> dict:
@@ -112,7 +112,7 @@ class PyTorchFrontend(ModelFrontend):
         from ..report.progress import progress_printer
 
         r = request
-        if (r.train or r.grad) and r.target.recipe:
+        if (r.train or r.grad) and r.target.fp8_recipe:
             flag = "--train" if r.train else "--grad"
             raise UsageError(f"check {flag} --dtype float8 is not supported: the FP8 check emulates the "
                              f"forward only (E5M2 gradients are not emulated); drop {flag}")

@@ -80,6 +80,3 @@ class GemmFlops(TorchDispatchMode):
         None when the forward ran no GEMM)."""
         return self.by_dtype[name] / self.total if self.total else None
 
-    def fp8_share(self) -> float | None:
-        """Share of GEMM FLOPs run as FP8 GEMMs (None when the forward ran no GEMM)."""
-        return self.share_of(FP8_NAME)

@@ -21,10 +21,11 @@ def fp4_gemm_dims(graph, name, node, target):
         return Hit(name, {**values, "why": "Transformer Engine runs it in NVFP4, but torchao's NVFP4 training path "
                                           "(nvfp4_mm_triton) needs M, K and N all divisible by 128",
                           "instead": f"under torchao leave it out of quantize_ (plan --dtype nvfp4's filter_fn does) "
-                                     f"or pad it to {padded}"}, case="torchao-only")
+                                     f"or pad it to {padded}", "keep": False}, case="torchao-only")
     why = f"{fmt} needs K and N divisible by {facts.multiple}, so it runs in bf16 instead"
     if facts.output_head:
         return Hit(name, {**values, "why": why, "instead": "as the output head it belongs in bf16 anyway (PA612): "
-                                                          "leave it out of the FP4 conversion"}, case="output-head")
-    return Hit(name, {**values, "why": why, "instead": f"pad it to {facts.padded_n}x{facts.padded_k} to run it in {fmt}"},
-               case="hidden-layer")
+                                                          "leave it out of the FP4 conversion", "keep": True},
+                   case="output-head")
+    return Hit(name, {**values, "why": why, "instead": f"pad it to {facts.padded_n}x{facts.padded_k} to run it in {fmt}",
+                      "keep": True}, case="hidden-layer")

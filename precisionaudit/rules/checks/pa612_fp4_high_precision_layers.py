@@ -20,7 +20,7 @@ def fp4_high_precision_layers(graph, target):
                         f"under --dtype {facts.format} it runs in FP4, where Transformer Engine's NVFP4 recipe, "
                         "torchao's examples and Megatron-LM keep the output layer in bf16",
                 "to": f"keep {node['module']} out of FP4 (plan --dtype {facts.format} writes the filter for every "
-                      "library)"}, case="output-head"))
+                      "library)", "keep": True}, case="output-head"))
     stacked = [(name, node, f) for name, node, f in linears if f.block is not None]
     if not stacked:
         return hits
