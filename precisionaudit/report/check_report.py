@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ..core import strict_json
+from ..core.target import FP4_FORMATS
 from .words import verdict
 
 TEXT_GROWTH_ROWS = 24
@@ -33,8 +34,8 @@ def _pow2(x) -> str:
     return f"2^{int(k)}" if k is not None and k == int(k) else f"{x:g}"
 
 
-def tolerance_text(tol: dict) -> str:
-    """'atol 0.01, rtol 0.01 (of max |reference|), cosine 0.999' and what FP8 adds."""
+def tolerance_text(tol: dict, kind: str = "FP8") -> str:
+    """'atol 0.01, rtol 0.01 (of max |reference|), cosine 0.999' and what FP8 (FP4) adds."""
     parts = []
     if tol.get("atol") is not None or tol.get("rtol") is not None:
         parts.append(f"atol {tol.get('atol') or 0:g}, rtol {tol.get('rtol') or 0:g} (of max |reference|)")
@@ -42,7 +43,7 @@ def tolerance_text(tol: dict) -> str:
     if tol.get("snr_db") is not None:
         parts.append(f"SNR {tol['snr_db']:g} dB")
     if tol.get("gemm_snr_db") is not None:
-        parts.append(f"each FP8 GEMM's SNR {tol['gemm_snr_db']:g} dB")
+        parts.append(f"each {kind} GEMM's SNR {tol['gemm_snr_db']:g} dB")
     return ", ".join(parts)
 
 
@@ -53,7 +54,8 @@ def render_text(report: dict) -> str:
     dtype = f"float8 {t['recipe']}" if t.get("recipe") else t["dtype"]
     lines = [f"{report['path']} [{report['entry']}] ({dtype}, {t['mode']}, {t['device']}) "
              f"on {report['device']}",
-             f"tolerance: {tolerance_text(tol)}; {runs['forward']} forward and {runs['backward']} backward "
+             f"tolerance: {tolerance_text(tol, 'FP4' if t['dtype'] in FP4_FORMATS else 'FP8')}; "
+             f"{runs['forward']} forward and {runs['backward']} backward "
              f"runs in {report['wall_s']:.2f} s"]
     lines += [f"warning: {w}" for w in report.get("warnings", [])]
     lines += [f"note: {n}" for n in report.get("notes", [])]
