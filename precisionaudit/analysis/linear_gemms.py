@@ -149,15 +149,16 @@ def block_stack(modules) -> BlockStack | None:
 # --------------------------------------------------------------------------- tensor parallelism
 def split_kind(graph, name: str, module: str, stack: BlockStack | None, output_head: bool) -> str:
     """How Megatron-style tensor parallelism splits the linear node ``name`` (in ``module``):
-    ``row`` (K) when its output reaches a residual join before any other GEMM (an add whose
-    other operand does not come from this Linear: rotary embeddings' adds of two halves of q
-    are no join), ``column`` (N) when it reaches a GEMM first; the head is column-parallel,
-    routers and Linears outside the block stack replicated."""
+    ``row`` (K) when its output is added back into the stream it was computed from before any
+    other GEMM (an add whose other operand is upstream of this Linear: the residual; rotary
+    embeddings' adds of two halves of q, or a bias a parameter makes, are no such join),
+    ``column`` (N) otherwise; the head is column-parallel, routers and Linears outside the
+    block stack replicated."""
     if output_head:
         return "column"
     if module.rpartition(".")[2] in ROUTER_NAMES or stack is None or stack.index_of(module) is None:
         return "replicated"
-    mine = None
+    upstream = None
     seen, todo = {name}, list(graph.successors(name))
     while todo:
         succ = todo.pop()
@@ -168,8 +169,8 @@ def split_kind(graph, name: str, module: str, stack: BlockStack | None, output_h
         if op in GEMM_OPS:
             continue  # the column-parallel half of the pair ends at the next GEMM
         if op in JOIN_OPS and graph.in_degree(succ) >= 2:
-            mine = mine if mine is not None else nx.descendants(graph, name) | {name}
-            if any(p not in mine for p in graph.predecessors(succ)):
+            upstream = upstream if upstream is not None else nx.ancestors(graph, name)
+            if any(p in upstream for p in graph.predecessors(succ)):
                 return "row"
         todo.extend(graph.successors(succ))
     return "column"

@@ -40,7 +40,7 @@ class Fp4Keep:
     measured: bool = False  # grown from measured errors (else the recipe's default blocks)
     failing: list[str] = field(default_factory=list)  # the measured layers past their bound
     recipe_default: tuple[int, int] | None = None  # PA612's (first, last)
-    fp4_share: float | None = None  # share of the Linear FLOPs left in FP4
+    fp4_share: float | None = None  # share of the nn.Linear FLOPs (one rank's) left in FP4
     reasons: dict = field(default_factory=dict)  # module -> why (the first rule that keeps it)
 
 
@@ -76,7 +76,7 @@ def keep_out(findings, graph, min_severity: str) -> Fp4Keep:
             chosen.add(module)
             keep.reasons.setdefault(module, "block")
     keep.modules = [m for m in linears if m in chosen]
-    total = sum(f.flops for f in linears.values() if f.runs_fp4)
+    total = sum(f.flops for f in linears.values())  # every nn.Linear's: those the format cannot run too
     stays = sum(f.flops for m, f in linears.items() if f.runs_fp4 and m not in chosen)
     keep.fp4_share = stays / total if total else None
     return keep

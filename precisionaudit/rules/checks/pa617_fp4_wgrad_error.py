@@ -31,11 +31,14 @@ def fp4_wgrad_error(graph, name, node, target):
         return None
     facts, ranges = found
     sqnr = ranges.sqnr_db("wgrad")
-    if sqnr is None or sqnr >= param("floor"):
+    if sqnr is None or sqnr >= param("test_floor"):
         return None
+    warn = sqnr < param("floor")
+    bar = (f"{param('floor'):g} dB, where its error is a third of the gradient's amplitude" if warn
+           else f"torchao's test floor of {param('test_floor'):g} dB")
     ranking = [module for module, _ in wgrad_ranking(graph)]
     rank = ranking.index(node["module"]) + 1
     block = f", in block {facts.block} of {facts.blocks}" if facts.block is not None else ""
     return Hit(name, {**base_values(facts, ranges), "how": HOW[facts.format], "sqnr": number(sqnr),
-                      "sqnr_text": db(sqnr), "floor_text": db(param("floor")), "rank": rank, "rank_text": _ordinal(rank),
-                      "count": len(ranking), "block_text": block})
+                      "sqnr_text": db(sqnr), "bar_text": bar, "rank": rank, "rank_text": _ordinal(rank),
+                      "count": len(ranking), "block_text": block}, case=None if warn else "near")

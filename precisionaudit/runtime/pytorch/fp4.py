@@ -55,8 +55,10 @@ ROLES = ("input", "weight", "grad")
 
 # --------------------------------------------------------------------------- E2M1 elements
 def _steps(a: torch.Tensor) -> torch.Tensor:
-    """The E2M1 spacing at ``a`` (>= 0): 0.5 below 2, 1 below 4, 2 up to 6."""
-    return torch.where(a < 2.0, 0.5, torch.where(a < 4.0, 1.0, 2.0))
+    """The E2M1 spacing at ``a`` (0 <= a <= 6): 0.5 below 2, 1 below 4, 2 up to 6, i.e.
+    2^(e - 2) for a = m * 2^e (m in [0.5, 1)), e at least 1 (exact: frexp, ldexp)."""
+    _, exponent = torch.frexp(a)
+    return torch.ldexp(torch.full_like(a, 0.25), exponent.clamp(min=1))
 
 
 def round_e2m1(x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -91,21 +93,22 @@ def hadamard_matrix() -> torch.Tensor:
     return torch.tensor(RHT_SIGNS, dtype=torch.float64)[:, None] * h / 4
 
 
+_HADAMARD: dict = {}
+
+
 def rht(x: torch.Tensor) -> torch.Tensor:
     """TE's ``_apply_rht``: every 16 values along the last dim times the signed Hadamard matrix
     (``x_mat @ (H * 1/4)``), returned in ``x``'s dtype. TE runs it on bf16 operands with fp32
-    accumulation and a bf16 result; here the 16-term sums run as a fixed butterfly in float64
-    (exact for values within 2^29 of each other, so the fp32 sum TE rounds is this one) and
-    are rounded once to fp32, then to ``x``'s dtype."""
+    accumulation and a bf16 result; here the 16-term sums run in float64, where they are exact
+    for values within 2^29 of each other (whatever order a BLAS kernel sums them in: the same
+    result on every machine), so the fp32 sum TE rounds is this one; rounded once to fp32,
+    then to ``x``'s dtype."""
     if x.shape[-1] % RHT_SIZE:
         raise ValueError(f"the RHT needs the last dim divisible by {RHT_SIZE}, got {x.shape[-1]}")
-    v = x.to(torch.float64).reshape(-1, RHT_SIZE) * torch.tensor(RHT_SIGNS, dtype=torch.float64)
-    width = 1
-    while width < RHT_SIZE:  # Sylvester's butterfly: (a, b) -> (a + b, a - b) at each level
-        v = v.reshape(-1, RHT_SIZE // (2 * width), 2, width)
-        v = torch.stack([v[:, :, 0] + v[:, :, 1], v[:, :, 0] - v[:, :, 1]], dim=2)
-        width *= 2
-    out = (v.reshape(-1, RHT_SIZE) / 4).to(torch.float32)
+    h = _HADAMARD.get(x.device)
+    if h is None:
+        h = _HADAMARD[x.device] = hadamard_matrix().to(x.device)
+    out = (x.to(torch.float64).reshape(-1, RHT_SIZE) @ h).to(torch.float32)
     return out.reshape(x.shape).to(x.dtype)
 
 
@@ -138,12 +141,22 @@ def _pad(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     return torch.nn.functional.pad(x, (0, pc, 0, pr)) if pr or pc else x
 
 
-def _block_amax(x: torch.Tensor, tile: tuple[int, int]) -> torch.Tensor:
-    """The amax of each tile of a padded 2-D ``x``, expanded back to ``x``'s shape."""
+def _tiles(x: torch.Tensor, tile: tuple[int, int]) -> torch.Tensor:
+    """A padded 2-D ``x`` as (row tiles, tile rows, column tiles, tile columns): a view."""
     r, c = tile
     m, n = x.shape
-    amax = x.abs().reshape(m // r, r, n // c, c).amax(dim=(1, 3))
-    return amax.repeat_interleave(r, 0).repeat_interleave(c, 1)
+    return x.view(m // r, r, n // c, c)
+
+
+def _block_amax(x: torch.Tensor, tile: tuple[int, int]) -> torch.Tensor:
+    """The amax of each tile of a padded 2-D ``x``, one per tile (broadcastable to ``_tiles``)."""
+    return _tiles(x, tile).abs().amax(dim=(1, 3), keepdim=True)
+
+
+def _untile(t: torch.Tensor, like: torch.Tensor, m: int, n: int) -> torch.Tensor:
+    """Per-tile (or per-value) ``t`` broadcast over ``like``'s tiles, as ``like``'s 2-D shape,
+    cropped to m x n."""
+    return t.expand_as(like).reshape(like.shape[0] * like.shape[1], -1)[:m, :n]
 
 
 def nvfp4_quantize(x: torch.Tensor, tile: tuple[int, int] = (1, NVFP4_BLOCK),
@@ -156,6 +169,7 @@ def nvfp4_quantize(x: torch.Tensor, tile: tuple[int, int] = (1, NVFP4_BLOCK),
     for inputs and gradients, (16, 16) for weights (the recipe's 2D quantization)."""
     m, n = x.shape
     x = _pad(x.to(torch.float32), *tile)
+    tiles = _tiles(x, tile)
     amax = x.abs().amax()
     encode = torch.tensor(E4M3_MAX * E2M1_MAX, dtype=torch.float32) / amax
     encode = torch.clamp(encode, max=_F32_MAX)
@@ -165,8 +179,8 @@ def nvfp4_quantize(x: torch.Tensor, tile: tuple[int, int] = (1, NVFP4_BLOCK),
     decode = torch.clamp(_block_amax(x, tile) * multiplier, max=_F32_MAX).clamp(-E4M3_MAX, E4M3_MAX)
     decode = decode.to(E4M3).to(torch.float32)
     block_encode = torch.clamp(torch.tensor(1.0, dtype=torch.float32) / (decode * decode_global), max=_F32_MAX)
-    values = round_e2m1(torch.clamp(x * block_encode, -E2M1_MAX, E2M1_MAX), generator)
-    return Quantized("nvfp4", values[:m, :n], decode[:m, :n], amax)
+    values = round_e2m1(torch.clamp(tiles * block_encode, -E2M1_MAX, E2M1_MAX), generator)
+    return Quantized("nvfp4", _untile(values, tiles, m, n), _untile(decode, tiles, m, n), amax)
 
 
 def e8m0_exponent(decode: torch.Tensor) -> torch.Tensor:
@@ -184,11 +198,12 @@ def mxfp4_quantize(x: torch.Tensor, generator: torch.Generator | None = None) ->
     clamp(x * encode, +-6)."""
     m, n = x.shape
     x = _pad(x.to(torch.float32), 1, MX_BLOCK)
+    tiles = _tiles(x, (1, MX_BLOCK))
     exponent = e8m0_exponent(_block_amax(x, (1, MX_BLOCK)) / E2M1_MAX)
-    decode = torch.ldexp(torch.ones_like(x), exponent)
-    values = round_e2m1(torch.clamp(x * torch.ldexp(torch.ones_like(x), -exponent), -E2M1_MAX, E2M1_MAX),
-                        generator)
-    return Quantized("mxfp4", values[:m, :n], decode[:m, :n], None)
+    one = torch.ones_like(exponent, dtype=torch.float32)
+    decode, encode = torch.ldexp(one, exponent), torch.ldexp(one, -exponent)
+    values = round_e2m1(torch.clamp(tiles * encode, -E2M1_MAX, E2M1_MAX), generator)
+    return Quantized("mxfp4", _untile(values, tiles, m, n), _untile(decode, tiles, m, n), None)
 
 
 def tile_of(fmt: str, role: str) -> tuple[int, int]:
@@ -217,7 +232,7 @@ def mx_floor_clips(x: torch.Tensor) -> torch.Tensor:
     """Per 1x32 block of a 2-D ``x``: whether the OCP spec's scale rule (section 6.3,
     torchao's default ``ScaleCalculationMode.FLOOR``), 2^(floor(log2(amax)) - 2), clips the
     block's largest value (amax / scale above 6). The emulation rounds the scale up instead."""
-    amax = _pad(x.to(torch.float32), 1, MX_BLOCK).abs().reshape(x.shape[0], -1, MX_BLOCK).amax(-1)
+    amax = _block_amax(_pad(x.to(torch.float32), 1, MX_BLOCK), (1, MX_BLOCK))[:, 0, :, 0]
     mantissa, _ = torch.frexp(amax)  # amax / 2^floor(log2 amax) = 2 * mantissa, in [1, 2)
     return (2 * mantissa) * 4 > E2M1_MAX
 
