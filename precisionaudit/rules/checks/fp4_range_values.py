@@ -15,6 +15,23 @@ def measured(node):
     return facts, ranges
 
 
+def worst_blocks(node, share, info_share: float, warn_share: float):
+    """The block-share rules' common part (PA613, PA614): of a measured FP4 linear's operands,
+    the one whose ``share(ranges, tensor)`` is largest, when at least ``info_share``: (facts,
+    ranges, the values every such message names, the severity case); None otherwise."""
+    found = measured(node)
+    if found is None:
+        return None
+    facts, ranges = found
+    shares = {t: share(ranges, t) for t in OPERANDS if ranges.operand(t) is not None}
+    if not shares or max(shares.values()) < info_share:
+        return None
+    tensor = max(shares, key=shares.get)
+    values = {**base_values(facts, ranges), "tensor": tensor, "block": block_name(facts.format, tensor),
+              "share": float(shares[tensor]), "share_text": percent(shares[tensor])}
+    return facts, ranges, values, None if shares[tensor] >= warn_share else "small"
+
+
 def db(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f} dB"
 

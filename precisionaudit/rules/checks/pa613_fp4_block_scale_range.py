@@ -2,27 +2,20 @@
 from __future__ import annotations
 
 from ..registry import Hit, check, param
-from .fp4_range_values import OPERANDS, base_values, block_name, db, measured, percent
+from .fp4_range_values import db, percent, worst_blocks
 from .plan_region import number
+
+
+def _outside(ranges, tensor) -> float:
+    return ranges.block_share(tensor, "subnormal") + ranges.block_share(tensor, "flushed")
 
 
 @check
 def fp4_block_scale_range(graph, name, node, target):
-    found = measured(node)
+    found = worst_blocks(node, _outside, param("info_share"), param("warn_share"))
     if found is None:
         return None
-    facts, ranges = found
-    shares = {t: ranges.block_share(t, "subnormal") + ranges.block_share(t, "flushed")
-              for t in OPERANDS if ranges.operand(t) is not None}
-    if not shares:
-        return None
-    tensor = max(shares, key=shares.get)
-    share = shares[tensor]
-    if share < param("info_share"):
-        return None
-    return Hit(name, {**base_values(facts, ranges), "tensor": tensor, "block": block_name(facts.format, tensor),
-                      "share": number(share), "share_text": percent(share),
-                      "flushed": number(ranges.block_share(tensor, "flushed")),
-                      "flushed_text": percent(ranges.block_share(tensor, "flushed")),
-                      "sqnr_text": db(ranges.sqnr_db(tensor))},
-               case=None if share >= param("warn_share") else "small")
+    _, ranges, values, case = found
+    flushed = ranges.block_share(values["tensor"], "flushed")
+    return Hit(name, {**values, "flushed": number(flushed), "flushed_text": percent(flushed),
+                      "sqnr_text": db(ranges.sqnr_db(values["tensor"]))}, case=case)
