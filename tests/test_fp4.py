@@ -138,3 +138,25 @@ def test_the_json_target_names_the_format_and_the_degree():
                                        "--format", "json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["target"] == {"dtype": "mxfp4", "mode": "autocast", "device": "cuda", "tp": 2}
+
+
+def test_tp_judges_fp8_linears_per_rank_too():
+    """The 8 blocks' MLP width 512 runs in FP8 on one GPU; on each of 64 ranks it is 8, off 16
+    (up: N, column-parallel; down: K, row-parallel). A model without a stack of blocks is not
+    split (its Linears are replicated)."""
+    model = "pa612_fp4_head_hazard.py"
+    assert not _scan(model, Target.named("float8"), select={"PA601"})[1]
+    found = _scan(model, Target.named("float8", tp=64), select={"PA601"})[1]
+    assert {f.module.rpartition(".")[2] for f in found} == {"up", "down"} and len(found) == 16
+    assert all("one rank's of --tp 64" in f.message for f in found)
+    assert not _scan("pa601_fp8_dims_clean.py", Target.named("float8", tp=2), select={"PA601"})[1]
+
+
+def test_explain_shows_each_linears_rank_shape_split_and_block():
+    result = CliRunner().invoke(main, ["explain", sample("pa612_fp4_head_hazard.py"), "--dtype", "nvfp4", "--tp", "2"])
+    assert result.exit_code == 0, result.output
+    table = result.output.split("NVFP4 GEMMs, per Linear GEMM")[1]
+    up = next(line for line in table.splitlines() if " layers.7.up " in line)
+    assert "256x128" in up and "column" in up and "7/8" in up and "NVFP4" in up
+    head = next(line for line in table.splitlines() if " lm_head " in line)
+    assert "output head" in head

@@ -2,13 +2,13 @@
 and the blocks NVIDIA's NVFP4 recipe keeps in bf16."""
 from __future__ import annotations
 
+from .fp8_gemms import rank_text
+
 
 def fp4_values(node, target) -> dict:
     facts = node["fp4"]
-    tp = getattr(target, "tp", 1)
-    rank = f", one rank's of --tp {tp}, {facts.split}-parallel" if tp > 1 else ""
-    return {"format": facts.format, "k": facts.k, "n": facts.n, "multiple": facts.multiple, "rank": rank,
-            "padded_k": facts.padded_k, "padded_n": facts.padded_n}
+    return {"format": facts.format, "k": facts.k, "n": facts.n, "multiple": facts.multiple,
+            "rank": rank_text(facts, target), "padded_k": facts.padded_k, "padded_n": facts.padded_n}
 
 
 def recipe_blocks(blocks: int, first_share: float, last_share: float) -> tuple[int, int]:
