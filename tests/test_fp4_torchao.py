@@ -46,7 +46,7 @@ def test_mxfp4_blocks_are_torchaos_rceil():
 
 def test_the_floor_rule_clips_the_blocks_torchaos_floor_clips():
     x = _operand(1)
-    scale, data = mx_tensor.to_mx(x, torch.float4_e2m1fn_x2, 32, ScaleCalculationMode.FLOOR)
+    scale, _ = mx_tensor.to_mx(x, torch.float4_e2m1fn_x2, 32, ScaleCalculationMode.FLOOR)
     decode = (2.0 ** (scale.view(torch.uint8).double() - 127)).reshape(64, -1)
     clipped = x.abs().reshape(64, -1, 32).amax(-1) / decode > 6
     assert torch.equal(fp4.mx_floor_clips(x), clipped)

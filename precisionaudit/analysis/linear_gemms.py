@@ -142,7 +142,7 @@ def block_stack(modules) -> BlockStack | None:
     stacks = [(len(indices), order[prefix], prefix) for prefix, indices in found.items() if len(indices) >= 2]
     if not stacks:
         return None
-    blocks, _, prefix = max(stacks)
+    _, _, prefix = max(stacks)
     return BlockStack(prefix, max(found[prefix]) + 1)
 
 
