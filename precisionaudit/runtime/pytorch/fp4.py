@@ -78,7 +78,8 @@ def round_e2m1(x: torch.Tensor, generator: torch.Generator | None = None) -> tor
     else:
         units = a / step
         low = torch.floor(units)
-        up = torch.rand(a.shape, generator=generator, dtype=torch.float32, device=a.device) < (units - low)
+        draws = torch.rand(a.shape, generator=generator, dtype=torch.float32, device=generator.device)
+        up = draws.to(a.device) < (units - low)
         q = (low + up) * step
     return torch.copysign(q, x)
 
