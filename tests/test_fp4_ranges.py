@@ -82,7 +82,8 @@ def test_per_channel_sums_name_the_outlier_and_its_block():
 def test_hazard_fires_and_clean_twins_are_silent(scanned, rule):
     hazard, clean, fmt, module = CASES[rule]
     hits = [f for f in scanned[hazard, fmt][1] if f.rule == rule]
-    assert [f.module for f in hits if f.severity == "warning"] == [module]
+    worst = "info" if rule == "PA614" else "warning"  # PA614 says why values vanish: info
+    assert [f.module for f in hits if f.severity == worst] == [module]
     for f in hits:  # strict templates: every placeholder filled with a real value
         assert "{" not in f.message + " ".join(str(v) for v in f.fix.values())
     for f in ("nvfp4", "mxfp4"):

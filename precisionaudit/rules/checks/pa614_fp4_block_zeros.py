@@ -8,8 +8,8 @@ from .plan_region import number
 
 @check
 def fp4_block_zeros(graph, name, node, target):
-    found = worst_blocks(node, lambda ranges, tensor: ranges.block_share(tensor, "hollow"), param("info_share"),
-                         param("warn_share"))
+    found = worst_blocks(node, lambda ranges, tensor: ranges.block_share(tensor, "hollow"), param("share"),
+                         param("share"))
     if found is None:
         return None
     _, ranges, values, case = found
