@@ -1647,7 +1647,7 @@ def fp8_error_row(ctx, make_model, inputs: tuple, recipe: str, keep_out=()) -> d
     float8's path: CPU, CUDA's bf16 autocast emulated, runtime/pytorch/fp8.py's GEMMs), the
     same Linears converted on both sides (the check's choice: dims multiples of 16, less
     ``keep_out``), each against the fp64 forward of the same weights and inputs."""
-    from precisionaudit.check.pytorch import fp8 as check_fp8
+    from precisionaudit.check.pytorch import quantized as check_fp8
 
     convert, config_for, _ = torchao_float8()
     torch.manual_seed(0)
@@ -1657,7 +1657,7 @@ def fp8_error_row(ctx, make_model, inputs: tuple, recipe: str, keep_out=()) -> d
     emulated_model = copy.deepcopy(model)
     choice = check_fp8.choose(emulated_model, recipe, keep_out)
     side = Side("cpu-emulated")
-    with torch.no_grad(), side.numerics(), side.autocast(torch.bfloat16), check_fp8.fp8_linears(emulated_model, choice):
+    with torch.no_grad(), side.numerics(), side.autocast(torch.bfloat16), check_fp8.quantized_linears(emulated_model, choice):
         emulated = _logits(emulated_model(*inputs)).double()
     chosen = set(choice.modules)
     real_model = convert(copy.deepcopy(model).to(ctx.dev), module_filter_fn=lambda mod, fqn: fqn in chosen,

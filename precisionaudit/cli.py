@@ -49,10 +49,13 @@ def target_options(fn):
     for option in reversed([
         click.option("--dtype", type=click.Choice(TARGET_DTYPES), default="float16", show_default=True,
                      help="Low-precision dtype to judge against (float8: bf16 autocast with every "
-                     "eligible nn.Linear GEMM in FP8)."),
+                     "eligible nn.Linear GEMM in FP8; nvfp4, mxfp4: in that FP4 format, docs/fp4.md)."),
         click.option("--recipe", type=click.Choice(FP8_RECIPES), help="With --dtype float8: the FP8 "
                      "scaling recipe (torchao's tensorwise, rowwise, rowwise_with_gw_hp; Transformer "
                      "Engine's delayed; mxfp8)  [default: tensorwise]"),
+        click.option("--tp", type=click.IntRange(min=1), metavar="N", help="With --dtype float8/nvfp4/mxfp4: "
+                     "judge each Linear's shape on one of N tensor-parallel ranks, split as Megatron-LM "
+                     "splits it (column-parallel N, row-parallel K)  [default: 1]"),
         click.option("--mode", type=click.Choice(MODES), default="autocast", show_default=True,
                      help="autocast (mixed precision) or pure (model.half() / .to(bfloat16))."),
         click.option("--device", type=click.Choice(DEVICES), default="cuda", show_default=True,
@@ -183,7 +186,7 @@ Examples:
 @guarded
 def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_settings, select,
          extend_select, ignore, config_file, isolated, baseline, write_baseline, skip_non_models, fix, diff,
-         dtype, recipe, mode, device, timeout, entry, inputs_name, input_shapes, pythonpath, weights, data,
+         dtype, recipe, tp, mode, device, timeout, entry, inputs_name, input_shapes, pythonpath, weights, data,
          batches, headroom):
     """Scan models, training scripts and configs (or directories of them) for precision hazards.
 
@@ -199,7 +202,7 @@ def scan(paths, fmt, output_file, fail_on, exit_zero, statistics, color, show_se
 
     check_format(fmt, statistics)  # said before any model is scanned
     values = _values(weights, data, batches, headroom)
-    flags = _flags(dtype=dtype, mode=mode, device=device, fail_on=fail_on, recipe=recipe)
+    flags = _flags(dtype=dtype, mode=mode, device=device, fail_on=fail_on, recipe=recipe, tp=tp)
     resolver = SettingsResolver(rule_ids(), config_file, isolated, flags, _split(select), _split(extend_select),
                                 _split(ignore), baseline)
     manager = ScanManager(resolver, _load(entry, inputs_name, input_shapes, pythonpath), timeout, values, baseline,
@@ -241,11 +244,11 @@ def _fix_scripts(manager, resolver, write: bool) -> None:
         click.echo(f"precisionaudit: fixed {plural(len(changed), 'file')}", err=True)
 
 
-def named_target(dtype, mode, device, recipe) -> Target:
-    """The Target of the flags (``--dtype float8`` is bf16 autocast with FP8 Linears); a bad
-    combination is a UsageError."""
+def named_target(dtype, mode, device, recipe, tp=1) -> Target:
+    """The Target of the flags (``--dtype float8`` is bf16 autocast with FP8 Linears, nvfp4 and
+    mxfp4 with FP4 Linears); a bad combination is a UsageError."""
     try:
-        return Target.named(dtype, mode, device, recipe)
+        return Target.named(dtype, mode, device, recipe, tp)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -268,7 +271,7 @@ Examples:
 @load_options
 @value_options
 @guarded
-def explain(path, dtype, recipe, mode, device, timeout, entry, inputs_name, input_shapes, pythonpath, weights,
+def explain(path, dtype, recipe, tp, mode, device, timeout, entry, inputs_name, input_shapes, pythonpath, weights,
             data, batches, headroom):
     """Show what every op computes in under the policy, and why."""
     from .frontend import frontend_for
@@ -279,7 +282,7 @@ def explain(path, dtype, recipe, mode, device, timeout, entry, inputs_name, inpu
     load, values = model_options(path, SettingsResolver(rule_ids()).for_path(path),
                                  _load(entry, inputs_name, input_shapes, pythonpath),
                                  _values(weights, data, batches, headroom))
-    target = named_target(dtype, mode, device, recipe)
+    target = named_target(dtype, mode, device, recipe, tp or 1)
     click.echo(frontend_for(path, entry).explain(path, target, load, timeout, values), nl=False)
 
 
@@ -338,7 +341,7 @@ Examples:
 @load_options
 @value_options
 @guarded
-def plan(path, output, min_severity, config_file, isolated, prune, seed, train, steps, lr, dtype, recipe, mode,
+def plan(path, output, min_severity, config_file, isolated, prune, seed, train, steps, lr, dtype, recipe, tp, mode,
          device, timeout, entry, inputs_name, input_shapes, pythonpath, weights, data, batches, headroom):
     """Write the override plan that fixes a model's precision findings.
 
@@ -358,11 +361,12 @@ def plan(path, output, min_severity, config_file, isolated, prune, seed, train, 
     frontend = frontend_for(path, entry)
     frontend.validate_plan(prune, input_shapes, values)
     resolver = SettingsResolver(rule_ids(), config_file, isolated,
-                                _flags(dtype=dtype, mode=mode, device=device, recipe=recipe))
+                                _flags(dtype=dtype, mode=mode, device=device, recipe=recipe, tp=tp))
     settings = resolver.for_path(path)  # the settings the model's scan is judged under
     if settings.target.recipe and (train or prune):
-        raise UsageError("plan --dtype float8 writes the modules to keep out of FP8; it takes neither "
-                         "--train nor --prune")
+        kind = "FP4" if settings.target.fp4 else "FP8"
+        raise UsageError(f"plan --dtype {settings.target.named_dtype} writes the modules to keep out of {kind}; it "
+                         "takes neither --train nor --prune")
     output_path = checked_output(output, [path, settings.config.path], "plan") if output != "-" else None
     log = getattr(frontend, "whole_directory", False)  # a watch log: its findings, read whole
     if train and log:
@@ -419,6 +423,8 @@ def _write_plan(override_plan, header, output: str, output_path: str | None) -> 
     also = f" and training entries ({', '.join(training)})" if training else ""
     if override_plan.keep_out_of_fp8:
         also += f" and {len(override_plan.keep_out_of_fp8)} Linear(s) to keep out of FP8"
+    if override_plan.keep_out_of_fp4:
+        also += f" and {len(override_plan.keep_out_of_fp4)} Linear(s) to keep out of FP4"
     click.echo(f"precisionaudit: wrote {count} override{'s' * (count != 1)}{also} to {output}", err=True)
 
 

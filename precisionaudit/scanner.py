@@ -168,7 +168,7 @@ class ScanManager:
 
     def prepare(self) -> None:
         """Read the baseline every settings file names, and judge each file's target (a bad
-        one is said at once, before any model is scanned: --dtype float8 and an ONNX file)."""
+        one is said at once, before any model is scanned: --dtype float8 or nvfp4 and an ONNX file)."""
         self.baselines.read_all(s.baseline for s, _ in self.resolver.groups(self.files))
         for path in self.files:
             for frontend in self.frontends[path]:

@@ -7,7 +7,7 @@ import torch
 import yaml
 from conftest import sample
 
-from precisionaudit.check.pytorch import fp8 as check_fp8
+from precisionaudit.check.pytorch import quantized as check_fp8
 from precisionaudit.check.pytorch.runner import run_check
 from precisionaudit.check.tolerance import tolerance_for
 from precisionaudit.core.target import Target

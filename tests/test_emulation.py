@@ -1,13 +1,13 @@
 """The CPU emulation of CUDA's low-precision kernels (check --device cpu-emulated)."""
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from kernel_paths import other_kernel_paths, rerun_test
 
 from precisionaudit.runtime.pytorch.cuda_autocast import emulated_cuda_autocast
 from precisionaudit.runtime.pytorch.emulation import EmulatedKernels
@@ -418,26 +418,9 @@ def test_nll_loss2d_backward_divides_by_the_fp16_weight_total():
 
 # --- the same equalities under each of CPU's kernel paths
 
-ORDER = ["DEFAULT", "AVX2", "AVX512"]
-
-
-def other_kernel_paths() -> list[str]:
-    """The ``ATEN_CPU_CAPABILITY`` values this CPU supports besides the one torch picked."""
-    natural = torch.backends.cpu.get_cpu_capability()
-    below = ORDER[:ORDER.index(natural)] if natural in ORDER else ["DEFAULT"]
-    return [path.lower() for path in below]
-
 
 @pytest.mark.parametrize("path", other_kernel_paths())
 def test_the_equalities_hold_under_every_kernel_path_torch_offers(path):
     """torch picks its vectorised kernels (and its fp32 math functions) by instruction set at
-    start-up; a process started with ``ATEN_CPU_CAPABILITY`` set runs another path, so this
-    machine also covers the machines that have only that one."""
-    env = dict(os.environ, ATEN_CPU_CAPABILITY=path)
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
-                           env=env, capture_output=True, text=True, timeout=300)
-    assert probe.stdout.strip() == path.upper(), probe.stderr
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__,
-                           "-k", "not kernel_path"], env=env, capture_output=True, text=True, timeout=1200,
-                          cwd=os.path.dirname(__file__))
-    assert done.returncode == 0, done.stdout[-4000:]
+    start-up: this machine also covers the machines that have only another path."""
+    rerun_test(__file__, path)

@@ -49,6 +49,10 @@ def _captured():
     graphs.append(frontend_for(fp8).capture(fp8, fp8_target, DEFAULT_LOAD).graph)
     # with --data as well: the fp8_ranges pass writes its record on the measured Linears
     frontend_for(fp8).measure(graphs[-1], fp8, fp8_target, DEFAULT_LOAD, ValueOptions(data="example"))
+    fp4 = sample("pa612_fp4_head_hazard.py")  # an FP4 target: the fp4 passes write theirs (with --data)
+    fp4_target = Target.named("nvfp4")
+    graphs.append(frontend_for(fp4).capture(fp4, fp4_target, DEFAULT_LOAD).graph)
+    frontend_for(fp4).measure(graphs[-1], fp4, fp4_target, DEFAULT_LOAD, ValueOptions(data="example"))
     measured = sample("pa105_exp_hazard.py")
     frontend, target = frontend_for(measured), Target("float16", "pure", "cuda")
     with_data = frontend.capture(measured, target, DEFAULT_LOAD)

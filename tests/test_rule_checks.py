@@ -135,19 +135,24 @@ def _unfilled(message, fix) -> list:
     return [t for t in (message, *map(str, fix.values())) if "{" in t]
 
 
+#: the FP4 rules: tests/test_fp4.py and tests/test_fp4_ranges.py render them (strict) on their samples
+FP4_RULES = {"PA611", "PA612", "PA613", "PA614", "PA615", "PA616", "PA617"}
+
+
 def test_every_bundled_rule_is_exercised_by_the_strict_template_tests():
     """PA001 is written from the source text; PA301-PA303 need --data / --weights (below);
     PA304-PA306 come from check --train (test_check_train_samples.py fills their templates);
     the training rules' messages are filled in their own tests (test_training_*.py render
     every message and fix of PA4xx with real values), the Keras rules' in test_keras_rules.py; the
     FP8 rules (PA601-PA603) judge only --dtype float8 and test_fp8.py renders theirs; the measured
-    FP8 rules (PA604, PA605) need --data as well and test_fp8_ranges.py renders theirs; the
-    watch's rules (PA7xx) come from a training job's log and tests/test_watch*.py render each
+    FP8 rules (PA604, PA605) need --data as well and test_fp8_ranges.py renders theirs; the FP4
+    rules judge only --dtype nvfp4/mxfp4: test_fp4.py renders the static ones (PA611, PA612),
+    test_fp4_ranges.py the measured ones; the watch's rules (PA7xx) come from a training job's log and tests/test_watch*.py render each
     on a real training loop."""
     training = {r.id for r in load_rules() if r.scope in ("training", "watch")}
     keras = {"PA501", "PA502"}  # Keras models: tests/test_keras_rules.py renders them (strict) on their samples
     covered = {h[0] for h in HAZARDS} | {"PA001", "PA301", "PA302", "PA303", "PA304", "PA305", "PA306"} | training \
-        | keras | {"PA601", "PA602", "PA603", "PA604", "PA605"}
+        | keras | {"PA601", "PA602", "PA603", "PA604", "PA605"} | FP4_RULES
     assert covered == {r.id for r in load_rules()}
 
 

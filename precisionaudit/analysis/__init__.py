@@ -7,13 +7,13 @@ read ``analysis.facts`` without paying for them.
 
 
 def _passes() -> tuple:
-    from . import (attention, constants, dtypes, fp8, fp8_ranges, integers, kernels, measured, norms, phases,
-                   ranges, reductions, rnn, softmax, work)
+    from . import (attention, constants, dtypes, fp4, fp4_ranges, fp8, fp8_ranges, integers, kernels, measured, norms,
+                   phases, ranges, reductions, rnn, softmax, work)
 
     return (dtypes.annotate, kernels.annotate, constants.annotate, reductions.annotate,
             attention.annotate, norms.annotate, softmax.annotate, rnn.annotate, integers.annotate,
             measured.annotate, ranges.annotate,  # measured ranges stand in for unknown static ones
-            phases.annotate, fp8.annotate, fp8_ranges.annotate, work.annotate)
+            phases.annotate, fp8.annotate, fp8_ranges.annotate, fp4.annotate, fp4_ranges.annotate, work.annotate)
 
 
 def __getattr__(name):

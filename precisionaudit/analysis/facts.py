@@ -182,8 +182,26 @@ class PhaseFacts:
     assumed_buffers: tuple = ()  # persistent buffers the bound takes at their built values
 
 
+class GemmDims:
+    """What the FP8 and FP4 records say of their K, N, M and ``multiple`` alike."""
+
+    @property
+    def padded_k(self) -> int | None:
+        return None if self.k is None else _round_up(self.k, self.multiple)
+
+    @property
+    def padded_n(self) -> int | None:
+        return None if self.n is None else _round_up(self.n, self.multiple)
+
+    @property
+    def flops(self) -> int:
+        """2*M*K*N of the forward GEMM on the example input, one rank's under --tp (0 where a
+        size is unknown)."""
+        return 2 * self.m * self.k * self.n if None not in (self.m, self.k, self.n) else 0
+
+
 @dataclass(frozen=True)
-class Fp8Facts:
+class Fp8Facts(GemmDims):
     """What one linear node does under the FP8 target."""
 
     recipe: str
@@ -200,19 +218,41 @@ class Fp8Facts:
     output_head: bool
     #: the module whose weight it reads when not its own (an embedding-tied head), else None
     tied_to: str | None
+    #: how --tp splits it (column, row, replicated; replicated without --tp); ``k`` and ``n``
+    #: are one rank's dims, ``full_k`` and ``full_n`` the whole layer's
+    split: str = "replicated"
+    full_k: int | None = None
+    full_n: int | None = None
 
-    @property
-    def padded_k(self) -> int | None:
-        return None if self.k is None else _round_up(self.k, self.multiple)
 
-    @property
-    def padded_n(self) -> int | None:
-        return None if self.n is None else _round_up(self.n, self.multiple)
 
-    @property
-    def flops(self) -> int:
-        """2*M*K*N of the forward GEMM on the example input (0 where a size is unknown)."""
-        return 2 * self.m * self.k * self.n if None not in (self.m, self.k, self.n) else 0
+@dataclass(frozen=True)
+class Fp4Facts(GemmDims):
+    """What one linear node does under an FP4 target (``--dtype nvfp4|mxfp4``; analysis/fp4.py)."""
+
+    format: str  # nvfp4, mxfp4
+    #: an nn.Linear module's call: what Transformer Engine and torchao swap for an FP4 layer
+    convertible: bool
+    runs_fp4: bool
+    #: why it stays bf16 ("" when it runs in FP4)
+    fallback: str
+    k: int | None  # in_features on one rank (--tp)
+    n: int | None  # out_features on one rank
+    m: int | None  # rows (tokens) of the example input: set by the data, not the model
+    multiple: int  # what K and N must be divisible by: 16 (NVFP4, TE is_quantizable), 32 (MXFP4)
+    #: NVFP4: whether torchao's NVFP4 training path takes it too (K and N multiples of 128 on one
+    #: rank; M, the tokens, as well); None for MXFP4
+    torchao_training: bool | None
+    split: str  # how --tp splits it: column, row, replicated
+    output_head: bool
+    tied_to: str | None
+    #: the stack of repeated blocks (``model.layers``), its length, and this Linear's block (None
+    #: outside the stack)
+    stack: str | None
+    blocks: int | None
+    block: int | None
+    full_k: int | None = None
+    full_n: int | None = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +307,74 @@ class Fp8RangeFacts:
         return [k for k, a in enumerate(self.input["amax"]) if a >= ratio * middle], middle
 
 
+@dataclass(frozen=True)
+class Fp4RangeFacts:
+    """What FP4 did to one Linear's measured weight and inputs (--weights / --data under an FP4
+    target; analysis/fp4_ranges.py, capture/pytorch/fp4_ranges.py): per operand the block and
+    value counts and the round trip's signal and noise, per input channel amax / sum of squares
+    / squared error; the forward GEMM's and the Wgrad GEMM's signal and noise against fp32."""
+
+    format: str
+    calls: int  # Linear calls measured (over all calibration batches)
+    weight: dict | None  # None: the weight was not measured (offloaded, or K not blockable)
+    input: dict | None  # None: no --data
+    gemm: dict | None  # {"signal", "noise", "calls"}: the forward GEMM's output against fp32
+    wgrad: dict | None  # the same for dW = dY^T X; None: no backward reached the layer
+
+    def operand(self, tensor: str) -> dict | None:
+        return getattr(self, tensor)
+
+    def sqnr_db(self, part: str) -> float | None:
+        """The SQNR in dB of ``part`` (input, weight: the round trip; gemm, wgrad: the GEMM's
+        output); None where unmeasured or without error or signal."""
+        counts = getattr(self, part)
+        if not counts or not counts["signal"] or not counts["noise"]:
+            return None
+        return 10 * math.log10(counts["signal"] / counts["noise"])
+
+    def block_share(self, tensor: str, kind: str) -> float | None:
+        """The share of ``tensor``'s blocks holding a non-zero value that are ``kind``
+        (subnormal, flushed, hollow, floor_clips); None where unmeasured."""
+        counts = getattr(self, tensor)
+        if counts is None:
+            return None
+        return counts[kind] / counts["blocks"] if counts["blocks"] else 0.0
+
+    def zero_share(self, tensor: str) -> float | None:
+        """The share of ``tensor``'s non-zero values stored as 0."""
+        counts = getattr(self, tensor)
+        if counts is None:
+            return None
+        return counts["zeros"] / counts["nonzero"] if counts["nonzero"] else 0.0
+
+    def outlier_channels(self, ratio: float) -> tuple[list[int], float]:
+        """(input channels whose amax is at least ``ratio`` times the median channel's, that
+        median): the median of the channels that saw a non-zero value."""
+        amax = (self.input or {}).get("amax") or []
+        seen = sorted(a for a in amax if a > 0)
+        if len(seen) < 2:
+            return [], 0.0
+        middle = median(seen)
+        return [k for k, a in enumerate(amax) if a >= ratio * middle], middle
+
+    def neighbour_error(self, channels, block: int) -> float | None:
+        """The relative RMS error of the input channels that share a scale block (``block``
+        channels along K) with ``channels``, those channels left out; None where they saw only 0."""
+        inp = self.input
+        skip = set(channels)
+        mates = {j for k in channels for j in range(k - k % block, min(k - k % block + block, len(inp["sq"])))} - skip
+        sq = sum(inp["sq"][j] for j in mates)
+        return math.sqrt(sum(inp["error_sq"][j] for j in mates) / sq) if sq > 0 else None
+
+    def channel_error(self, without=()) -> float | None:
+        """The relative RMS error of the input channels other than ``without``, all together."""
+        inp = self.input
+        skip = set(without)
+        sq = sum(q for j, q in enumerate(inp["sq"]) if j not in skip)
+        err = sum(e for j, e in enumerate(inp["error_sq"]) if j not in skip)
+        return math.sqrt(err / sq) if sq > 0 else None
+
+
 def median(values) -> float | None:
     """The lower median of ``values`` (None for none)."""
     ordered = sorted(values)
@@ -282,7 +390,8 @@ RECORDS = {"precision": PrecisionFacts, "kernel": KernelFacts, "constant": Const
            "reduction": ReductionFacts, "attention": AttentionFacts, "norm": NormFacts,
            "softmax": SoftmaxFacts, "rnn": RnnFacts, "integer": IntegerFacts,
            "calibration": CalibrationFacts, "range": RangeFacts, "phase": PhaseFacts, "fp8": Fp8Facts,
-           "fp8_range": Fp8RangeFacts, "work": WorkFacts}
+           "fp8_range": Fp8RangeFacts, "fp4": Fp4Facts, "fp4_range": Fp4RangeFacts,
+           "work": WorkFacts}
 
 #: the flat keys passes wrote before the records -> where they live now (``record.field``);
 #: rule packs' ``where`` and message placeholders still name them

@@ -31,6 +31,23 @@ fails a correct FP8 model. FP8 is judged by SNR instead, as torchao's own tests 
   floor binds only when ``--snr`` is lowered.
 
 No max-abs bound by default: ``--atol``/``--rtol`` add one (the one not given counts 0).
+
+FP4 (``--dtype nvfp4|mxfp4``): E2M1 keeps 2 significant bits; a round trip costs about 20 dB
+(NVFP4's 16-value blocks with E4M3 scales) or 19 dB (MXFP4's 32-value power-of-2 blocks), a
+GEMM of two such operands about 17 and 15.5 dB. Judged by SNR, as torchao's FP4 tests judge:
+
+- each FP4 GEMM against the same GEMM in fp32 on the same operands: ``gemm_snr_db`` 15 (NVFP4:
+  ``test/prototype/moe_training/nvfp4_training/test_nvfp4_linear.py``, "Forward SQNR >= 15 dB",
+  and ``test/prototype/mx_formats/test_inference_workflow.py``, NVFP4 Linear 15.0) and 12
+  (MXFP4: ``test_inference_workflow.py``, ``SQNR_THRESHOLD = 12.0`` for FP4 elements);
+- each model output against the fp32 reference: ``snr_db`` 10 (NVFP4) and 8 (MXFP4), cosine
+  0.95 and 0.92 (what those imply: 1 - cos <= 10^(-SNR/10) / 2). A model's output passes
+  through many FP4 GEMMs: clean transformer stacks measured here keep 25.4 dB at 2 blocks, 19.7
+  at 8 and 14.8 at 32 under NVFP4 (about 2.7 dB per doubling of depth; MXFP4 1.5-2 dB lower),
+  so torchao's one-Linear bar would fail a correct 32-block model; these bars pass a clean
+  stack of about 100 blocks. Transformer Engine's own FP4 tolerance (``tests/pytorch/utils.py``,
+  ``dtype_tols(kFloat4E2M1)``: rtol 0.25, atol 0.125, E2M1's epsilon) is of the same size as a
+  10 dB SNR (a relative RMS error of 0.32) but elementwise.
 """
 from __future__ import annotations
 
@@ -46,7 +63,7 @@ class Tolerance:
     rtol: float | None
     cosine: float
     snr_db: float | None = None  # outputs and intermediates: minimum SNR in dB (None: not judged)
-    gemm_snr_db: float | None = None  # FP8: each FP8 GEMM against fp32 on the same operands
+    gemm_snr_db: float | None = None  # FP8/FP4: each quantized GEMM against fp32 on the same operands
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -70,7 +87,11 @@ DEFAULTS = {
     "float16": Tolerance(atol=1e-2, rtol=1e-2, cosine=0.999),
     "bfloat16": Tolerance(atol=5e-2, rtol=5e-2, cosine=0.995),
     "float8": Tolerance(atol=None, rtol=None, cosine=0.995, snr_db=20.0, gemm_snr_db=25.0),
+    "nvfp4": Tolerance(atol=None, rtol=None, cosine=0.95, snr_db=10.0, gemm_snr_db=15.0),
+    "mxfp4": Tolerance(atol=None, rtol=None, cosine=0.92, snr_db=8.0, gemm_snr_db=12.0),
 }
+#: the --dtype targets whose quantized GEMMs --gemm-snr judges
+QUANTIZED_DTYPES = ("float8", "nvfp4", "mxfp4")
 
 
 def tolerance_for(dtype: str, atol=None, rtol=None, cosine=None, snr=None, gemm_snr=None) -> Tolerance:
@@ -85,8 +106,8 @@ def tolerance_for(dtype: str, atol=None, rtol=None, cosine=None, snr=None, gemm_
     for flag, value in (("snr", snr), ("gemm-snr", gemm_snr)):
         if value is not None and not math.isfinite(value):
             raise UsageError(f"--{flag} {value}: must be a finite number of dB")
-    if gemm_snr is not None and dtype != "float8":
-        raise UsageError("--gemm-snr judges FP8 GEMMs: it needs --dtype float8")
+    if gemm_snr is not None and dtype not in QUANTIZED_DTYPES:
+        raise UsageError("--gemm-snr judges FP8 GEMMs: it needs --dtype float8 (or FP4 GEMMs: nvfp4, mxfp4)")
     base = DEFAULTS[dtype]
     return Tolerance(atol=base.atol if atol is None else atol,
                      rtol=base.rtol if rtol is None else rtol,

@@ -63,3 +63,27 @@ def _rounded(single, dtype: str, value: float) -> float:
     if dtype == "float32":
         return float(single)
     return float(value)
+
+
+#: the FP4 element format E2M1 (OCP Microscaling spec v1.0, section 5.3.3: 1 sign, 2 exponent,
+#: 1 mantissa bit, bias 1, no inf or NaN): its non-negative values, in order. 0.5 is its only
+#: subnormal; 6 its largest value.
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+E2M1_MAX = 6.0
+#: each block-scaled FP4 format: elements per scale block, the scale's format, and the
+#: per-tensor scale where there is one. NVFP4: Transformer Engine's NVFP4BlockScaling
+#: (16 values per E4M3 scale, an FP32 scale per tensor; weights in 16x16 tiles); MXFP4: OCP MX
+#: (32 values per E8M0 scale, a power of 2).
+FP4_FORMATS = {
+    "nvfp4": {"block": 16, "scale": "float8_e4m3fn", "tensor_scale": True, "weight_tile": (16, 16)},
+    "mxfp4": {"block": 32, "scale": "float8_e8m0fnu", "tensor_scale": False, "weight_tile": (1, 32)},
+}
+#: NVFP4's two-level scale: the per-tensor FP32 scale is 448 * 6 / tensor amax (TE
+#: ``_quantize_blockwise_reference``: ``global_encode_scale``), so a block's E4M3 scale is
+#: 448 * (block amax / tensor amax). That scale is a normal E4M3 number (full 4-bit precision)
+#: while tensor amax / block amax stays within 448 / 2^-6 = 28672; beyond, the scale is
+#: subnormal (fewer bits), and past 448 / 2^-10 = 458752 it rounds to 0 and the block is lost.
+NVFP4_SCALE_WINDOW = FP8_FORMATS["float8_e4m3fn"]["max"] / FP8_FORMATS["float8_e4m3fn"]["smallest_normal"]
+NVFP4_SCALE_FLUSH = FP8_FORMATS["float8_e4m3fn"]["max"] / (FP8_FORMATS["float8_e4m3fn"]["smallest_subnormal"] / 2)
+#: E8M0 (OCP MX section 5.4.1): the exponent of a power of 2 from 2^-127 to 2^127 (255 is NaN)
+E8M0_EXPONENTS = (-127, 127)

@@ -84,8 +84,8 @@ class KerasFrontend(PyTorchFrontend):
 
         r = request
         if r.target.recipe:
-            raise UsageError(f"{r.path}: check --dtype float8 emulates FP8 nn.Linear GEMMs of a PyTorch model "
-                             "file; not a Keras model")
+            raise UsageError(f"{r.path}: check --dtype {r.target.named_dtype} emulates the quantized nn.Linear GEMMs "
+                             "of a PyTorch model; not a Keras model")
         if r.load.input_shapes or r.grad or r.train or r.values.weights or r.values.measure:
             raise UsageError("check of a Keras model takes neither --input-shape, --grad, --train, --weights "
                              "nor --data yet")

@@ -15,10 +15,10 @@ class OnnxFrontend(ModelFrontend):
 
     def judged_target(self, target):
         """An ONNX graph is converted as a whole (``pure``; a mixed-precision file as its dtypes
-        are), whatever --mode says. FP8 targets judge PyTorch nn.Linear modules only."""
+        are), whatever --mode says. FP8 and FP4 targets judge PyTorch nn.Linear modules only."""
         if target.recipe:
-            raise UsageError("--dtype float8 judges PyTorch models (nn.Linear GEMMs); an ONNX model "
-                             "takes float16 or bfloat16")
+            raise UsageError(f"--dtype {target.named_dtype} judges PyTorch models (the nn.Linear GEMMs Transformer "
+                             "Engine and torchao convert); an ONNX model takes float16 or bfloat16")
         return dataclasses.replace(target, mode="pure")
 
     def result_entry(self, path, load) -> str:
@@ -80,8 +80,8 @@ class OnnxFrontend(ModelFrontend):
 
         r = request
         if r.target.recipe:
-            raise UsageError(f"{r.path}: check --dtype float8 emulates FP8 nn.Linear GEMMs of a PyTorch model "
-                             "file; an ONNX model is checked in float16")
+            raise UsageError(f"{r.path}: check --dtype {r.target.named_dtype} emulates the quantized nn.Linear GEMMs "
+                             "of a PyTorch model; an ONNX model is checked in float16")
         if r.train:
             raise UsageError(f"{r.path}: check --train trains PyTorch model files; an ONNX model cannot be trained")
         if r.grad:

@@ -56,7 +56,7 @@ class PyTorchFrontend(ModelFrontend):
         measurement = measure_file(path, target, load, values)
         return dict(measured_calls=measurement.calls, measured_target_calls=measurement.target_calls,
                     weight_ranges=measurement.weights, first_nonfinite=measurement.first_nonfinite,
-                    fp8_ranges=measurement.fp8,
+                    fp8_ranges=measurement.fp8, fp4_ranges=measurement.fp4,
                     calibration={"source": values.data, "batches": measurement.batches,
                                  "target_runs": measurement.low_runs})
 
@@ -104,7 +104,7 @@ class PyTorchFrontend(ModelFrontend):
                 raise RuntimeError(f"{r.path}: the plan made for it makes its forward fail on fake tensors "
                                    f"({error}); it was not written")
         lines = header(r.path, override_plan, r.target, notes, self.plan_file if r.output == "-" else r.output,
-                       r.values.flags())
+                       r.values.flags(), r.findings, r.result.graph, r.min_severity)
         return PlanOutcome(override_plan, lines + searched, warnings)
 
     def check(self, request: CheckRequest) -> dict:
@@ -112,7 +112,7 @@ class PyTorchFrontend(ModelFrontend):
         from ..report.progress import progress_printer
 
         r = request
-        if (r.train or r.grad) and r.target.recipe:
+        if (r.train or r.grad) and r.target.fp8_recipe:
             flag = "--train" if r.train else "--grad"
             raise UsageError(f"check {flag} --dtype float8 is not supported: the FP8 check emulates the "
                              f"forward only (E5M2 gradients are not emulated); drop {flag}")

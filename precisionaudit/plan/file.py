@@ -52,10 +52,12 @@ SCHEMA = {
             "type": ["object", "null"], "additionalProperties": False,
             "x-message": {"type": "target must be a mapping like {{dtype: float16, mode: autocast}}",
                           "additionalProperties": "target: unknown key '{keys}'"},
-            "properties": {key: {"enum": list(values), "x-message": f"target {key} {{value!r}} is not one "
-                                                                    f"of {', '.join(values)}"}
-                           for key, values in (("dtype", TARGET_DTYPES), ("recipe", FP8_RECIPES),
-                                               ("mode", MODES), ("device", DEVICES))}},
+            "properties": {**{key: {"enum": list(values), "x-message": f"target {key} {{value!r}} is not one "
+                                                                       f"of {', '.join(values)}"}
+                              for key, values in (("dtype", TARGET_DTYPES), ("recipe", FP8_RECIPES),
+                                                  ("mode", MODES), ("device", DEVICES))},
+                           "tp": {"type": "integer", "minimum": 1,
+                                  "x-message": "target tp {value!r} is not a tensor-parallel degree (1, 2, ...)"}}},
         "overrides": {"type": ["array", "null"], "x-message": "overrides must be a list of entries", "items": {
             "type": "object", "additionalProperties": False,
             "x-message": {"type": "an entry is a mapping with at least a module",
@@ -73,6 +75,8 @@ SCHEMA = {
         "keep_fp32_modules": _strings("keep_fp32_modules must be a list of module globs"),
         # --dtype float8: the nn.Linear modules (named_modules() paths) to leave in bf16
         "keep_out_of_fp8": _strings("keep_out_of_fp8 must be a list of module names"),
+        # --dtype nvfp4 / mxfp4: the nn.Linear modules (named_modules() paths) to leave in bf16
+        "keep_out_of_fp4": _strings("keep_out_of_fp4 must be a list of module names"),
         # training entries (check --train, plan --train): how the optimizer holds the weights
         "master_weights": {"enum": ["float32", None],
                            "x-message": "master_weights {value!r} is not supported (float32: the "
@@ -134,6 +138,9 @@ class OverridePlan:
     #: --dtype float8: the nn.Linear modules (exact named_modules() paths) that stay in bf16
     #: (torchao's module_filter_fn returns False for them; Transformer Engine keeps them nn.Linear)
     keep_out_of_fp8: list[str] = field(default_factory=list)
+    #: --dtype nvfp4 / mxfp4: the nn.Linear modules (exact named_modules() paths) that stay in
+    #: bf16 (torchao's filter_fn, Transformer Engine's per-layer choice, Megatron's bf16 layers)
+    keep_out_of_fp4: list[str] = field(default_factory=list)
     #: training entries: ``"float32"`` when the optimizer steps an fp32 master copy of the
     #: low-precision weights (pure mode; autocast's weights are fp32 already)
     master_weights: str | None = None
@@ -149,11 +156,18 @@ class OverridePlan:
             data["keep_fp32_modules"] = list(self.keep_fp32_modules)
         if self.keep_out_of_fp8:
             data["keep_out_of_fp8"] = list(self.keep_out_of_fp8)
+        if self.keep_out_of_fp4:
+            data["keep_out_of_fp4"] = list(self.keep_out_of_fp4)
         if self.master_weights:
             data["master_weights"] = self.master_weights
         if self.loss_scale:
             data["loss_scale"] = dict(self.loss_scale)
         return data
+
+    def keep_out(self, target) -> list[str]:
+        """The Linears the plan leaves in bf16 under a quantized-Linear ``target`` (a
+        core.target.Target): keep_out_of_fp4 under nvfp4/mxfp4, keep_out_of_fp8 under float8."""
+        return self.keep_out_of_fp4 if getattr(target, "fp4", None) else self.keep_out_of_fp8
 
     @property
     def has_training_entries(self) -> bool:
@@ -220,6 +234,7 @@ def parse_plan(data, source: str) -> OverridePlan:
     return OverridePlan(target=dict(data.get("target") or {}), overrides=entries,
                         keep_fp32_modules=data.get("keep_fp32_modules") or [],
                         keep_out_of_fp8=data.get("keep_out_of_fp8") or [],
+                        keep_out_of_fp4=data.get("keep_out_of_fp4") or [],
                         master_weights=data.get("master_weights"),
                         loss_scale=({"init": float(data["loss_scale"]["init"])}
                                     if data.get("loss_scale") else None),

@@ -19,6 +19,7 @@ from ..core.findings import PLAN_MIN_SEVERITY, PLANNED_ACTIONS, SEVERITY_RANK
 from ..core.globs import matches
 from ..ir.graph import producers
 from ..runtime.pytorch.ops import GEMM_OPS
+from . import fp4
 from .file import Override, OverridePlan, not_covered
 
 
@@ -33,6 +34,8 @@ FP8_CANNOT_RUN = "PA601"
 def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERITY):
     """(OverridePlan, notes): the plan, and one line per finding it cannot cover."""
     threshold = SEVERITY_RANK[min_severity]
+    fp4_kept = fp4.keep_out(findings, graph, min_severity).modules if target.fp4 and graph is not None else []
+    findings = [f for f in findings if not (target.fp4 and f.rule in fp4.FP4_RULES)]  # the Linears kept above
     chosen = [f for f in findings if SEVERITY_RANK[f.severity] <= threshold
               or (target.recipe and f.rule == FP8_CANNOT_RUN)]
     regions: dict[str, dict] = {}
@@ -92,7 +95,8 @@ def make_plan(findings, target, graph=None, min_severity: str = PLAN_MIN_SEVERIT
         keep = [p for p, _ in _globbed({m: {"ops": [], "whole": True} for m in owners}, known, order)]
     plan = OverridePlan(target=target.as_dict(), overrides=[e[2] for e in entries],
                         keep_fp32_modules=sorted(keep, key=lambda p: (order.get(p, len(order)), p)),
-                        keep_out_of_fp8=sorted(fp8_kept, key=lambda p: (order.get(p, len(order)), p)))
+                        keep_out_of_fp8=sorted(fp8_kept, key=lambda p: (order.get(p, len(order)), p)),
+                        keep_out_of_fp4=fp4_kept)
     return plan, notes
 
 
@@ -262,14 +266,17 @@ def _candidates(module: str):
 
 
 def header(path: str, plan: OverridePlan, target, notes=(), plan_path: str = "amp_plan.yaml",
-           value_flags: str = "") -> list[str]:
+           value_flags: str = "", findings=(), graph=None, min_severity: str = PLAN_MIN_SEVERITY) -> list[str]:
     """The comment lines at the top of a plan file: what it is and how to apply it
-    (``value_flags``: the --weights/--data the plan was made with, for its check command)."""
+    (``value_flags``: the --weights/--data the plan was made with, for its check command; an
+    FP4 plan's forms are made from the ``findings`` and ``graph`` it was made from)."""
     t = target
     flags = "" if t.mode == "autocast" and t.dtype == "float16" else f" --dtype {t.named_dtype} --mode {t.mode}"
-    flags += f" --recipe {t.recipe}" if t.recipe else ""
+    flags += f" --recipe {t.recipe}" if t.fp8_recipe else ""
     flags += value_flags
-    judged = f"float8 {t.recipe} recipe: bf16 autocast around FP8 Linears" if t.recipe else t.dtype
+    judged = f"float8 {t.recipe} recipe: bf16 autocast around FP8 Linears" if t.fp8_recipe else t.dtype
+    if t.fp4:
+        judged = f"{t.fp4}: bf16 autocast around {t.fp4.upper()} Linears" + (f", --tp {t.tp}" if t.tp > 1 else "")
     lines = [f"precisionaudit override plan for {path} ({judged}, {t.mode}, {t.device})",
              "apply it in training code (the regions run in float32; parameters are untouched):",
              "    import precisionaudit",
@@ -277,6 +284,8 @@ def header(path: str, plan: OverridePlan, target, notes=(), plan_path: str = "am
              f"check it: precisionaudit check {path}{flags} --plan {plan_path}"]
     if plan.keep_out_of_fp8:
         lines += fp8_paste_lines(plan.keep_out_of_fp8)
+    if t.fp4 and graph is not None:
+        lines += fp4.paste_lines(fp4.keep_out(findings, graph, min_severity), t.fp4)
     if plan.keep_fp32_modules:
         lines.append("pure mode: convert the model with precisionaudit.to_low_precision(model, "
                      f'"{plan_path}") so that keep_fp32_modules keep float32 parameters')

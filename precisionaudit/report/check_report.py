@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ..core import strict_json
+from ..core.target import FP4_FORMATS
 from .words import verdict
 
 TEXT_GROWTH_ROWS = 24
@@ -33,8 +34,8 @@ def _pow2(x) -> str:
     return f"2^{int(k)}" if k is not None and k == int(k) else f"{x:g}"
 
 
-def tolerance_text(tol: dict) -> str:
-    """'atol 0.01, rtol 0.01 (of max |reference|), cosine 0.999' and what FP8 adds."""
+def tolerance_text(tol: dict, kind: str = "FP8") -> str:
+    """'atol 0.01, rtol 0.01 (of max |reference|), cosine 0.999' and what FP8 (FP4) adds."""
     parts = []
     if tol.get("atol") is not None or tol.get("rtol") is not None:
         parts.append(f"atol {tol.get('atol') or 0:g}, rtol {tol.get('rtol') or 0:g} (of max |reference|)")
@@ -42,7 +43,7 @@ def tolerance_text(tol: dict) -> str:
     if tol.get("snr_db") is not None:
         parts.append(f"SNR {tol['snr_db']:g} dB")
     if tol.get("gemm_snr_db") is not None:
-        parts.append(f"each FP8 GEMM's SNR {tol['gemm_snr_db']:g} dB")
+        parts.append(f"each {kind} GEMM's SNR {tol['gemm_snr_db']:g} dB")
     return ", ".join(parts)
 
 
@@ -53,7 +54,8 @@ def render_text(report: dict) -> str:
     dtype = f"float8 {t['recipe']}" if t.get("recipe") else t["dtype"]
     lines = [f"{report['path']} [{report['entry']}] ({dtype}, {t['mode']}, {t['device']}) "
              f"on {report['device']}",
-             f"tolerance: {tolerance_text(tol)}; {runs['forward']} forward and {runs['backward']} backward "
+             f"tolerance: {tolerance_text(tol, 'FP4' if t['dtype'] in FP4_FORMATS else 'FP8')}; "
+             f"{runs['forward']} forward and {runs['backward']} backward "
              f"runs in {report['wall_s']:.2f} s"]
     lines += [f"warning: {w}" for w in report.get("warnings", [])]
     lines += [f"note: {n}" for n in report.get("notes", [])]
@@ -87,8 +89,9 @@ def _variant_lines(v, width: int) -> list[str]:
         extra += f"; Linear modules low: {linears['low']} of {linears['total']}"
     if v.get("nodes_low_precision") is not None:  # ONNX: share of the graph's nodes converted
         extra += f"; nodes low: {_pct(v['nodes_low_precision'])}"
-    if "fp8" in v:
-        extra += "; " + _fp8_text(v)
+    for kind in ("fp8", "fp4"):
+        if kind in v:
+            extra += "; " + _quantized_text(v, kind)
     if "plan" in v:
         plan = v["plan"]
         extra += f"; plan {plan['path']}: {plan['overrides']} override{'s' * (plan['overrides'] != 1)}"
@@ -111,24 +114,25 @@ def _variant_lines(v, width: int) -> list[str]:
         at = f" ({fd['line']})" if fd.get("line") else ""
         what = {"error": "raised", "nonfinite": f"{fd.get('nonfinite')} non-finite values",
                 "exceeds_tolerance": f"relative error {_e(fd.get('rel_error'))}"}[fd["kind"]]
-        if fd.get("snr_db") is not None:  # an FP8 GEMM below its own SNR bar
-            what = f"its FP8 GEMM's SNR {fd['snr_db']:.1f} dB"
+        if fd.get("snr_db") is not None:  # an FP8/FP4 GEMM below its own SNR bar
+            what = f"its {'FP4' if 'fp4' in v else 'FP8'} GEMM's SNR {fd['snr_db']:.1f} dB"
         out.append(f"  {'':10} first divergence: {where}{at}: {what}")
     if v.get("plan", {}).get("unused"):
         out.append(f"  {'':10} plan entries whose ops never ran: {', '.join(v['plan']['unused'])}")
     return out
 
 
-def _fp8_text(v) -> str:
-    """'FP8 (tensorwise): 3 Linears, 75.0% of GEMM FLOPs; kept out: head; 1 fallback'."""
-    fp8 = v["fp8"]
-    text = (f"FP8 ({fp8['recipe']}): {fp8['linears']} Linear{'s' * (fp8['linears'] != 1)}, "
-            f"{_pct(v.get('gemm_flops_fp8'))} of GEMM FLOPs")
-    if fp8["kept_out"]:
-        text += f"; kept out: {', '.join(fp8['kept_out'])}"
-    if fp8["fallback"]:
-        text += f"; {len(fp8['fallback'])} not eligible"
-    worst = fp8.get("worst_gemm")
+def _quantized_text(v, kind: str) -> str:
+    """'FP8 (tensorwise): 3 Linears, 75.0% of GEMM FLOPs; kept out: head; 1 fallback' (FP4:
+    'FP4 (nvfp4): ...')."""
+    facts = v[kind]
+    text = (f"{kind.upper()} ({facts.get('recipe') or facts.get('format')}): {facts['linears']} "
+            f"Linear{'s' * (facts['linears'] != 1)}, {_pct(v.get(f'gemm_flops_{kind}'))} of GEMM FLOPs")
+    if facts["kept_out"]:
+        text += f"; kept out: {', '.join(facts['kept_out'])}"
+    if facts["fallback"]:
+        text += f"; {len(facts['fallback'])} not eligible"
+    worst = facts.get("worst_gemm")
     if worst:
         snr = "inf" if worst["snr_db"] is None else f"{worst['snr_db']:.1f}"
         text += f"; lowest GEMM SNR {snr} dB ({worst['module']})"

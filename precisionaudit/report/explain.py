@@ -14,13 +14,19 @@ def render(graph, path, target, frontend, notes=()) -> str:
         rows.append((name, a["op"], a["module"] or "<root>", *policy, str(a["line"] or "-"), ins,
                      _short(a["compute_dtype"]), _short(fact(a, "kernel.accumulate_dtype")),
                      _short(a["out_dtype"]), fact(a, "precision.why") or ""))
-    judged = f"float8 ({target.recipe} recipe; bf16 autocast around the FP8 GEMMs)" if target.recipe \
+    judged = f"float8 ({target.recipe} recipe; bf16 autocast around the FP8 GEMMs)" if target.fp8_recipe \
         else target.dtype
+    if target.fp4:
+        judged = f"{target.fp4} (bf16 autocast around the {target.fp4.upper()} GEMMs" + \
+            (f", --tp {target.tp})" if target.tp > 1 else ")")
     out = [f"{path} under {judged} {target.mode} ({target.device}), captured by {frontend}"]
     out += [f"note: {note}" for note in notes]
     out += _table(rows)
-    if target.recipe:
+    if target.fp8_recipe:
         out += ["", f"FP8 GEMMs under --recipe {target.recipe}, per Linear GEMM:"] + _table(fp8_rows(graph))
+    if target.fp4:
+        out += ["", f"{target.fp4.upper()} GEMMs, per Linear GEMM (measured columns with --weights/--data; "
+                "Wgrad rank: worst first):"] + _table(fp4_rows(graph))
     return "\n".join(out) + "\n"
 
 
@@ -46,6 +52,48 @@ def fp8_rows(graph) -> list[tuple]:
         size = f"{facts.n}x{facts.k}" if facts.k is not None else "?"
         rows.append((name, a["module"] or "<root>", size, "FP8" if facts.runs_fp8 else "bf16", why))
     return rows
+
+
+def fp4_rows(graph) -> list[tuple]:
+    """One row per linear the FP4 pass judged: where it sits (block, --tp split), whether it runs
+    in FP4 and why not, and what the range pass measured of it: the SQNR of its input, weight,
+    forward GEMM and Wgrad GEMM (dB), the share of its blocks below NVFP4's scale window or
+    clipped by MX's floor rule, the share that keep fewer than half their values."""
+    ranked = {}
+    for _, a in graph.nodes(data=True):
+        r = a.get("fp4_range")
+        if r is not None and r.sqnr_db("wgrad") is not None:
+            ranked.setdefault(a["module"], r.sqnr_db("wgrad"))
+    order = {m: i + 1 for i, m in enumerate(sorted(ranked, key=ranked.get))}
+    rows = [("node", "module", "N x K", "split", "block", "runs in", "in dB", "w dB", "gemm dB", "wgrad dB",
+             "rank", "scale/clip", "hollow", "why")]
+    for name, a in graph.nodes(data=True):
+        f = a.get("fp4")
+        if f is None:
+            continue
+        r = a.get("fp4_range")
+        why = f.fallback or ("output head: the recipes keep it in bf16 (PA612)" if f.output_head else "eligible")
+        cells = ["-"] * 7
+        if r is not None:
+            worst = max((r.block_share(t, "subnormal") + r.block_share(t, "flushed") + r.block_share(t, "floor_clips")
+                         for t in ("input", "weight") if r.operand(t) is not None), default=None)
+            hollow = max((r.block_share(t, "hollow") for t in ("input", "weight") if r.operand(t) is not None),
+                         default=None)
+            cells = [_db(r.sqnr_db(p)) for p in ("input", "weight", "gemm", "wgrad")] + [
+                str(order.get(a["module"], "-")), _share(worst), _share(hollow)]
+        size = f"{f.n}x{f.k}" if f.k is not None else "?"
+        block = "-" if f.block is None else f"{f.block}/{f.blocks}"
+        rows.append((name, a["module"] or "<root>", size, f.split, block, f.format.upper() if f.runs_fp4 else "bf16",
+                     *cells, why))
+    return rows
+
+
+def _db(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _share(value) -> str:
+    return "-" if value is None else f"{value:.1%}"
 
 
 _SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}

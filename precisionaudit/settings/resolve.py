@@ -99,7 +99,7 @@ class SettingsResolver:
         if config.path not in self._by_config:
             values = {k: self.flags.get(k) or getattr(config, k) or DEFAULTS[k] for k in DEFAULTS}
             self._by_config[config.path] = FileSettings(
-                config=config, target=_target(values, self._recipe(config, values["dtype"])),
+                config=config, target=_target(values, self._recipe(config, values["dtype"]), self.flags.get("tp", 1)),
                 fail_on=values["fail_on"],
                 rule_ids=selected_ids(self.known + config.pack_ids, config, self.select,
                                       self.extend_select, self.ignore),
@@ -107,9 +107,10 @@ class SettingsResolver:
         return self._by_config[config.path]
 
 
-def _target(values: dict, recipe: str | None) -> Target:
-    """The judged target; ``--dtype float8`` is bf16 autocast with FP8 Linears under ``recipe``."""
+def _target(values: dict, recipe: str | None, tp: int = 1) -> Target:
+    """The judged target; ``--dtype float8`` is bf16 autocast with FP8 Linears under ``recipe``,
+    ``--dtype nvfp4|mxfp4`` with FP4 Linears; ``tp``: the tensor-parallel degree (``--tp``)."""
     try:
-        return Target.named(values["dtype"], values["mode"], values["device"], recipe)
+        return Target.named(values["dtype"], values["mode"], values["device"], recipe, tp)
     except ValueError as exc:
         raise UsageError(str(exc)) from None

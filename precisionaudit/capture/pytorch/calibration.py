@@ -15,7 +15,9 @@ only: PA301 where the target run is hot or inf, PA302 where its pole turned inf,
 value-range pass where the target run's interval is not finite. A healthy batch costs one
 recorded forward instead of two. Under an FP8 target the fp32 forward still runs on every
 batch, unrecorded on healthy ones, for the FP8 counts of each Linear's fp32 input
-(``fp8_ranges``). Both runs of a batch start from the same random state, and freed memory is
+(``fp8_ranges``); under an FP4 target one more fp32 forward and backward runs on each batch
+for each Linear's FP4 counts, Wgrad GEMM included (``fp4_ranges``). Both runs of a batch
+start from the same random state, and freed memory is
 reused rather than paged in again (``memory.reuse_freed_memory``).
 
 Each user-level call that becomes an IR node is keyed by ``module|op|k`` (its k-th call of
@@ -42,6 +44,7 @@ from ...runtime.pytorch.source import open_source
 from ...runtime.pytorch.user_code import describe, user_code
 from ...runtime.sources import LoadOptions
 from .capture import is_significant
+from .fp4_ranges import Fp4Counts
 from .fp8_ranges import LinearCounts
 from .memory import reuse_freed_memory
 from .offload import checkpoint_stats, load_offloaded, needs_offload
@@ -59,6 +62,7 @@ class Measurement:
     reference_runs: int = 0  # batches whose fp32 reference was recorded (needs_reference)
     unmatched: int = 0  # reference calls the target run did not make (branches on the dtype), all batches
     fp8: dict = field(default_factory=dict)  # nn.Linear name → E4M3 counts (FP8 targets; fp8_ranges)
+    fp4: dict = field(default_factory=dict)  # nn.Linear name → FP4 counts (FP4 targets; fp4_ranges)
 
 
 class _StatsRecorder(Recorder):
@@ -131,6 +135,9 @@ def measure_model(model, source, target, values: ValueOptions, weight_ranges: di
     they are not all in memory)."""
     path = source.name
     result = Measurement(weights=model_weight_stats(model, target.dtype) if weight_ranges is None else weight_ranges)
+    # FP4 targets: each Linear's weight in FP4 now, its inputs and GEMMs on each batch (not offloaded)
+    fp4 = Fp4Counts(model, getattr(target, "fp4", None) if weight_ranges is None else None)
+    result.fp4 = fp4.records()
     if not values.measure:
         return result
     example = source.example_inputs("--data")
@@ -147,9 +154,12 @@ def measure_model(model, source, target, values: ValueOptions, weight_ranges: di
             if record or linears.enabled:
                 with _random_state(start), linears.counting():
                     reference = _reference_pass(model, args, kwargs, target.dtype, record, path, batch)
+            if fp4.enabled:
+                with _random_state(start):
+                    fp4.run(_fp32(args), _fp32(kwargs), 0, path, batch)
             merge_batch(result, reference, None if low is None else low.calls, batch)
             result.batches = batch + 1
-    result.fp8 = linears.records()
+    result.fp8, result.fp4 = linears.records(), fp4.records()
     return result
 
 

@@ -17,10 +17,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from ...core.numerics import LOW_PRECISION_NAMES
-from ...runtime.pytorch.fp8 import in_fp8_gemm
+from ...runtime.pytorch import gemm_format
+from ...runtime.pytorch.fp4 import FORMAT_NAME as FP4_NAME
+from ...runtime.pytorch.fp8 import FORMAT_NAME as FP8_NAME
 
-#: what FP8 GEMMs (computed in fp32 by runtime/pytorch/fp8.py) are counted as
-FP8_NAME = "float8_e4m3fn"
+#: the quantized GEMMs (computed in fp32 by runtime/pytorch/fp8.py and fp4.py), by the name
+#: they are counted under
+QUANTIZED = (FP8_NAME, FP4_NAME)
 
 RNN_OPS = {"mkldnn_rnn_layer", "_cudnn_rnn"}
 
@@ -57,7 +60,7 @@ class GemmFlops(TorchDispatchMode):
             first = next((a for a in pytree.tree_leaves(args)
                           if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
             if first is not None:
-                name = FP8_NAME if in_fp8_gemm() else str(first.dtype).replace("torch.", "")
+                name = gemm_format.current() or str(first.dtype).replace("torch.", "")
                 self.by_dtype[name] += int(flops)
         return out
 
@@ -66,15 +69,16 @@ class GemmFlops(TorchDispatchMode):
         return sum(self.by_dtype.values())
 
     def low_share(self) -> float | None:
-        """Share of GEMM FLOPs in fp16/bf16 or FP8 (None when the forward ran no GEMM)."""
+        """Share of GEMM FLOPs in fp16/bf16, FP8 or FP4 (None when the forward ran no GEMM)."""
         if not self.total:
             return None
-        low = sum(v for k, v in self.by_dtype.items() if k in LOW_PRECISION_NAMES or k == FP8_NAME)
+        low = sum(v for k, v in self.by_dtype.items() if k in LOW_PRECISION_NAMES or k in QUANTIZED)
         return low / self.total
 
-    def fp8_share(self) -> float | None:
-        """Share of GEMM FLOPs run as FP8 GEMMs (None when the forward ran no GEMM)."""
-        return self.by_dtype[FP8_NAME] / self.total if self.total else None
+    def share_of(self, name: str) -> float | None:
+        """Share of GEMM FLOPs run as ``name``'s GEMMs (``float8_e4m3fn``, ``float4_e2m1fn``;
+        None when the forward ran no GEMM)."""
+        return self.by_dtype[name] / self.total if self.total else None
 
 
 class LinearCensus:

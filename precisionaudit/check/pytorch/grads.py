@@ -20,9 +20,10 @@ import weakref
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils import _pytree as pytree
 
 from ...core.numerics import FP16_MAX
+from ...runtime.pytorch.losses import floats as _floats
+from ...runtime.pytorch.losses import scalar_loss  # noqa: F401  (check's and train's loss)
 from ..metrics import report_number
 
 ZERO_BELOW, SUBNORMAL_BELOW = -24, -14  # binary exponents
@@ -31,25 +32,6 @@ GRADSCALER_DEFAULT = 2.0 ** 16
 UNDERFLOW_WARN = 0.01
 _OFFSET, _BINS = 200, 400
 SCALE_RANGE = (-24, 24)
-
-
-def scalar_loss(outputs, seed: int):
-    """A function outputs → scalar loss, fixed for all variants (weights drawn once)."""
-    leaves = [t for t in pytree.tree_leaves(outputs)
-              if isinstance(t, torch.Tensor) and t.is_floating_point()]
-    if leaves and leaves[0].numel() == 1:
-        return lambda out: _floats(out)[0].float().reshape(())
-    gen = torch.Generator().manual_seed(seed)
-    weights = [torch.randn(t.shape, generator=gen).to(t.device) for t in leaves]
-
-    def loss(out):
-        terms = [(o.float() * w).mean() for o, w in zip(_floats(out), weights)]
-        return sum(terms) if terms else None
-    return loss
-
-
-def _floats(out):
-    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
 class GradHistogram:

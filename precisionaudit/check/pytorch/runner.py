@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import time
 from collections import Counter
@@ -36,7 +37,7 @@ from ..metrics import (
     variant_status,
 )
 from ..tolerance import tolerance_for
-from . import fp8
+from . import quantized
 from .divergence import Probe
 from .flops import GemmFlops, LinearCensus
 from .grads import (
@@ -89,8 +90,8 @@ def _run_check(path, target, plan, device, tolerance, seed, grad, load, progress
             session.warnings.append(mismatch)
     while True:
         variants = [session.reference_entry()]
-        if session.target.recipe:  # FP8: bf16 autocast alone first, the FP8 target then
-            variants.append(session.variant("bfloat16", fp8_linears=False))
+        if session.target.recipe:  # FP8/FP4: bf16 autocast alone first, the FP8/FP4 target then
+            variants.append(session.variant("bfloat16", quantized_linears=False))
         variants.append(session.variant("baseline"))
         if plan_obj is not None:
             variants.append(session.variant("planned", plan_obj))
@@ -117,7 +118,7 @@ class Session:
         self.path, self.seed, self.grad = path, seed, grad
         self.progress = progress or (lambda message: None)
         self.runtime = runtime = execution.resolve(device)
-        self.target = target = Target(target.dtype, target.mode, runtime.policy_device, target.recipe)
+        self.target = target = dataclasses.replace(target, device=runtime.policy_device)
         self.tol = tolerance or tolerance_for(target.named_dtype)
         self.warnings: list[str] = []
         self.progress("loading the model")
@@ -132,7 +133,7 @@ class Session:
         # the model (rotary cos/sin caches as plain attributes) that model.half() never
         # converts and that autocast would build in the low dtype
         self._models = {plan_key(None): _variant_model(model, target, None)}
-        if target.recipe:  # the bf16 autocast variant an FP8 check also runs
+        if target.recipe:  # the bf16 autocast variant an FP8/FP4 check also runs
             self._models["bf16"] = _variant_model(model, target, None)
         for plan in plans or ():
             self._models[plan_key(plan)] = _variant_model(model, target, plan)
@@ -178,22 +179,23 @@ class Session:
         return {"name": "reference", "dtype": "float32", "status": "ok", "error": None,
                 "wall_s": report_number(self.ref.wall_s)}
 
-    def variant(self, name: str, plan=None, fp8_linears: bool = True) -> dict:
+    def variant(self, name: str, plan=None, quantized_linears: bool = True) -> dict:
         """The report entry of one low-precision run, with ``plan`` applied if given. Under
-        an FP8 target the eligible Linears (less the plan's keep_out_of_fp8) run in FP8,
-        unless ``fp8_linears`` is False (the bf16 autocast variant)."""
+        an FP8/FP4 target the eligible Linears (less the plan's keep_out_of_fp8/fp4) run in
+        FP8/FP4, unless ``quantized_linears`` is False (the bf16 autocast variant)."""
         target, runtime = self.target, self.runtime
-        key = plan_key(plan) if plan is not None or fp8_linears else "bf16"
+        key = plan_key(plan) if plan is not None or quantized_linears else "bf16"
         model = self._models.get(key) if self._keep_models else self._models.pop(key, None)
         if model is None:
             model = _variant_model(self.model if self._pristine is None else self._pristine, target, plan)
         choice = None
         policy = execution.policy(runtime, target)
-        if target.recipe and fp8_linears:
-            choice = fp8.choose(model, target.recipe, plan.keep_out_of_fp8 if plan is not None else ())
-            policy = _both(policy, fp8.fp8_linears(model, choice))
+        if target.recipe and quantized_linears:
+            choice = quantized.choose(model, target.recipe, plan.keep_out(target) if plan is not None else (),
+                                      self.seed)
+            policy = _both(policy, quantized.quantized_linears(model, choice))
         handle = apply_plan(model, plan, warn=False, compilable=False) if plan is not None else None
-        named = f"float8 {target.recipe}" if choice is not None else target.dtype
+        named = (target.fp4 or f"float8 {target.recipe}") if choice is not None else target.dtype
         self.progress(f"{name} ({named}, {target.mode}), batch {self.batch}, run {self.counts['forward'] + 1}")
         try:
             run = _execute(name, model, *_variant_inputs(self.args, self.kwargs, target, runtime.torch_device),
@@ -206,14 +208,17 @@ class Session:
         self.runs.append(run)
         entry = _variant_entry(run, self.ref_outputs, self.ref, self.tol, target)
         if choice is not None:
-            entry.update(dtype="float8", recipe=target.recipe, fp8=choice.as_dict(),
-                         gemm_flops_fp8=None if run.error else report_number(run.flops.fp8_share()))
+            kind = choice.kind
+            named_format = {"recipe": target.recipe} if kind == "fp8" else {}
+            share = run.flops.share_of(quantized.FORMAT_NAMES[kind])
+            entry.update(dtype=target.named_dtype, **named_format, **{kind: choice.as_dict()},
+                         **{f"gemm_flops_{kind}": None if run.error else report_number(share)})
             gemm = choice.below(self.tol.gemm_snr_db)
-            if gemm is not None and entry["status"] == "ok":  # an FP8 GEMM below its own bar
+            if gemm is not None and entry["status"] == "ok":  # a quantized GEMM below its own bar
                 entry["status"] = "exceeds_tolerance"
                 entry["first_divergence"] = run.probe.first_divergence() or gemm
             for path in choice.unmatched:
-                self.warnings.append(f"{plan.source}: keep_out_of_fp8 entry {path!r} names no nn.Linear "
+                self.warnings.append(f"{plan.source}: keep_out_of_{kind} entry {path!r} names no nn.Linear "
                                      "of the model")
         if plan is not None:
             entry["plan"] = {"path": plan.source, "overrides": len(plan.overrides),
@@ -228,7 +233,7 @@ class Session:
         runtime, target = self.runtime, self.target
         notes = list(runtime.notes) + _measurement_notes(self.ref, self.runs)
         if target.recipe:
-            notes.append(fp8.emulation_note(target.recipe))
+            notes.append(quantized.emulation_note(target.recipe))
         if runtime.emulated_ops:
             notes.append("computed in float32 and rounded to the low dtype (no CPU kernel for it; "
                          "CUDA has one): " + ", ".join(sorted(runtime.emulated_ops)))

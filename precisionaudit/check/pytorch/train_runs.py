@@ -59,6 +59,7 @@ class Run:
     steps: list = field(default_factory=list)
     stopped_at: int | None = None  # the step at which it went non-finite (no more steps run)
     plan_handle: object = None
+    quantized: object = None  # check.pytorch.quantized.Choice: the Linears run in FP4 (FP4 targets)
     keys: dict = field(default_factory=dict)  # name -> the tensor the optimizer steps (its state's key)
 
     def __post_init__(self):

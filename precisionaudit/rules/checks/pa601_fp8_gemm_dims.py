@@ -14,6 +14,6 @@ def fp8_gemm_dims(graph, name, node, target):
         return None
     if facts.output_head:
         instead = "as the output head it belongs in bf16 anyway (PA602): leave it out of the FP8 conversion"
-        return Hit(name, {**fp8_values(node), "instead": instead}, case="output-head")
+        return Hit(name, {**fp8_values(node, target), "instead": instead}, case="output-head")
     instead = f"pad it to {facts.padded_n}x{facts.padded_k} to run it in FP8"
-    return Hit(name, {**fp8_values(node), "instead": instead}, case="hidden-layer")
+    return Hit(name, {**fp8_values(node, target), "instead": instead}, case="hidden-layer")

@@ -26,11 +26,11 @@ The forward only: E5M2 gradients (the backward of the hybrid recipes) are not co
 """
 from __future__ import annotations
 
-import contextlib
-from contextvars import ContextVar
-
 import torch
 from torch.overrides import handle_torch_function, has_torch_function
+
+from .autocast_state import autocast_disabled
+from .gemm_format import quantized_gemm
 
 E4M3 = torch.float8_e4m3fn
 E4M3_MAX = float(torch.finfo(E4M3).max)  # 448
@@ -41,13 +41,8 @@ E8M0_BIAS = 127
 #: per recipe: how scales are laid out ("tensor", "row", "block")
 GRANULARITY = {"tensorwise": "tensor", "delayed": "tensor", "rowwise": "row", "rowwise_with_gw_hp": "row",
                "mxfp8": "block"}
-
-_IN_FP8_GEMM: ContextVar[bool] = ContextVar("precisionaudit_fp8_gemm", default=False)
-
-
-def in_fp8_gemm() -> bool:
-    """True while an FP8 GEMM's fp32 stand-in runs: FLOP counters count it as FP8."""
-    return _IN_FP8_GEMM.get()
+#: what the FLOP counter counts an FP8 GEMM's fp32 stand-in as (gemm_format.current)
+FORMAT_NAME = "float8_e4m3fn"
 
 
 def amax_to_scale(amax: torch.Tensor, power_of_2: bool = False) -> torch.Tensor:
@@ -103,16 +98,13 @@ def fp8_gemm(x: torch.Tensor, weight: torch.Tensor, recipe: str, out_dtype: torc
     in E4M3 under the recipe's scales, exact products accumulated in fp32, scales applied to
     the accumulator, one rounding to ``out_dtype``."""
     rows = x.reshape(-1, x.shape[-1])
-    token = _IN_FP8_GEMM.set(True)
-    try:
+    with quantized_gemm(FORMAT_NAME):
         if GRANULARITY[recipe] == "block":
             out = mx_dequantize(*mx_quantize(rows)) @ mx_dequantize(*mx_quantize(weight)).t()
         else:
             sx, sw = scale_of(rows, recipe), scale_of(weight, recipe)
             acc = to_e4m3(rows, sx).to(torch.float32) @ to_e4m3(weight, sw).to(torch.float32).t()
             out = acc * (sx.reciprocal() * sw.reciprocal().reshape(1, -1))
-    finally:
-        _IN_FP8_GEMM.reset(token)
     return out.to(out_dtype).reshape(*x.shape[:-1], weight.shape[0])
 
 
@@ -129,12 +121,8 @@ def linear(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     device = input.device.type
     if torch.is_autocast_enabled(device):
         input = input.to(torch.get_autocast_dtype(device))
-    with torch._C.DisableTorchFunction(), _autocast_off(device):
+    with torch._C.DisableTorchFunction(), autocast_disabled():
         out = fp8_gemm(input, weight, recipe, input.dtype)
         if bias is not None:
             out = out + bias.to(out.dtype)
     return out
-
-
-def _autocast_off(device: str):
-    return torch.autocast(device, enabled=False) if device in ("cpu", "cuda") else contextlib.nullcontext()

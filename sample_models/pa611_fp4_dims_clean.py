@@ -1,0 +1,36 @@
+"""PA611 clean twin: an MLP width of 1024, a multiple of 16 and 32 (NVFP4, MXFP4) and of 128
+(torchao's NVFP4 training), so every Linear runs in FP4."""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, d, ff):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.up = nn.Linear(d, ff)
+        self.down = nn.Linear(ff, d)
+
+    def forward(self, x):
+        return x + self.down(F.gelu(self.up(self.norm(x))))
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab=1024, d=256, ff=1024):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.block = Block(d, ff)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, ids):
+        # the head is the embedding matrix read by F.linear: no nn.Linear to convert, it stays bf16
+        return F.linear(self.norm(self.block(self.embed(ids))), self.embed.weight).float()
+
+
+def get_model():
+    return TinyLM()
+
+
+def get_example_inputs():
+    return (torch.randint(0, 1024, (2, 16)),)
