@@ -140,6 +140,72 @@ def test_generated_inputs_follow_the_config_and_input_shape(hf_dirs, name, shape
     assert captured.graph.graph["inputs"] == inputs
 
 
+def _image_classifier(root, config_class, architecture, processor=None, **kwargs):
+    import transformers
+
+    made = getattr(transformers, config_class)(**kwargs)
+    made.architectures = [architecture]
+    made.save_pretrained(root)
+    if processor is not None:
+        (root / "preprocessor_config.json").write_text(json.dumps(processor))
+    return str(root)
+
+
+RESNET = dict(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=10)
+
+
+@pytest.mark.parametrize("processor, size, note", [
+    (None, 224, "no image_size in the config or a preprocessor_config.json: ResNetForImageClassification was "
+                "given 224x224 images, ImageNet classifiers' convention (give the pixel values' dims with "
+                "--input-shape pixel_values=1x3xHxW)"),
+    ({"do_center_crop": True, "crop_size": {"height": 160, "width": 160}, "size": {"shortest_edge": 182}}, 160,
+     "160x160 images, from preprocessor_config.json's crop_size"),
+    ({"size": {"height": 96, "width": 128}}, (96, 128), "96x128 images, from preprocessor_config.json's size"),
+])
+def test_an_image_classifier_without_image_size_reads_its_processor_or_falls_back_with_a_note(
+        tmp_path, processor, size, note):
+    """ResNet, RegNet, BiT and PoolFormer configs carry no image_size (issue 44: they were refused)."""
+    from precisionaudit.capture.pytorch.capture import capture_file
+    from precisionaudit.core.target import Target
+
+    captured = capture_file(_image_classifier(tmp_path, "ResNetConfig", "ResNetForImageClassification",
+                                              processor, **RESNET), Target())
+    height, width = (size, size) if isinstance(size, int) else size
+    assert captured.frontend == "fake" and captured.graph.graph["inputs"] == [("float32", (1, 3, height, width))]
+    assert captured.notes == [note]
+
+
+def test_a_vision_tower_gives_its_image_size(tmp_path):
+    """CLIP, SigLIP and MetaCLIP carry the size in vision_config.image_size."""
+    from precisionaudit.capture.pytorch.capture import capture_file
+    from precisionaudit.core.target import Target
+
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=48,
+                  patch_size=16)
+    text = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=100)
+    captured = capture_file(_image_classifier(tmp_path, "CLIPConfig", "CLIPForImageClassification",
+                                              vision_config=vision, text_config=text, num_labels=3), Target())
+    assert captured.graph.graph["inputs"] == [("float32", (1, 3, 48, 48))]
+    assert captured.notes == ["48x48 images, from vision_config.image_size"]
+
+
+def test_a_composite_config_gives_a_text_model_its_text_config_as_the_auto_classes_do(tmp_path):
+    """Qwen3.5's config.json (model_type qwen3_5) naming Qwen3_5ForCausalLM: the class takes the
+    text config, as AutoModelForCausalLM.from_config hands it over."""
+    import transformers
+
+    from precisionaudit.runtime.pytorch.huggingface import huggingface_model
+
+    text = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, vocab_size=1000, layer_types=["linear_attention", "full_attention"])
+    made = transformers.Qwen3_5Config(text_config=text)
+    made.architectures = ["Qwen3_5ForCausalLM"]
+    made.save_pretrained(tmp_path)
+    found = huggingface_model(str(tmp_path))
+    model = found.make_model()
+    assert type(model).__name__ == "Qwen3_5ForCausalLM" and type(model.config).__name__ == "Qwen3_5TextConfig"
+
+
 def test_explain_plan_and_check_take_a_hugging_face_directory(cli, tmp_path, hf_dirs):
     directory = hf_dirs["llama"][1]
     assert cli("explain", directory).exit_code == 0

@@ -12,12 +12,15 @@ Example inputs follow the model's ``main_input_name``: token ids (``input_ids``:
 of ``DEFAULT_TOKENS`` tokens, or the model's position limit when lower, uniform over the
 vocabulary, with an all-ones ``attention_mask`` and, for encoder-decoders, the same ids as
 ``decoder_input_ids``) or pixel values (``pixel_values``: one image of the config's
-``num_channels`` x ``image_size``, standard normal). ``--input-shape`` gives other dims
+``num_channels`` x ``image_size``, standard normal; without an ``image_size``, the vision
+tower's (``vision_config``), else the directory's ``preprocessor_config.json``, else ImageNet
+classifiers' 224, which the report's notes say). ``--input-shape`` gives other dims
 (``input_ids=4x512``, ``pixel_values=2x3x384x384``, or the bare dims of the main input).
 """
 from __future__ import annotations
 
 import inspect
+import json
 import os
 
 from collections.abc import Callable
@@ -42,6 +45,8 @@ class HuggingFaceModel:
     main_input: str
     directory: str  # where config.json is: its shards are the model's own weights
     load_pretrained: Callable  # (**placement) -> the model with the directory's weights
+    notes: list  # how the inputs were made where the config did not say (the report's notes)
+    small: Callable  # () -> the same model from its config made small (``small_config``), or None
 
 
 def huggingface_model(name: str, input_shapes=()) -> HuggingFaceModel:
@@ -49,10 +54,29 @@ def huggingface_model(name: str, input_shapes=()) -> HuggingFaceModel:
     example inputs (``input_shapes``: --input-shape)."""
     data = read_hf_config(name)  # model_type and architectures, checked before any model code
     config = _config(name, data)
-    cls = _model_class(name, config)
+    cls, config = _model_class(name, config)
+    return _model(name, config, cls, input_shapes)
+
+
+def _model(name: str, config, cls, input_shapes) -> HuggingFaceModel:
     directory = os.path.dirname(os.path.abspath(hf_config_path(name)))
-    return HuggingFaceModel(cls.__name__, lambda: cls(config).eval(), _inputs(name, config, cls, input_shapes),
-                            cls.main_input_name, directory, _pretrained(cls, config, directory))
+    notes = []
+    return HuggingFaceModel(cls.__name__, lambda: cls(config).eval(), _inputs(name, config, cls, input_shapes, notes),
+                            cls.main_input_name, directory, _pretrained(cls, config, directory), notes,
+                            lambda: _small(name, config, cls, input_shapes))
+
+
+def _small(name: str, config, cls, input_shapes) -> HuggingFaceModel | None:
+    """The model of the config made small (``small_config``), None when there is none."""
+    from .small_config import small_config
+
+    small = small_config(config)
+    if small is None:
+        return None
+    try:
+        return _model(name, small, cls, input_shapes)
+    except UsageError:  # its inputs cannot be generated
+        return None
 
 
 def _pretrained(cls, config, directory: str):
@@ -107,8 +131,12 @@ def _config(name: str, data: dict):
 
 
 def _model_class(name: str, config):
-    """The transformers class of ``architectures[0]``, checked to be a model for this config;
-    without architectures, the base model of the model_type (what ``AutoModel`` builds)."""
+    """(class, config): the transformers class of ``architectures[0]``, checked to be a model
+    for this config as transformers' Auto classes check it (the class takes the config, or the
+    Auto mappings pair it with the config's model_type: ``exaone`` builds ``LlamaForCausalLM``),
+    and the config it takes (a composite config's text config when the class takes that, as
+    ``AutoModelForCausalLM.from_config`` gives it); without architectures, the base model of the
+    model_type (what ``AutoModel`` builds)."""
     transformers = _transformers(name)
     from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
@@ -118,19 +146,37 @@ def _model_class(name: str, config):
         if type(config) not in MODEL_MAPPING:
             raise UsageError(f"{path}: no architectures, and transformers has no base model for "
                              f"model_type {config.model_type!r}")
-        return MODEL_MAPPING[type(config)]
+        return MODEL_MAPPING[type(config)], config
     architecture = architectures[0]
     cls = getattr(transformers, architecture, None) if architecture.isidentifier() else None
     if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
         raise UsageError(f"{path}: unknown architecture {architecture!r} (not a model class of "
                          f"transformers {transformers.__version__})")
-    if not isinstance(config, cls.config_class):
-        raise UsageError(f"{path}: architecture {architecture} takes a {cls.config_class.__name__}, "
-                         f"and model_type {config.model_type!r} is a {type(config).__name__}")
-    return cls
+    if isinstance(config, cls.config_class):
+        return cls, config
+    text = (getattr(config, "sub_configs", None) or {}).get("text_config")
+    if text is not None and cls.config_class is text:
+        return cls, config.get_text_config()
+    if architecture in _auto_classes(config.model_type):
+        return cls, config
+    raise UsageError(f"{path}: architecture {architecture} takes a {cls.config_class.__name__}, "
+                     f"and model_type {config.model_type!r} is a {type(config).__name__}")
 
 
-def _inputs(name: str, config, cls, shapes):
+def _auto_classes(model_type: str) -> set[str]:
+    """The class names transformers' Auto mappings give for ``model_type``, every task."""
+    from transformers.models.auto import modeling_auto
+
+    names = set()
+    for attribute in dir(modeling_auto):
+        mapping = getattr(modeling_auto, attribute)
+        if attribute.endswith("_MAPPING_NAMES") and isinstance(mapping, dict):
+            found = mapping.get(model_type, ())
+            names.update((found,) if isinstance(found, str) else found)
+    return names
+
+
+def _inputs(name: str, config, cls, shapes, notes: list):
     """The function that makes the example inputs of the model, or None when its main input
     is neither token ids nor pixel values (then --inputs module:callable gives them)."""
     main = cls.main_input_name
@@ -143,7 +189,7 @@ def _inputs(name: str, config, cls, shapes):
     if main == "input_ids":
         return _token_ids(name, config, cls, dims)
     if main == "pixel_values":
-        return _pixel_values(name, config, cls, dims)
+        return _pixel_values(name, config, cls, dims, notes)
     if given:
         raise UsageError(f"--input-shape: {cls.__name__}'s input {main} is not generated (token ids and "
                          "pixel values are); give it with --inputs module:callable")
@@ -151,7 +197,10 @@ def _inputs(name: str, config, cls, shapes):
 
 
 def _token_ids(name: str, config, cls, dims):
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    try:
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    except ValueError:  # several text configs (MusicGen's text encoder and decoder): the config's own
+        text = config
     vocab = getattr(text, "vocab_size", None)
     if not isinstance(vocab, int) or vocab < 1:
         raise UsageError(f"{hf_config_path(name)}: no vocab_size to draw token ids from; give the inputs "
@@ -182,14 +231,22 @@ def _token_ids(name: str, config, cls, dims):
     return make
 
 
-def _pixel_values(name: str, config, cls, dims):
-    channels = getattr(config, "num_channels", 3)
-    size = getattr(config, "image_size", None)
-    size = (size, size) if isinstance(size, int) else tuple(size) if isinstance(size, (list, tuple)) else None
+#: the input size of ImageNet classifiers (torchvision's and timm's default), for a config without one
+CONVENTIONAL_IMAGE_SIZE = 224
+
+
+def _pixel_values(name, config, cls, dims, notes):
+    vision = getattr(config, "vision_config", None) or config  # CLIP, SigLIP: the vision tower's config
+    channels = getattr(config, "num_channels", None) or getattr(vision, "num_channels", 3)
     if dims is None:
-        if size is None or len(size) != 2:
-            raise UsageError(f"{hf_config_path(name)}: no image_size in the config; give the pixel values' "
-                             "dims with --input-shape pixel_values=1x3xHxW")
+        size, where = image_size(config, os.path.dirname(os.path.abspath(hf_config_path(name))))
+        if size is None:
+            size = (CONVENTIONAL_IMAGE_SIZE,) * 2
+            notes.append(f"no image_size in the config or a preprocessor_config.json: {cls.__name__} was given "
+                         f"{size[0]}x{size[1]} images, ImageNet classifiers' convention (give the pixel values' "
+                         "dims with --input-shape pixel_values=1x3xHxW)")
+        elif where != "image_size":
+            notes.append(f"{size[0]}x{size[1]} images, from {where}")
         dims = (DEFAULT_IMAGES, channels, *size)
     if len(dims) != 4 or dims[1] != channels:
         raise UsageError(f"--input-shape {'x'.join(map(str, dims))}: pixel_values is (images, {channels} "
@@ -201,3 +258,43 @@ def _pixel_values(name: str, config, cls, dims):
         return {"pixel_values": torch.randn(dims)}
 
     return make
+
+
+def image_size(config, directory: str) -> tuple[tuple[int, int] | None, str]:
+    """((height, width), where it was read) of the images a vision model takes: the config's
+    ``image_size``, its vision tower's (``vision_config.image_size``: CLIP, SigLIP), else the
+    image processor's in ``preprocessor_config.json`` (the center crop when it crops, else the
+    resize); (None, "") when none of them says."""
+    for where, holder in (("image_size", config), ("vision_config.image_size", getattr(config, "vision_config", None))):
+        size = _pair(getattr(holder, "image_size", None))
+        if size is not None:
+            return size, where
+    path = os.path.join(directory, "preprocessor_config.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            processor = json.load(fh)
+    except (OSError, ValueError):
+        return None, ""
+    if not isinstance(processor, dict):
+        return None, ""
+    for key in (("crop_size", "size") if processor.get("do_center_crop") else ("size", "crop_size")):
+        size = _pair(processor.get(key))
+        if size is not None:
+            return size, f"preprocessor_config.json's {key}"
+    return None, ""
+
+
+def _pair(value) -> tuple[int, int] | None:
+    """(height, width) of an image size as configs and image processors write it: 224,
+    [224, 224], {"height": 224, "width": 224} or {"shortest_edge": 224}."""
+    if isinstance(value, dict):
+        if "height" in value and "width" in value:
+            value = [value["height"], value["width"]]
+        else:
+            value = value.get("shortest_edge")
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value, value]
+    if isinstance(value, (list, tuple)) and len(value) == 2 \
+            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+        return tuple(value)
+    return None
