@@ -231,13 +231,14 @@ def test_round_to_dtype_lets_real_fp16_failures_through():
         torch.zeros(2, dtype=torch.float16).masked_fill(torch.ones(2, dtype=torch.bool), -1e9)
 
 
-def test_the_readme_documents_the_default_tolerances():
+def test_the_docs_document_the_default_tolerances():
     import os
     import re
 
     from precisionaudit.check.tolerance import DEFAULTS
 
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as fh:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "plan-and-check.md")) as fh:
         rows = re.findall(r"^\| (float16|bfloat16|float8) \|" + r" ([\d.e-]+) \|" * 5 + "$", fh.read(), re.M)
     assert {d: tuple(None if x == "-" else float(x) for x in v) for d, *v in rows} == {
         d: (t.atol, t.rtol, t.cosine, t.snr_db, t.gemm_snr_db) for d, t in DEFAULTS.items()}

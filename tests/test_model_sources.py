@@ -4,7 +4,7 @@ safetensors shards) and ``module:callable`` specs, through scan, explain, plan a
 Each Hugging Face directory is written here from a small config (weights from a random
 init, saved by transformers' own ``save_pretrained``), and scans with the findings of the
 model file a user would write for it: the class its config names, built from the config,
-run on the inputs the README documents (one sequence of 128 token ids with an all-ones
+run on the inputs docs/model-sources.md documents (one sequence of 128 token ids with an all-ones
 attention mask; one image of the config's size). The ``module:callable`` specs name a
 package written to a temporary directory (torchvision does not install beside this torch).
 """
