@@ -170,3 +170,16 @@ def test_running_out_of_memory_while_building_is_not_the_models_error():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.startswith("m.py: building get_model ran out of memory"), out.stdout + out.stderr[-2000:]
     assert "the model's own error" not in out.stdout
+
+
+def test_a_constructor_that_imports_a_missing_package_says_so_not_that_the_model_is_broken():
+    """Gemma3n's vision tower imports timm's wrapper, which needs PIL: the environment's, not
+    the model's nor the scan's."""
+    def needs_a_package():
+        import not_installed_anywhere  # noqa: F401
+        return torch.nn.Linear(2, 2)
+
+    with pytest.raises(Exception, match=r"get_model\(\) raised ModuleNotFoundError: No module named "
+                                        r"'not_installed_anywhere' \(a package the model imports is not installed "
+                                        r"here\)"):
+        build_without_weights(needs_a_package, "m.py", "get_model")

@@ -124,9 +124,17 @@ def build_without_weights(make_model, path: str, entry: str):
 OWN_ERROR = "the model's own error, not the scan's"
 
 
+#: what the message of a model that needs a package this environment lacks ends with
+MISSING_PACKAGE = "a package the model imports is not installed here"
+
+
 def own_error(exc: CaptureError) -> CaptureError:
-    """``exc`` (the user's code raised it) said to be the model's own error."""
-    return exc if OWN_ERROR in str(exc) else CaptureError(f"{exc} ({OWN_ERROR})")
+    """``exc`` (the user's code raised it) said to be the model's own error, or, when the code
+    could not import a package, the environment's."""
+    if OWN_ERROR in str(exc) or MISSING_PACKAGE in str(exc):
+        return exc
+    missing = isinstance(exc.__cause__, ImportError)
+    return CaptureError(f"{exc} ({MISSING_PACKAGE if missing else OWN_ERROR})")
 
 
 def allocation_failure(exc: BaseException) -> bool:
