@@ -106,7 +106,8 @@ def test_a_configs_own_error_is_named_after_a_real_run_fails_too(tmp_path, monke
     with pytest.raises(CaptureError) as failed:
         capture_file(directory, Target())
     assert str(failed.value) == (f"{directory}: the forward failed on the example inputs: IndexError: list index out "
-                                 f"of range (the model's own error, not the scan's: {how})")
+                                 f"of range (the model's own error, not the scan's: {how}; on inputs generated for "
+                                 "it: --input-shape or --inputs module:callable give others)")
 
 
 def test_a_small_build_that_runs_makes_the_fake_failure_the_scans_and_the_structure_the_capture(

@@ -189,6 +189,48 @@ def test_a_vision_tower_gives_its_image_size(tmp_path):
     assert captured.notes == ["48x48 images, from vision_config.image_size"]
 
 
+def test_token_ids_ignore_a_position_limit_that_means_none(tmp_path):
+    """XLNet's max_position_embeddings is -1 (no limit): 128 tokens, not a (1, -1) tensor."""
+    import transformers
+
+    from precisionaudit.runtime.pytorch.huggingface import huggingface_model
+
+    made = transformers.XLNetConfig(n_layer=1, d_model=32, n_head=2, d_inner=64, vocab_size=100)
+    made.architectures = ["XLNetLMHeadModel"]
+    made.save_pretrained(tmp_path)
+    assert huggingface_model(str(tmp_path)).make_inputs()["input_ids"].shape == (1, 128)
+
+
+def test_an_image_classifier_gets_images_whatever_its_input_is_called(tmp_path):
+    """Perceiver's image classifiers take ``inputs``; the image-classification mapping lists them."""
+    import transformers
+
+    from precisionaudit.runtime.pytorch.huggingface import huggingface_model
+
+    made = transformers.PerceiverConfig(image_size=16, num_latents=8, d_latents=32, d_model=32, num_blocks=1,
+                                        num_self_attends_per_block=1, num_labels=3)
+    made.architectures = ["PerceiverForImageClassificationLearned"]
+    made.save_pretrained(tmp_path)
+    assert {k: tuple(v.shape) for k, v in huggingface_model(str(tmp_path)).make_inputs().items()} == {
+        "inputs": (1, 3, 16, 16)}
+
+
+def test_siglip2_gets_its_images_as_patches(tmp_path):
+    """SigLIP 2 (NaFlex) takes patches with their spatial shapes: 1x3x224x224 pixel values made
+    its forward fail ('mat1 and mat2 shapes cannot be multiplied'), which read as its own error.
+    Its position embeddings are resized to the spatial shapes' values: the capture is eager."""
+    from precisionaudit.capture.pytorch.capture import capture_file
+    from precisionaudit.core.target import Target
+
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_patches=16,
+                  patch_size=4)
+    text = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=100)
+    captured = capture_file(_image_classifier(tmp_path, "Siglip2Config", "Siglip2ForImageClassification",
+                                              vision_config=vision, text_config=text, num_labels=3), Target())
+    assert captured.frontend == "eager" and "a limit of the scan's fake tensors" in captured.notes[0]
+    assert captured.graph.graph["inputs"] == [("float32", (1, 16, 48)), ("int32", (1, 16)), ("int64", (1, 2))]
+
+
 def test_a_composite_config_gives_a_text_model_its_text_config_as_the_auto_classes_do(tmp_path):
     """Qwen3.5's config.json (model_type qwen3_5) naming Qwen3_5ForCausalLM: the class takes the
     text config, as AutoModelForCausalLM.from_config hands it over."""

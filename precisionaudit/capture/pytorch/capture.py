@@ -110,7 +110,8 @@ def _after_fake_failure(source: ModelSource, target: Target, fake_error: BaseExc
     except ForwardFailed as failed:
         if not allocation_failure(failed.error):
             raise CaptureError(f"{path}: the forward failed on the example inputs: {describe(failed.error)} "
-                               f"({OWN_ERROR}: it fails eagerly on real tensors too)") from failed.error
+                               f"({OWN_ERROR}: it fails eagerly on real tensors too{_generated(source)})") \
+                from failed.error
         result, why = None, f"a real run ran out of memory ({describe(failed.error)})"
     except CaptureError as exc:
         if not allocation_failure(exc):
@@ -124,7 +125,8 @@ def _after_fake_failure(source: ModelSource, target: Target, fake_error: BaseExc
     verdict = _on_a_small_build(source, target, fake_error, budget)
     if isinstance(verdict, BaseException):
         raise CaptureError(f"{path}: the forward failed on the example inputs: {describe(verdict)} ({OWN_ERROR}: "
-                           "a small build of its config fails the same way, and eagerly on real tensors too)") from verdict
+                           "a small build of its config fails the same way, and eagerly on real tensors too"
+                           f"{_generated(source)})") from verdict
     if verdict is None and not fake_limitation(fake_error):
         raise CaptureError(f"{path}: the forward failed on fake tensors: {describe(fake_error)} (not checked on "
                            f"real tensors, since {why}: the scan's limit or the model's error)")
@@ -133,6 +135,12 @@ def _after_fake_failure(source: ModelSource, target: Target, fake_error: BaseExc
                    notes=[f"fake-tensor capture failed ({describe(fake_error)}), a limit of the scan ({reason}); "
                           f"not run eagerly, since {why}"],
                    skipped=["the forward did not run: only module-structure checks ran"])
+
+
+def _generated(source: ModelSource) -> str:
+    """What a message adds when the inputs the model failed on are the scan's, not the user's."""
+    return ("; on inputs generated for it: --input-shape or --inputs module:callable give others"
+            if source.generated else "")
 
 
 def _on_a_small_build(source: ModelSource, target: Target, fake_error: BaseException, budget: int):

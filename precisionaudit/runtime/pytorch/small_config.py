@@ -7,8 +7,8 @@ whose error it is (capture's ``_after_fake_failure``). Only counts and widths th
 code path are shrunk: feed-forward widths; vocabularies, to SMALL_VOCAB entries (the token ids
 the config names kept inside); expert counts (at least twice the experts a token picks and
 two per routing group); and layer counts, kept long enough to hold every kind of layer the
-config names (per-layer lists are cut to it; layer-index lists keep the indices below it, one
-at least; a period, offset or "first k dense" count stays inside it), and different where
+config names (per-layer lists are cut to it; layer-index lists and per-layer dicts keep the
+indices below it, one at least; a period, offset or "first k dense" count stays inside it), and different where
 they differed (a decoder deeper than its encoder). Attention widths stay as they are (heads
 and rotary sections depend on them). The config is made again from its dict, so its own
 validation runs.
@@ -84,6 +84,8 @@ def _layers_to_keep(values: dict, key: str) -> int:
         keep = max(keep, next(i + 1 for i in range(count) if {repr(x) for x in values[k][:i + 1]} == kinds))
     for k in _layer_indices(values, count):
         keep = max(keep, min(values[k]) + 1)
+    for k in _per_layer_dicts(values, count):  # a layer the dict overrides stays
+        keep = max(keep, min(int(i) for i in values[k]) + 1)
     for k, v in values.items():
         if _count(v) and any(word in k for word in PATTERN_WORDS) and k not in LAYER_COUNTS:
             keep = max(keep, v + 1)
@@ -97,6 +99,8 @@ def _cut_layers(values: dict, key: str, keep: int) -> None:
         values[k] = [i for i in values[k] if i < keep]
     for k in _per_layer_lists(values, count):
         values[k] = values[k][:keep]
+    for k in _per_layer_dicts(values, count):
+        values[k] = {i: v for i, v in values[k].items() if int(i) < keep}
     values[key] = keep
 
 
@@ -107,6 +111,12 @@ def _per_layer_lists(values: dict, count: int) -> list[str]:
 def _layer_indices(values: dict, count: int) -> list[str]:
     return [k for k, v in values.items() if "layer" in k and isinstance(v, list) and v and len(v) != count
             and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < count for i in v)]
+
+
+def _per_layer_dicts(values: dict, count: int) -> list[str]:
+    """Dicts keyed by layer index (``per_layer_config``: heterogeneous layers)."""
+    return [k for k, v in values.items() if "layer" in k and isinstance(v, dict) and v
+            and all(str(i).isdigit() and int(i) < count for i in v)]
 
 
 def _count(value) -> bool:

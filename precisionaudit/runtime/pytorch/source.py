@@ -30,7 +30,7 @@ class ModelSource:
     def __init__(self, name: str, entry: str, make_model, inputs: str = "get_example_inputs",
                  make_inputs=None, *, module=None, load: LoadOptions | None = None,
                  missing_inputs: str | None = None, how: str = "(use --inputs to name it)", own_weights=None,
-                 notes=(), small=None):
+                 notes=(), small=None, generated: bool = False):
         self.name, self.entry, self.inputs = name, entry, inputs
         self.make_model, self.make_inputs, self.module = make_model, make_inputs, module
         self.load = load or LoadOptions()
@@ -41,6 +41,8 @@ class ModelSource:
         #: what a report should say about how the model or its inputs were made (an assumed image size)
         self.notes = list(notes)
         self._small = small  # () -> a ModelSource of the same model, built small (a smaller config)
+        #: the example inputs are the scan's, made from a config or --input-shape, not the user's code
+        self.generated = generated
 
     # ------------------------------------------------------------------ the model
     def build(self):
@@ -149,7 +151,8 @@ def _huggingface_source(name: str, found, load: LoadOptions) -> ModelSource:
     return ModelSource(name, found.architecture, found.make_model, "generated inputs", found.make_inputs,
                        load=load, missing_inputs=f"{found.architecture}'s {found.main_input} is not generated",
                        how="(give the inputs with --inputs module:callable)",
-                       own_weights=(found.directory, found.load_pretrained), notes=found.notes, small=small)
+                       own_weights=(found.directory, found.load_pretrained), notes=found.notes, small=small,
+                       generated=True)
 
 
 def _open_callable(spec: str, load: LoadOptions) -> ModelSource:
@@ -162,7 +165,8 @@ def _open_callable(spec: str, load: LoadOptions) -> ModelSource:
     make_model = (lambda: found) if isinstance(found, torch.nn.Module) else found
     make_inputs = shaped_inputs(load.input_shapes) if load.input_shapes else None
     return ModelSource(spec, callable_spec(spec)[1], make_model, "--input-shape", make_inputs, load=load,
-                       missing_inputs="no --input-shape", how="(give --input-shape DIMS or --inputs module:callable)")
+                       missing_inputs="no --input-shape", how="(give --input-shape DIMS or --inputs module:callable)",
+                       generated=make_inputs is not None)
 
 
 def import_callable(spec: str, load: LoadOptions):
