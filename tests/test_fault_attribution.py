@@ -2,6 +2,8 @@
 (the model itself when its weights fit, else a small build of its config) fails too, and the
 message names the model's own error; or it runs, and the scan falls back to the next capture
 (eager, else the module structure) and says why. A scan's limit never reads as the user's bug."""
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import ROOT  # noqa: F401 - puts the repository on sys.path
@@ -68,7 +70,7 @@ def test_fake_tensors_known_limits_on_a_model_too_large_to_run_fall_back_to_the_
     """Data-dependent control flow is fake tensors' known limit: without a real run the scan
     reports the module structure, and the note says so (it used to be an error)."""
     path = tmp_path / "gated.py"
-    source = open(_model_file(tmp_path, build)).read()
+    source = Path(_model_file(tmp_path, build)).read_text()
     path.write_text(source.replace("if type(x) is not torch.Tensor:", "if x.sum() > 1e30:"))
     if why == "its weights take":
         monkeypatch.setattr(pytorch, "eager_budget", lambda: 0)
@@ -96,9 +98,10 @@ def _blenderbot(tmp_path, **sizes):
     return str(tmp_path)
 
 
-@pytest.mark.parametrize("budget, how", [(None, "it fails eagerly on real tensors too"),
-                                         (1 << 20, "a small build of its config fails the same way, and eagerly on real "
-                                             "tensors too")])
+@pytest.mark.parametrize("budget, how", [
+    (None, "it fails eagerly on real tensors too"),
+    (1 << 20, "a small build of its config fails the same way, and eagerly on real tensors too"),
+])
 def test_a_configs_own_error_is_named_after_a_real_run_fails_too(tmp_path, monkeypatch, budget, how):
     if budget is not None:
         monkeypatch.setattr(pytorch, "eager_budget", lambda: budget)

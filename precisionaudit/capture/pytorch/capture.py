@@ -130,10 +130,9 @@ def _after_fake_failure(source: ModelSource, target: Target, fake_error: BaseExc
     if verdict is None and not fake_limitation(fake_error):
         raise CaptureError(f"{path}: the forward failed on fake tensors: {describe(fake_error)} (not checked on "
                            f"real tensors, since {why}: the scan's limit or the model's error)")
-    reason = verdict or "fake tensors cannot run it"
-    return Capture(structure_graph(model, target), "structure",
-                   notes=[f"fake-tensor capture failed ({describe(fake_error)}), a limit of the scan ({reason}); "
-                          f"not run eagerly, since {why}"],
+    note = (f"fake-tensor capture failed ({describe(fake_error)}), a limit of the scan "
+            f"({verdict or 'fake tensors cannot run it'}); not run eagerly, since {why}")
+    return Capture(structure_graph(model, target), "structure", notes=[note],
                    skipped=["the forward did not run: only module-structure checks ran"])
 
 

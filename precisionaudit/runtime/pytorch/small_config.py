@@ -65,13 +65,13 @@ def _shrink_vocabularies(values: dict) -> None:
     """Vocabularies (and hash-embedding tables) made SMALL_VOCAB entries at most, the token
     ids the config names kept inside."""
     for key, value in list(values.items()):
-        if _count(value) and (key.endswith("vocab_size") or key.endswith("_vocab")) \
+        if _count(value) and key.endswith(("vocab_size", "_vocab")) \
                 and not any(word in key for word in ("offset", "divisible")):
             values[key] = min(value, SMALL_VOCAB)
     vocab = values.get("vocab_size")
     if _count(vocab):
         for key, value in list(values.items()):
-            if (key.endswith("_token_id") or key.endswith("_token_index")) and _count(value) and value >= vocab:
+            if key.endswith(("_token_id", "_token_index")) and _count(value) and value >= vocab:
                 values[key] = vocab - 1
 
 
