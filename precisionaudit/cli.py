@@ -586,7 +586,7 @@ Examples:
               help="Plan whose nodes stay in float32 (precisionaudit plan MODEL.onnx -o plan.yaml).")
 @click.option("-o", "--output", required=True, metavar="FILE", help="Where to write the converted model.")
 @click.option("--dtype", type=click.Choice(DTYPES), default="float16", show_default=True,
-              help="Low-precision dtype (float16; bfloat16 is refused, see the README).")
+              help="Low-precision dtype (float16; bfloat16 is refused: docs/onnx.md says why).")
 @click.option("--keep-io-types", is_flag=True,
               help="Keep float32 inputs and outputs (cast at the graph's borders).")
 @guarded

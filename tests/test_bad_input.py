@@ -43,14 +43,31 @@ def test_debug_shows_the_traceback():
     assert result.exit_code == 2 and "Traceback" in result.stderr
 
 
-def test_wrong_inputs_never_allocate_the_real_model(monkeypatch):
-    """A shape error is the model's, not fake tensors': no eager retry."""
+def test_wrong_inputs_are_the_models_own_error_once_a_real_run_fails_the_same_way(monkeypatch):
+    """A shape error on fake tensors is checked on real ones (issue 44: whose error is it?):
+    the eager run fails too, so the message names its error as the model's own."""
     from precisionaudit.capture.pytorch import capture as pytorch
 
     calls = []
     real_run = pytorch._run
-    monkeypatch.setattr(pytorch, "_run", lambda *a, fake: calls.append(fake) or real_run(*a, fake=fake))
-    with pytest.raises(Exception, match="forward failed on the example inputs"):
+    monkeypatch.setattr(pytorch, "_run", lambda *a, fake, **kw: calls.append(fake) or real_run(*a, fake=fake, **kw))
+    with pytest.raises(Exception, match="forward failed on the example inputs: RuntimeError: mat1 and mat2 shapes "
+                                        r".*\(the model's own error, not the scan's: it fails eagerly on real tensors too\)"):
+        pytorch.capture_file(os.path.join(BAD, "wrong_inputs.py"), pytorch.Target())
+    assert calls == [True, False]
+
+
+def test_wrong_inputs_never_allocate_a_model_too_large_to_run(monkeypatch):
+    """Weights above what a real run may take are never allocated: the fake failure stays
+    the error, saying it was not checked on real tensors."""
+    from precisionaudit.capture.pytorch import capture as pytorch
+
+    calls = []
+    real_run = pytorch._run
+    monkeypatch.setattr(pytorch, "_run", lambda *a, fake, **kw: calls.append(fake) or real_run(*a, fake=fake, **kw))
+    monkeypatch.setattr(pytorch, "eager_budget", lambda: 1024)  # bytes: less than the Linear's 16 KiB
+    with pytest.raises(Exception, match=r"forward failed on fake tensors: RuntimeError: .* \(not checked on real "
+                                        r"tensors, since its weights take 16.2 KiB"):
         pytorch.capture_file(os.path.join(BAD, "wrong_inputs.py"), pytorch.Target())
     assert calls == [True]
 

@@ -293,3 +293,18 @@ def test_cudnn_rnns_compute_in_float16_under_any_autocast_dtype(dtype):
     lstm = [a for a in nodes if "lstm" in a["op"] or "rnn" in a["op"]]
     assert lstm and {a["compute_dtype"] for a in lstm} == {"float16"}
     assert all("cuDNN RNNs run in float16" in a["precision"].why for a in lstm)
+
+
+def test_a_forward_that_deep_copies_a_tensor_captures_on_fake_tensors(tmp_path):
+    """transformers' Dory deep-copies its cache layers; torch's deepcopy of a fake tensor ``set_``s
+    a CPU storage into it and fails ("Attempted to set the storage of a tensor on device meta")."""
+    path = tmp_path / "copies.py"
+    path.write_text("import copy, torch\nfrom torch import nn\n\n"
+                    "class Copies(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                    "        self.lin = nn.Linear(8, 8)\n\n    def forward(self, x):\n"
+                    "        scale = copy.deepcopy(torch.tensor([0.5]))  # a constant, as a new cache holds\n"
+                    "        return self.lin(x) * scale\n\n"
+                    "def get_model():\n    return Copies()\n\n"
+                    "def get_example_inputs():\n    return (torch.randn(2, 8),)\n")
+    captured = capture_file(str(path), Target())
+    assert captured.frontend == "fake" and not captured.notes

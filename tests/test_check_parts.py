@@ -231,8 +231,8 @@ def test_round_to_dtype_lets_real_fp16_failures_through():
         torch.zeros(2, dtype=torch.float16).masked_fill(torch.ones(2, dtype=torch.bool), -1e9)
 
 
-def test_the_readme_and_the_fp4_page_document_the_default_tolerances():
-    """README's table holds float16, bfloat16 and float8; the FP4 targets' are in docs/fp4.md."""
+def test_the_docs_document_the_default_tolerances():
+    """docs/plan-and-check.md's table holds float16, bfloat16 and float8; the FP4 targets' are in docs/fp4.md."""
     import os
     import re
 
@@ -240,7 +240,7 @@ def test_the_readme_and_the_fp4_page_document_the_default_tolerances():
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     rows = []
-    for page, dtypes in (("README.md", "float16|bfloat16|float8"), ("docs/fp4.md", "nvfp4|mxfp4")):
+    for page, dtypes in (("docs/plan-and-check.md", "float16|bfloat16|float8"), ("docs/fp4.md", "nvfp4|mxfp4")):
         with open(os.path.join(root, page)) as fh:
             rows += re.findall(rf"^\| ({dtypes}) \|" + r" ([\d.e-]+) \|" * 5 + "$", fh.read(), re.M)
     assert {d: tuple(None if x == "-" else float(x) for x in v) for d, *v in rows} == {

@@ -90,12 +90,67 @@ def test_contract_pages_exist_and_readme_and_code_point_there_not_to_design_md()
     assert not stale
 
 
-def test_links_between_pages_resolve():
-    for path in glob.glob(os.path.join(DOCS, "**", "*.md"), recursive=True):
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_of_the_readme_and_the_docs_resolves():
+    """Relative links to files (pages, the report's picture, bench/README.md) and their
+    anchors: a page moved or a heading renamed fails here."""
+    pages = [os.path.join(ROOT, "README.md"), *glob.glob(os.path.join(DOCS, "**", "*.md"), recursive=True)]
+    checked = 0
+    for path in pages:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
-        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", text):
-            assert os.path.isfile(os.path.join(os.path.dirname(path), target)), (path, target)
+        for target, anchor in re.findall(r"\]\(([^)#:\s]*)(#[^)\s]*)?\)", text):
+            linked = os.path.normpath(os.path.join(os.path.dirname(path), target)) if target else path
+            assert os.path.exists(linked), (path, target)
+            if anchor and linked.endswith(".md"):
+                with open(linked, encoding="utf-8") as fh:
+                    headings = {_slug(h) for h in re.findall(r"^#+ (.+)$", fh.read(), re.M)}
+                assert anchor[1:] in headings, (path, target + anchor)
+            checked += 1
+    assert checked > 100
+
+
+def test_the_readme_is_read_in_five_minutes_and_links_every_docs_page():
+    """At most 250 lines (issue 44), one picture, and a link to each page of docs/ but the
+    generated rule pages (the catalog links those)."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        readme = fh.read()
+    assert len(readme.splitlines()) <= 250
+    assert readme.count("](docs/report.png)") == 1 and os.path.getsize(os.path.join(DOCS, "report.png")) < 300_000
+    pages = {os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(DOCS, "*.md"))} | {"docs/rules/index.md"}
+    assert {p for p in pages if f"]({p})" not in readme} == set()
+
+
+def _steps(command: str) -> list[str]:
+    """The steps of a shell command line, as CI's script would run them one a line: ``&&``
+    split, comments dropped, pip's ``-q`` ignored."""
+    steps = [step.split("  #", 1)[0].strip() for step in command.split("&&")]
+    return [re.sub(r"^pip install -q ", "pip install ", step) for step in steps if step]
+
+
+def test_the_readmes_two_set_up_commands_are_the_ones_ci_runs():
+    """The README's set-up is two commands (install and scan a sample; the tests), and .ci/run
+    runs the same steps: a drifted pin or test command fails here, not on a newcomer's machine."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        section = fh.read().split("\n## Set up\n", 1)[1].split("\n## ", 1)[0]
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as fh:
+        script = fh.read()
+    ci = [step for line in script.splitlines() if not line.lstrip().startswith("#") for step in _steps(line.strip())]
+    install, tests = re.findall(r"```sh\n(.+?)\n```", section, re.S)
+    assert "\n" not in install and "\n" not in tests  # one line each, to copy and paste
+    install, tests = _steps(install), _steps(tests)
+    assert install[:3] == ["python3 -m venv .venv", ". .venv/bin/activate", "pip install torch==2.13.0"]
+    assert all(step in ci for step in install[:3]), (install, ci)
+    assert install[3:] == ["pip install -e .", "precisionaudit scan sample_models/pa107_mask_hazard.py"]
+    assert os.path.isfile(os.path.join(ROOT, "sample_models", "pa107_mask_hazard.py"))
+    assert tests == ['. .venv/bin/activate', 'pip install -e ".[test,onnx,html]" -c constraints.txt',
+                     "python -m pytest -q"]
+    assert all(step in ci for step in tests), (tests, ci)
+    assert script.split("# the test command of README.md:\n", 1)[1].splitlines()[0] == tests[-1]
 
 
 def test_json_report_page_names_every_key_the_report_has(tmp_path, monkeypatch, cli):

@@ -4,7 +4,7 @@ safetensors shards) and ``module:callable`` specs, through scan, explain, plan a
 Each Hugging Face directory is written here from a small config (weights from a random
 init, saved by transformers' own ``save_pretrained``), and scans with the findings of the
 model file a user would write for it: the class its config names, built from the config,
-run on the inputs the README documents (one sequence of 128 token ids with an all-ones
+run on the inputs docs/model-sources.md documents (one sequence of 128 token ids with an all-ones
 attention mask; one image of the config's size). The ``module:callable`` specs name a
 package written to a temporary directory (torchvision does not install beside this torch).
 """
@@ -138,6 +138,114 @@ def test_generated_inputs_follow_the_config_and_input_shape(hf_dirs, name, shape
 
     captured = capture_file(hf_dirs[name][0], Target(), LoadOptions(input_shapes=shapes))
     assert captured.graph.graph["inputs"] == inputs
+
+
+def _image_classifier(root, config_class, architecture, processor=None, **kwargs):
+    import transformers
+
+    made = getattr(transformers, config_class)(**kwargs)
+    made.architectures = [architecture]
+    made.save_pretrained(root)
+    if processor is not None:
+        (root / "preprocessor_config.json").write_text(json.dumps(processor))
+    return str(root)
+
+
+RESNET = dict(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=10)
+
+
+@pytest.mark.parametrize("processor, size, note", [
+    (None, 224, "no image_size in the config or a preprocessor_config.json: ResNetForImageClassification was "
+                "given 224x224 images, ImageNet classifiers' convention (give the pixel values' dims with "
+                "--input-shape pixel_values=1x3xHxW)"),
+    ({"do_center_crop": True, "crop_size": {"height": 160, "width": 160}, "size": {"shortest_edge": 182}}, 160,
+     "160x160 images, from preprocessor_config.json's crop_size"),
+    ({"size": {"height": 96, "width": 128}}, (96, 128), "96x128 images, from preprocessor_config.json's size"),
+])
+def test_an_image_classifier_without_image_size_reads_its_processor_or_falls_back_with_a_note(
+        tmp_path, processor, size, note):
+    """ResNet, RegNet, BiT and PoolFormer configs carry no image_size (issue 44: they were refused)."""
+    from precisionaudit.capture.pytorch.capture import capture_file
+    from precisionaudit.core.target import Target
+
+    captured = capture_file(_image_classifier(tmp_path, "ResNetConfig", "ResNetForImageClassification",
+                                              processor, **RESNET), Target())
+    height, width = (size, size) if isinstance(size, int) else size
+    assert captured.frontend == "fake" and captured.graph.graph["inputs"] == [("float32", (1, 3, height, width))]
+    assert captured.notes == [note]
+
+
+def test_a_vision_tower_gives_its_image_size(tmp_path):
+    """CLIP, SigLIP and MetaCLIP carry the size in vision_config.image_size."""
+    from precisionaudit.capture.pytorch.capture import capture_file
+    from precisionaudit.core.target import Target
+
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=48,
+                  patch_size=16)
+    text = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=100)
+    captured = capture_file(_image_classifier(tmp_path, "CLIPConfig", "CLIPForImageClassification",
+                                              vision_config=vision, text_config=text, num_labels=3), Target())
+    assert captured.graph.graph["inputs"] == [("float32", (1, 3, 48, 48))]
+    assert captured.notes == ["48x48 images, from vision_config.image_size"]
+
+
+def test_token_ids_ignore_a_position_limit_that_means_none(tmp_path):
+    """XLNet's max_position_embeddings is -1 (no limit): 128 tokens, not a (1, -1) tensor."""
+    import transformers
+
+    from precisionaudit.runtime.pytorch.huggingface import huggingface_model
+
+    made = transformers.XLNetConfig(n_layer=1, d_model=32, n_head=2, d_inner=64, vocab_size=100)
+    made.architectures = ["XLNetLMHeadModel"]
+    made.save_pretrained(tmp_path)
+    assert huggingface_model(str(tmp_path)).make_inputs()["input_ids"].shape == (1, 128)
+
+
+def test_an_image_classifier_gets_images_whatever_its_input_is_called(tmp_path):
+    """Perceiver's image classifiers take ``inputs``; the image-classification mapping lists them."""
+    import transformers
+
+    from precisionaudit.runtime.pytorch.huggingface import huggingface_model
+
+    made = transformers.PerceiverConfig(image_size=16, num_latents=8, d_latents=32, d_model=32, num_blocks=1,
+                                        num_self_attends_per_block=1, num_labels=3)
+    made.architectures = ["PerceiverForImageClassificationLearned"]
+    made.save_pretrained(tmp_path)
+    assert {k: tuple(v.shape) for k, v in huggingface_model(str(tmp_path)).make_inputs().items()} == {
+        "inputs": (1, 3, 16, 16)}
+
+
+def test_siglip2_gets_its_images_as_patches(tmp_path):
+    """SigLIP 2 (NaFlex) takes patches with their spatial shapes: 1x3x224x224 pixel values made
+    its forward fail ('mat1 and mat2 shapes cannot be multiplied'), which read as its own error.
+    Its position embeddings are resized to the spatial shapes' values: the capture is eager."""
+    from precisionaudit.capture.pytorch.capture import capture_file
+    from precisionaudit.core.target import Target
+
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_patches=16,
+                  patch_size=4)
+    text = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=100)
+    captured = capture_file(_image_classifier(tmp_path, "Siglip2Config", "Siglip2ForImageClassification",
+                                              vision_config=vision, text_config=text, num_labels=3), Target())
+    assert captured.frontend == "eager" and "a limit of the scan's fake tensors" in captured.notes[0]
+    assert captured.graph.graph["inputs"] == [("float32", (1, 16, 48)), ("int32", (1, 16)), ("int64", (1, 2))]
+
+
+def test_a_composite_config_gives_a_text_model_its_text_config_as_the_auto_classes_do(tmp_path):
+    """Qwen3.5's config.json (model_type qwen3_5) naming Qwen3_5ForCausalLM: the class takes the
+    text config, as AutoModelForCausalLM.from_config hands it over."""
+    import transformers
+
+    from precisionaudit.runtime.pytorch.huggingface import huggingface_model
+
+    text = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, vocab_size=1000, layer_types=["linear_attention", "full_attention"])
+    made = transformers.Qwen3_5Config(text_config=text)
+    made.architectures = ["Qwen3_5ForCausalLM"]
+    made.save_pretrained(tmp_path)
+    found = huggingface_model(str(tmp_path))
+    model = found.make_model()
+    assert type(model).__name__ == "Qwen3_5ForCausalLM" and type(model.config).__name__ == "Qwen3_5TextConfig"
 
 
 def test_explain_plan_and_check_take_a_hugging_face_directory(cli, tmp_path, hf_dirs):

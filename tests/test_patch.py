@@ -220,7 +220,7 @@ def test_a_malformed_plan_file_is_named(tmp_path, text, message):
 
 
 def test_plan_error_is_exported_beside_apply_plan():
-    """README documents PlanError with apply_plan: callers catch it from the package."""
+    """docs/plan-and-check.md documents PlanError with apply_plan: callers catch it from the package."""
     assert precisionaudit.PlanError is PlanError and issubclass(precisionaudit.PlanError, ValueError)
     with pytest.raises(precisionaudit.PlanError, match="version"):
         precisionaudit.apply_plan(nn.Linear(2, 2), {"version": 99, "overrides": []})

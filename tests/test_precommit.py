@@ -132,9 +132,9 @@ def test_a_directory_without_files_a_selected_rule_reads_is_still_a_usage_error(
         (os.path.join("pkg", "utils.py"), "training")]
 
 
-def test_readme_snippets_name_the_hooks_of_the_manifest():
-    with open(os.path.join(ROOT, "README.md")) as fh:
-        section = fh.read().split("## Use in pre-commit and CI", 1)[1].split("\n## ", 1)[0]
+def test_documented_snippets_name_the_hooks_of_the_manifest():
+    with open(os.path.join(ROOT, "docs", "ci-and-pre-commit.md")) as fh:
+        section = fh.read()
     snippets = [yaml.safe_load(block.split("```", 1)[0]) for block in section.split("```yaml\n")[1:]]
     named = {hook["id"] for s in snippets if "repos" in s for repo in s["repos"] for hook in repo["hooks"]}
     assert named == set(_hooks())

@@ -2,8 +2,9 @@
 
 Capture order: a fake-tensor run (the model built with initialisation skipped and its
 parameters on the meta device, then made fake: no weights allocated, any model size); if
-the forward needs real values (data-dependent control flow), an eager run on real tensors;
-without example inputs, the module structure alone.
+that forward fails, an eager run on real tensors, which also says whose error it is
+(``_after_fake_failure``); without example inputs, or when neither can run the forward, the
+module structure alone.
 """
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ from ...ir.capture import Capture
 from ...ir.graph import OpNode, add_op, new_graph
 from ...runtime.pytorch.cuda_autocast import autocast_policy
 from ...runtime.pytorch.emulation import EmulatedKernels, mixed_operands
-from ...runtime.pytorch.model_file import on_meta
+from ...runtime.pytorch.meta_build import VALUE_LIMIT
+from ...runtime.pytorch.model_file import OWN_ERROR, allocation_failure, on_meta
 from ...runtime.pytorch.ops import CAST_FNS
 from ...runtime.pytorch.source import ModelSource, open_source
 from ...runtime.pytorch.user_code import describe, user_code
 from ...runtime.sources import DEFAULT_LOAD, LoadOptions
+from .attribution import eager_budget, size_text, weight_bytes
 from .fakes import register_fakes
 from .recorder import Recorder, calls_the_model
 
@@ -63,28 +66,107 @@ def capture(make_model, make_inputs, target: Target, path: str = "<model>",
 
 
 def capture_source(source: ModelSource, target: Target) -> Capture:
-    path = source.name
     if not source.has_inputs:
         model, note = _fake_model(source)
-        return Capture(structure_graph(model, target), "structure", notes=[note] if note else [],
+        return Capture(structure_graph(model, target), "structure", notes=([note] if note else []) + source.notes,
                        skipped=[f"{source.missing_inputs}: only module-structure checks ran"])
     register_fakes()
     try:
         with _quiet_fake_tensor_log():
-            return _run(source, target, fake=True)
-    except Exception as exc:  # noqa: BLE001 - sorted out below
-        if not fake_limitation(exc):
-            raise _as_capture_error(exc, path) from exc
-        fake_error = exc  # `exc` is unbound once the except block ends
-    # The forward needs real values (data-dependent control flow): run it eagerly. Only
-    # then, so that a model with wrong inputs never has its real weights allocated.
-    try:
-        result = _run(source, target, fake=False)
-    except Exception as exc:  # noqa: BLE001
-        raise _as_capture_error(exc, path) from exc
-    result.notes.append(f"fake-tensor capture failed ({describe(fake_error)}); ran eagerly"
-                        + (" (CUDA's low-precision kernels emulated in fp32 arithmetic)" if target.device == "cuda" else ""))
+            result = _run(source, target, fake=True)
+    except ForwardFailed as failed:
+        result = _after_fake_failure(source, target, failed.error)
+    result.notes += source.notes
     return result
+
+
+class ForwardFailed(Exception):
+    """The model's forward raised ``error`` (not the scan's machinery around it)."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _after_fake_failure(source: ModelSource, target: Target, fake_error: BaseException) -> Capture:
+    """The forward failed on fake tensors: whose error is it? A real run says. The model runs
+    eagerly when its weights fit the memory (``attribution.eager_budget``): an error there is
+    the model's own, named so; a run that passes is captured eagerly, and the note says that
+    fake tensors could not run it. A model too large for that (or that its factory builds on
+    the meta device) is judged on a small build of its config where the source has one (a
+    Hugging Face directory): failing there is the model's own error; passing, or fake tensors'
+    known limits (``fake_limitation``: data-dependent control flow), leave the module structure
+    as the capture, with the note saying why. Only a failure no real run could check stays
+    an error of the scan, and says it was not checked."""
+    path = source.name
+    model, _ = source.build_without_weights()
+    need, budget = weight_bytes(model), eager_budget()
+    why = f"its weights take {size_text(need)}, more than the {size_text(budget)} a real run may take here"
+    try:
+        real = source.build() if need <= budget else None
+        if real is not None and on_meta(real):
+            real, why = None, "its factory builds it on the meta device"
+        result = _run(source, target, fake=False, model=real) if real is not None else None
+    except ForwardFailed as failed:
+        if not allocation_failure(failed.error):
+            raise CaptureError(f"{path}: the forward failed on the example inputs: {describe(failed.error)} "
+                               f"({OWN_ERROR}: it fails eagerly on real tensors too{_generated(source)})") \
+                from failed.error
+        result, why = None, f"a real run ran out of memory ({describe(failed.error)})"
+    except CaptureError as exc:
+        if not allocation_failure(exc):
+            raise
+        result, why = None, "building it with its weights ran out of memory"
+    if result is not None:
+        result.notes.append(f"fake-tensor capture failed ({describe(fake_error)}), a limit of the scan's fake "
+                            "tensors: the model runs on real tensors; ran eagerly"
+                            + (" (CUDA's low-precision kernels emulated in fp32 arithmetic)" if target.device == "cuda" else ""))
+        return result
+    verdict = _on_a_small_build(source, target, fake_error, budget)
+    if isinstance(verdict, BaseException):
+        raise CaptureError(f"{path}: the forward failed on the example inputs: {describe(verdict)} ({OWN_ERROR}: "
+                           "a small build of its config fails the same way, and eagerly on real tensors too"
+                           f"{_generated(source)})") from verdict
+    if verdict is None and not fake_limitation(fake_error):
+        raise CaptureError(f"{path}: the forward failed on fake tensors: {describe(fake_error)} (not checked on "
+                           f"real tensors, since {why}: the scan's limit or the model's error)")
+    note = (f"fake-tensor capture failed ({describe(fake_error)}), a limit of the scan "
+            f"({verdict or 'fake tensors cannot run it'}); not run eagerly, since {why}")
+    return Capture(structure_graph(model, target), "structure", notes=[note],
+                   skipped=["the forward did not run: only module-structure checks ran"])
+
+
+def _generated(source: ModelSource) -> str:
+    """What a message adds when the inputs the model failed on are the scan's, not the user's."""
+    return ("; on inputs generated for it: --input-shape or --inputs module:callable give others"
+            if source.generated else "")
+
+
+def _on_a_small_build(source: ModelSource, target: Target, fake_error: BaseException, budget: int):
+    """What a small build of the source's config says about ``fake_error``: the error its
+    eager run raises (the model's own), the words saying it runs (the scan's limit), or None
+    when it says nothing: there is no small build, it does not fit or build, or it does not
+    fail on fake tensors as the model did (then it is no witness)."""
+    small = source.small_build()
+    if small is None:
+        return None
+    try:
+        if weight_bytes(small.build_without_weights()[0]) > budget:
+            return None
+        try:
+            with _quiet_fake_tensor_log():
+                _run(small, target, fake=True)
+            return None
+        except ForwardFailed as failed:
+            if describe(failed.error) != describe(fake_error):
+                return None
+        try:
+            _run(small, target, fake=False)
+        except ForwardFailed as failed:
+            return None if allocation_failure(failed.error) else failed.error
+    except CaptureError:  # the small config does not build or make its inputs
+        return None
+    return "a small build of its config fails the same way on fake tensors and runs on real ones"
 
 
 @contextlib.contextmanager
@@ -111,12 +193,6 @@ def fake_limitation(exc: BaseException) -> bool:
             return True
         exc = exc.__cause__
     return False
-
-
-def _as_capture_error(exc: BaseException, path: str) -> CaptureError:
-    if isinstance(exc, CaptureError):
-        return exc
-    return CaptureError(f"{path}: the forward failed on the example inputs: {describe(exc)}")
 
 
 def _fake_model(source):
@@ -149,8 +225,9 @@ def materialise_meta(model):
                 store[name] = made[key][1]
 
 
-#: larger buffers are not summarised by buffer_ranges (frequency tables and slopes are small)
-TABLE_LIMIT = 1 << 20
+#: larger buffers are not summarised by buffer_ranges (frequency tables and slopes are small;
+#: a scan's build makes larger tensors on the meta device)
+TABLE_LIMIT = VALUE_LIMIT
 
 
 def buffer_ranges(model, persistent: bool = False) -> dict:
@@ -176,14 +253,16 @@ def buffer_ranges(model, persistent: bool = False) -> dict:
 
 
 @calls_the_model
-def _run(source, target, fake: bool) -> Capture:
+def _run(source, target, fake: bool, model=None) -> Capture:
+    """One capture of the forward: on fake tensors, or eagerly on real ones (``model``: the
+    model built already). A failure of the forward itself is ForwardFailed."""
     path = source.name
     mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
     notes = []
     if fake:
         model, note = source.build_without_weights()
         notes += [note] if note else []
-    else:
+    elif model is None:
         model = source.build()
     tables = buffer_ranges(model)  # real values: outside the fake mode
     built = buffer_ranges(model, persistent=True)
@@ -204,9 +283,15 @@ def _run(source, target, fake: bool) -> Capture:
         # the policy, so that both see the dtypes CUDA's kernels take and give
         kernels = EmulatedKernels(refuse_scalars=False) if not fake and target.device == "cuda" else contextlib.nullcontext()
         # below the recorder, which records the operands as the user gave them
-        with torch.no_grad(), kernels, mixed_operands(gemms=not fake) as mixed, autocast_policy(target, "cpu-emulated" if target.device == "cuda" else "cpu",
-                                                       recorder.mark_banned), recorder, user_code(path, "forward"):
-            out = model(*args, **kwargs)
+        try:
+            with torch.no_grad(), kernels, mixed_operands(gemms=not fake) as mixed, autocast_policy(
+                    target, "cpu-emulated" if target.device == "cuda" else "cpu", recorder.mark_banned), \
+                    recorder, user_code(path, "forward"):
+                out = model(*args, **kwargs)
+        except CaptureError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the forward's own failure: the caller judges whose
+            raise ForwardFailed(exc) from exc
     graph = build_graph(recorder, target, (args, kwargs), out, model)
     graph.graph["buffer_ranges"] = tables
     graph.graph["built_buffer_ranges"] = built

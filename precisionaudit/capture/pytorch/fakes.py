@@ -7,6 +7,12 @@ that run take any float dtype: ``aten/src/ATen/native/cuda/GroupedBlas.cpp`` use
 CUTLASS bf16 kernel when it can and ``_grouped_mm_fallback`` (a loop of mm/bmm) otherwise,
 and the CPU kernel is that same fallback. The replacement keeps torch's output shapes and
 strides (``_create_grouped_mm_output_tensor``) and drops only the bf16 check.
+
+``copy.deepcopy`` of a fake tensor (transformers' Dory copies its cache layers): torch's
+``Tensor.__deepcopy__`` clones the storage and ``set_``s it into a new tensor, which a fake
+tensor refuses ("Attempted to set the storage of a tensor on device meta to a storage on
+different device cpu"). A real tensor's deepcopy is a new tensor with the same values, grad
+flag and shape; a fake one's is its clone, made so.
 """
 from __future__ import annotations
 
@@ -26,9 +32,24 @@ def _grouped_mm_fake(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
     return _create_grouped_mm_output_tensor(mat_a, mat_b, offs, out_dtype)
 
 
+def _deepcopy_fake(self, memo):
+    if id(self) in memo:
+        return memo[id(self)]
+    with torch.no_grad():
+        copied = self.clone()
+    if self.requires_grad:
+        copied.requires_grad_()
+    memo[id(self)] = copied
+    return copied
+
+
 @functools.cache
 def register_fakes() -> None:
     """Register the corrected fakes once per process (they describe torch's real kernels)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if "__deepcopy__" not in vars(FakeTensor):
+        FakeTensor.__deepcopy__ = _deepcopy_fake
     if hasattr(torch.ops.aten, "_grouped_mm"):
         try:
             from torch._meta_registrations import _create_grouped_mm_output_tensor  # noqa: F401

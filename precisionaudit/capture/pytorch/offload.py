@@ -1,9 +1,10 @@
 """Checkpoints larger than memory: accelerate builds the model empty and dispatches it.
 
 When a safetensors checkpoint (``--weights``) is larger than half of the memory available,
-the range pass does not load it whole: the model is built under accelerate's
-``init_empty_weights`` and loaded with ``load_checkpoint_and_dispatch(device_map="auto",
-max_memory=..., offload_folder=...)``. The layers that do not fit the memory budget are
+the range pass does not load it whole: the model is built with no tensor allocated
+(``meta_build.empty_build``: accelerate's ``init_empty_weights``, large factory tensors on
+meta) and loaded with ``load_checkpoint_and_dispatch(device_map="auto", max_memory=...,
+offload_folder=...)``. The layers that do not fit the memory budget are
 written to an offload folder and accelerate's hooks bring each one in while the forward
 runs it, so the range pass goes layer by layer in bounded memory. Where GPUs are present,
 ``device_map="auto"`` places layers on them first (all of them: a model split over several
@@ -20,6 +21,7 @@ import tempfile
 import torch
 
 from ...core.errors import UsageError
+from ...runtime.pytorch.meta_build import empty_build
 from ...runtime.pytorch.weights import check_fits
 
 #: a checkpoint larger than this share of the available memory is dispatched with offload
@@ -91,7 +93,7 @@ def load_offloaded(source, weights: str, budget: int | None = None):
     accelerate: GPUs, then ``budget`` bytes of CPU memory (default: OFFLOAD_SHARE of what is
     free), then disk."""
     try:
-        from accelerate import infer_auto_device_map, init_empty_weights, load_checkpoint_and_dispatch
+        from accelerate import infer_auto_device_map, load_checkpoint_and_dispatch
         from accelerate.utils import get_max_memory
     except ImportError as exc:
         raise UsageError(f"{weights}: larger than half the free memory; profiling it needs "
@@ -103,7 +105,7 @@ def load_offloaded(source, weights: str, budget: int | None = None):
     own = source.load_own(weights, device_map="auto", max_memory=max_memory, offload_folder=folder)
     if own is not None:  # a Hugging Face directory's shards: transformers dispatches them itself
         return own
-    with init_empty_weights():
+    with empty_build(include_buffers=True):  # no tensor allocated: the checkpoint fills them
         model = source.build()
     _retie(model)
     check_fits(model, checkpoint_shapes(weights), weights)

@@ -2,6 +2,7 @@
 call them (runtime/pytorch/source.py puts the model sources behind one interface)."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import os
@@ -9,6 +10,7 @@ import sys
 
 from ...core.errors import CaptureError
 from ..sources import not_found_hint, package_of, put_on_path, rootdir_base
+from .meta_build import empty_build, meta_error
 from .user_code import describe, user_code
 
 _counter = itertools.count()
@@ -83,29 +85,65 @@ def as_module(model, path: str, entry: str):
 
 
 def build_without_weights(make_model, path: str, entry: str):
-    """(model, note): the model built by the factory with parameter storage and
-    initialisation skipped, or, when its constructor needs parameter values, built as written.
+    """(model, note): the model built by the factory with no weight allocated, or, when its
+    constructor needs values a meta tensor does not have, built with more of them real.
 
-    accelerate's ``init_empty_weights`` moves each parameter to the meta device as it is
-    registered, so initialisers (``trunc_normal_``, transformers' ``_init_weights``) run on
-    meta tensors and no weight is allocated; other tensors made while building stay real, so
-    reading values during construction works (timm's drop-path schedule
-    ``torch.linspace(...).tolist()``, RegNet widths). Weight values are irrelevant to a scan.
-    A constructor that computes with a parameter (a CPU tensor meets a meta one, as in
-    torchvision's SSDlite anchor generator) fails that way; it is built again with its
-    weights, and the note says so.
+    Three builds, each tried when the one before fails for want of values (its error names
+    the meta device): ``meta_build.empty_build`` (parameters and every tensor of more than
+    ``VALUE_LIMIT`` elements on meta, smaller ones real, so rotary tables and drop-path
+    schedules keep their values and a fused-experts constructor allocates nothing);
+    accelerate's ``init_empty_weights`` alone (parameters on meta: a constructor that reads a
+    large tensor's values); and as written (a constructor that computes with a parameter: a
+    CPU tensor meets a meta one, as in torchvision's SSDlite anchor generator), which the note
+    says. Initialisers (``trunc_normal_``, transformers' ``_init_weights``) run on meta
+    tensors; weight values are irrelevant to a scan. Any other error is the constructor's own
+    (the scan only moved tensors to meta), raised at once and named so.
     """
     from accelerate import init_empty_weights
 
-    try:
-        with init_empty_weights(include_buffers=False):
-            return as_module(call_user(make_model, path, entry), path, entry), None
-    except CaptureError as exc:
-        if "meta" not in str(exc):
-            raise
-        why = str(exc).removeprefix(f"{path}: ")
-    model = as_module(call_user(make_model, path, entry), path, entry)
-    return model, f"built with its weights allocated: without them the constructor failed ({why})"
+    why = None
+    for build in (empty_build, lambda: init_empty_weights(include_buffers=False), contextlib.nullcontext):
+        try:
+            with build():
+                model = as_module(call_user(make_model, path, entry), path, entry)
+        except CaptureError as exc:
+            if allocation_failure(exc):
+                raise CaptureError(f"{path}: building {entry} ran out of memory ({str(exc).removeprefix(f'{path}: ')})"
+                                   + (f"; without its weights allocated it failed ({why})" if why else "")) from exc
+            if build is contextlib.nullcontext or not meta_error(exc):
+                raise own_error(exc) from exc
+            why = str(exc).removeprefix(f"{path}: ")
+            continue
+        if why is None:
+            return model, None
+        allocated = "weights" if build is contextlib.nullcontext else "large tensors"
+        return model, f"built with its {allocated} allocated: without them the constructor failed ({why})"
+
+
+#: what the messages of a model's own error end with
+OWN_ERROR = "the model's own error, not the scan's"
+
+
+#: what the message of a model that needs a package this environment lacks ends with
+MISSING_PACKAGE = "a package the model imports is not installed here"
+
+
+def own_error(exc: CaptureError) -> CaptureError:
+    """``exc`` (the user's code raised it) said to be the model's own error, or, when the code
+    could not import a package, the environment's."""
+    if OWN_ERROR in str(exc) or MISSING_PACKAGE in str(exc):
+        return exc
+    missing = isinstance(exc.__cause__, ImportError)
+    return CaptureError(f"{exc} ({MISSING_PACKAGE if missing else OWN_ERROR})")
+
+
+def allocation_failure(exc: BaseException) -> bool:
+    """True when building or running failed for want of memory (torch's allocator, MemoryError)."""
+    while exc is not None:
+        if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def split_inputs(example, path: str, name: str) -> tuple[tuple, dict]:

@@ -29,7 +29,8 @@ class ModelSource:
 
     def __init__(self, name: str, entry: str, make_model, inputs: str = "get_example_inputs",
                  make_inputs=None, *, module=None, load: LoadOptions | None = None,
-                 missing_inputs: str | None = None, how: str = "(use --inputs to name it)", own_weights=None):
+                 missing_inputs: str | None = None, how: str = "(use --inputs to name it)", own_weights=None,
+                 notes=(), small=None, generated: bool = False):
         self.name, self.entry, self.inputs = name, entry, inputs
         self.make_model, self.make_inputs, self.module = make_model, make_inputs, module
         self.load = load or LoadOptions()
@@ -37,6 +38,11 @@ class ModelSource:
         self.how = how
         #: (directory, loader): weights a library loads itself (a Hugging Face directory's shards)
         self.own_weights = own_weights
+        #: what a report should say about how the model or its inputs were made (an assumed image size)
+        self.notes = list(notes)
+        self._small = small  # () -> a ModelSource of the same model, built small (a smaller config)
+        #: the example inputs are the scan's, made from a config or --input-shape, not the user's code
+        self.generated = generated
 
     # ------------------------------------------------------------------ the model
     def build(self):
@@ -46,6 +52,12 @@ class ModelSource:
     def build_without_weights(self):
         """(model, note): built with parameter storage skipped (``model_file.build_without_weights``)."""
         return build_without_weights(self.make_model, self.name, self.entry)
+
+    def small_build(self):
+        """The same model built small enough to run on real tensors anywhere (a Hugging Face
+        config shrunk: ``small_config``), to tell a model's own error from the scan's; None
+        when the source has no smaller build (a model file builds what it builds)."""
+        return self._small() if self._small is not None else None
 
     def build_loaded(self, weights: str | None, seed: int = 0):
         """The model in fp32 and eval mode with real weights: the checkpoint's (``weights``),
@@ -127,11 +139,20 @@ def _open_model_file(path: str, load: LoadOptions) -> ModelSource:
 def _open_huggingface(name: str, load: LoadOptions) -> ModelSource:
     from .huggingface import huggingface_model
 
-    found = huggingface_model(name, () if callable_spec(load.inputs) else load.input_shapes)
+    return _huggingface_source(name, huggingface_model(name, () if callable_spec(load.inputs) else load.input_shapes),
+                               load)
+
+
+def _huggingface_source(name: str, found, load: LoadOptions) -> ModelSource:
+    def small():
+        made = found.small()
+        return None if made is None else _huggingface_source(name, made, load)
+
     return ModelSource(name, found.architecture, found.make_model, "generated inputs", found.make_inputs,
                        load=load, missing_inputs=f"{found.architecture}'s {found.main_input} is not generated",
                        how="(give the inputs with --inputs module:callable)",
-                       own_weights=(found.directory, found.load_pretrained))
+                       own_weights=(found.directory, found.load_pretrained), notes=found.notes, small=small,
+                       generated=True)
 
 
 def _open_callable(spec: str, load: LoadOptions) -> ModelSource:
@@ -144,7 +165,8 @@ def _open_callable(spec: str, load: LoadOptions) -> ModelSource:
     make_model = (lambda: found) if isinstance(found, torch.nn.Module) else found
     make_inputs = shaped_inputs(load.input_shapes) if load.input_shapes else None
     return ModelSource(spec, callable_spec(spec)[1], make_model, "--input-shape", make_inputs, load=load,
-                       missing_inputs="no --input-shape", how="(give --input-shape DIMS or --inputs module:callable)")
+                       missing_inputs="no --input-shape", how="(give --input-shape DIMS or --inputs module:callable)",
+                       generated=make_inputs is not None)
 
 
 def import_callable(spec: str, load: LoadOptions):
