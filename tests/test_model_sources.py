@@ -248,6 +248,44 @@ def test_a_composite_config_gives_a_text_model_its_text_config_as_the_auto_class
     assert type(model).__name__ == "Qwen3_5ForCausalLM" and type(model.config).__name__ == "Qwen3_5TextConfig"
 
 
+def test_musicgen_builds_its_decoder_and_gets_one_sequence_per_codebook(tmp_path):
+    """The causal-LM mapping pairs model_type musicgen with MusicgenForCausalLM, which takes the
+    composite config's decoder and documents its ids as (batch_size * num_codebooks,
+    sequence_length): it was refused with 'no vocab_size to draw token ids from'."""
+    import transformers
+
+    from precisionaudit.capture.pytorch.capture import capture_file
+    from precisionaudit.core.target import Target
+
+    made = transformers.MusicgenConfig(
+        text_encoder=dict(model_type="t5", d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16, vocab_size=100),
+        audio_encoder=dict(model_type="encodec"),
+        decoder=dict(hidden_size=32, ffn_dim=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=64,
+                     num_codebooks=3))
+    made.architectures = ["MusicgenForCausalLM"]
+    made.save_pretrained(tmp_path)
+    captured = capture_file(str(tmp_path), Target())
+    assert captured.frontend == "fake" and captured.graph.graph["inputs"][0] == ("int64", (3, 128))
+
+
+def test_only_a_documented_codebook_layout_changes_the_sequences(tmp_path):
+    """Moshi's config has num_codebooks too, but its causal LM takes (batch_size, sequence_length)."""
+    from precisionaudit.runtime.pytorch.hf_inputs import _codebooks
+
+    class Config:
+        num_codebooks = 8
+
+    class Moshi:
+        def forward(self):
+            """input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):"""
+
+    class Musicgen:
+        def forward(self):
+            """input_ids (`torch.LongTensor` of shape `(batch_size * num_codebooks, sequence_length)`):"""
+
+    assert (_codebooks(Moshi, Config()), _codebooks(Musicgen, Config()), _codebooks(Musicgen, object())) == (1, 8, 1)
+
+
 def test_explain_plan_and_check_take_a_hugging_face_directory(cli, tmp_path, hf_dirs):
     directory = hf_dirs["llama"][1]
     assert cli("explain", directory).exit_code == 0

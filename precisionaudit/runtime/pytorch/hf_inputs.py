@@ -1,9 +1,9 @@
 """Example inputs generated from a Hugging Face config, for a directory that holds no code.
 
 They follow the model's ``main_input_name``: token ids (``input_ids``: one sequence of
-``DEFAULT_TOKENS`` tokens, or the model's position limit when lower, uniform over the
-vocabulary, with an all-ones ``attention_mask`` and, for encoder-decoders, the same ids as
-``decoder_input_ids``) or pixel values (``pixel_values``, or the main input of a class the
+``DEFAULT_TOKENS`` tokens, or the model's position limit when lower, one per codebook where the
+class documents its ids so (MusicGen), uniform over the vocabulary, with an all-ones
+``attention_mask`` and, for encoder-decoders, the same ids as ``decoder_input_ids``) or pixel values (``pixel_values``, or the main input of a class the
 image-classification mapping lists, as Perceiver's ``inputs``: one image of the config's
 ``num_channels`` x ``image_size``, standard normal; without an ``image_size``, the vision
 tower's (``vision_config``), else the directory's ``preprocessor_config.json``, else ImageNet
@@ -64,7 +64,7 @@ def _token_ids(name: str, config, cls, dims):
     limit = next((getattr(text, key) for key in _POSITION_LIMITS  # XLNet's -1: no limit
                   if isinstance(getattr(text, key, None), int) and getattr(text, key) > 0), None)
     if dims is None:
-        dims = (DEFAULT_BATCH, min(DEFAULT_TOKENS, limit or DEFAULT_TOKENS))
+        dims = (DEFAULT_BATCH * _codebooks(cls, text), min(DEFAULT_TOKENS, limit or DEFAULT_TOKENS))
     if len(dims) != 2 or 0 in dims:
         raise UsageError(f"--input-shape {'x'.join(map(str, dims))}: input_ids is (sequences, tokens), "
                          "e.g. input_ids=2x128")
@@ -85,6 +85,15 @@ def _token_ids(name: str, config, cls, dims):
         return inputs
 
     return make
+
+
+def _codebooks(cls, text) -> int:
+    """The sequences one sample is: the config's ``num_codebooks`` where the class documents its
+    token ids as one sequence per codebook (MusicGen's decoder: ``(batch_size * num_codebooks,
+    sequence_length)``), else 1."""
+    documented = "(batch_size * num_codebooks, sequence_length)" in (cls.forward.__doc__ or "")
+    books = getattr(text, "num_codebooks", None)
+    return books if documented and isinstance(books, int) and books > 0 else 1
 
 
 #: the input size of ImageNet classifiers (torchvision's and timm's default), for a config without one

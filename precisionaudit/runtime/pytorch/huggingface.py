@@ -120,7 +120,8 @@ def _model_class(name: str, config):
     for this config as transformers' Auto classes check it (the class takes the config, or the
     Auto mappings pair it with the config's model_type: ``exaone`` builds ``LlamaForCausalLM``),
     and the config it takes (a composite config's text config when the class takes that, as
-    ``AutoModelForCausalLM.from_config`` gives it); without architectures, the base model of the
+    ``AutoModelForCausalLM.from_config`` gives it, or the one sub-config of the class's config
+    class: MusicGen's ``decoder``); without architectures, the base model of the
     model_type (what ``AutoModel`` builds)."""
     transformers = _transformers(name)
     from transformers.models.auto.modeling_auto import MODEL_MAPPING
@@ -139,9 +140,12 @@ def _model_class(name: str, config):
                          f"transformers {transformers.__version__})")
     if isinstance(config, cls.config_class):
         return cls, config
-    text = (getattr(config, "sub_configs", None) or {}).get("text_config")
-    if text is not None and cls.config_class is text:
+    sub_configs = getattr(config, "sub_configs", None) or {}
+    if sub_configs.get("text_config") is cls.config_class:
         return cls, config.get_text_config()
+    taken = [key for key, sub in sub_configs.items() if sub is cls.config_class]
+    if len(taken) == 1:  # MusicGen's causal LM is its decoder, built from the config's decoder
+        return cls, getattr(config, taken[0])
     if architecture in _auto_classes(config.model_type):
         return cls, config
     raise UsageError(f"{path}: architecture {architecture} takes a {cls.config_class.__name__}, "
