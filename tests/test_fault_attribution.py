@@ -145,3 +145,13 @@ def test_a_small_config_keeps_the_code_paths_and_shrinks_the_rest():
     hybrid = transformers.Qwen3NextConfig()
     small = small_config(hybrid)
     assert set(small.layer_types) == set(hybrid.layer_types) and len(small.layer_types) == small.num_hidden_layers < 8
+
+
+def test_a_count_naming_every_layer_still_does_in_the_small_config():
+    """Gemma 4's assistant shares every layer's KV cache (num_kv_shared_layers == num_hidden_layers):
+    cut to 30 -> 6 layers with 30 shared, its config raised, so its fake failure was never checked."""
+    transformers = pytest.importorskip("transformers")
+    qwen = small_config(transformers.Qwen2Config(num_hidden_layers=24, max_window_layers=24))
+    assert qwen.max_window_layers == qwen.num_hidden_layers == 2  # every layer still slides
+    kept = small_config(transformers.Qwen2Config(num_hidden_layers=24, max_window_layers=20))
+    assert kept.max_window_layers == 20  # a count of some layers is not a count of all

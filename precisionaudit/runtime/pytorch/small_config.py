@@ -8,7 +8,8 @@ code path are shrunk: feed-forward widths; vocabularies, to SMALL_VOCAB entries 
 the config names kept inside); expert counts (at least twice the experts a token picks and
 two per routing group); and layer counts, kept long enough to hold every kind of layer the
 config names (per-layer lists are cut to it; layer-index lists and per-layer dicts keep the
-indices below it, one at least; a period, offset or "first k dense" count stays inside it), and different where
+indices below it, one at least; a period, offset or "first k dense" count stays inside it; a
+count naming every layer, as "every layer shares its KV cache", still does), and different where
 they differed (a decoder deeper than its encoder). Attention widths stay as they are (heads
 and rotary sections depend on them). The config is made again from its dict, so its own
 validation runs.
@@ -101,6 +102,8 @@ def _cut_layers(values: dict, key: str, keep: int) -> None:
         values[k] = values[k][:keep]
     for k in _per_layer_dicts(values, count):
         values[k] = {i: v for i, v in values[k].items() if int(i) < keep}
+    for k in _all_layers_counts(values, key):
+        values[k] = keep
     values[key] = keep
 
 
@@ -117,6 +120,13 @@ def _per_layer_dicts(values: dict, count: int) -> list[str]:
     """Dicts keyed by layer index (``per_layer_config``: heterogeneous layers)."""
     return [k for k, v in values.items() if "layer" in k and isinstance(v, dict) and v
             and all(str(i).isdigit() and int(i) < count for i in v)]
+
+
+def _all_layers_counts(values: dict, key: str) -> list[str]:
+    """Other counts of layers that name every layer (Gemma 4 assistant's ``num_kv_shared_layers``,
+    Qwen2's ``max_window_layers``): cut with them, they still do."""
+    return [k for k, v in values.items() if k != key and k not in LAYER_COUNTS and "layers" in k
+            and _count(v) and v == values[key]]
 
 
 def _count(value) -> bool:
