@@ -3,14 +3,15 @@
 They follow the model's ``main_input_name``: token ids (``input_ids``: one sequence of
 ``DEFAULT_TOKENS`` tokens, or the model's position limit when lower, one per codebook where the
 class documents its ids so (MusicGen), uniform over the vocabulary, with an all-ones
-``attention_mask`` and, for encoder-decoders, the same ids as ``decoder_input_ids``) or pixel values (``pixel_values``, or the main input of a class the
-image-classification mapping lists, as Perceiver's ``inputs``: one image of the config's
-``num_channels`` x ``image_size``, standard normal; without an ``image_size``, the vision
-tower's (``vision_config``), else the directory's ``preprocessor_config.json``, else ImageNet
-classifiers' 224, which the report's notes say). A model that takes its images as patches
-(SigLIP 2's NaFlex: ``spatial_shapes`` beside ``pixel_values``) gets the config's number of
-patches, all of them valid. ``--input-shape`` gives other dims (``input_ids=4x512``,
-``pixel_values=2x3x384x384``, or the bare dims of the main input).
+``attention_mask`` and, for encoder-decoders, the same ids as ``decoder_input_ids``) or pixel
+values (``pixel_values``, or the main input of a class the image-classification mapping lists,
+as Perceiver's ``inputs``: one image of the config's ``num_channels`` x ``image_size``, standard
+normal; without an ``image_size``, the vision tower's (``vision_config``), else the directory's
+``preprocessor_config.json``, else ImageNet classifiers' 224, which the report's notes say).
+A model that takes its images as patches (SigLIP 2's NaFlex: ``spatial_shapes`` beside
+``pixel_values``) gets the config's number of patches, all of them valid. ``--input-shape``
+gives other dims (``input_ids=4x512``, ``pixel_values=2x3x384x384``, or the bare dims of the
+main input).
 """
 from __future__ import annotations
 
