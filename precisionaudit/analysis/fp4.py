@@ -16,13 +16,10 @@ Nothing is written without an FP4 target.
 """
 from __future__ import annotations
 
-from ..core.numerics import FP4_FORMATS
+from ..core.numerics import FP4_FORMATS, TORCHAO_NVFP4_MULTIPLE
 from .facts import Fp4Facts
 from .fp8 import dims_fallback
 from .linear_gemms import judged_gemms
-
-#: torchao's NVFP4 training kernels: every GEMM dim a multiple of this
-TORCHAO_NVFP4_MULTIPLE = 128
 
 
 def multiple_of(fmt: str) -> int:

@@ -78,6 +78,9 @@ FP4_FORMATS = {
     "nvfp4": {"block": 16, "scale": "float8_e4m3fn", "tensor_scale": True, "weight_tile": (16, 16)},
     "mxfp4": {"block": 32, "scale": "float8_e8m0fnu", "tensor_scale": False, "weight_tile": (1, 32)},
 }
+#: torchao's NVFP4 training kernels (``nvfp4_mm_triton``) take a GEMM only when M, K and N are
+#: all multiples of this
+TORCHAO_NVFP4_MULTIPLE = 128
 #: NVFP4's two-level scale: the per-tensor FP32 scale is 448 * 6 / tensor amax (TE
 #: ``_quantize_blockwise_reference``: ``global_encode_scale``), so a block's E4M3 scale is
 #: 448 * (block amax / tensor amax). That scale is a normal E4M3 number (full 4-bit precision)

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..analysis.linear_gemms import BlockStack
 from ..core.findings import SEVERITY_RANK
+from ..core.numerics import TORCHAO_NVFP4_MULTIPLE as TORCHAO_MULTIPLE
 
 #: the FP4 rules a plan reads; PA611 and PA612's head case keep a Linear out whatever its severity
 FP4_RULES = ("PA611", "PA612", "PA613", "PA614", "PA615", "PA616", "PA617")
 MEASURED = ("PA613", "PA614", "PA615", "PA616", "PA617")
-#: torchao's NVFP4 training kernels: every dim a multiple of this (analysis/fp4.py)
-TORCHAO_MULTIPLE = 128
 
 
 @dataclass
@@ -181,12 +181,8 @@ def _megatron(keep: Fp4Keep, fmt: str) -> list[str]:
 
 
 def _in_kept_block(module: str, keep: Fp4Keep) -> bool:
-    prefix = keep.stack + "." if keep.stack else ""
-    head = module[len(prefix):].split(".", 1)[0] if module.startswith(prefix) else ""
-    if not head.isdigit():
-        return False
-    block = int(head)
-    return block < keep.first or block >= (keep.blocks or 0) - keep.last
+    block = BlockStack(keep.stack, keep.blocks).index_of(module)
+    return block is not None and (block < keep.first or block >= keep.blocks - keep.last)
 
 
 def _modelopt(modules: list[str], fmt: str) -> list[str]:

@@ -21,7 +21,6 @@ K-long vectors per Linear, and the layers' inputs of one batch until its backwar
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 
 import torch
@@ -29,6 +28,7 @@ from torch import nn
 
 from ...core.errors import CaptureError
 from ...runtime.pytorch import fp4
+from ...runtime.pytorch.losses import scalar_loss
 from ...runtime.pytorch.user_code import describe
 
 #: an NVFP4 block scale (448 * block amax / tensor amax) below E4M3's smallest normal
@@ -129,13 +129,15 @@ class Fp4Counts:
         Wgrad GEMM counted; the model's gradients are put back as they were."""
         if not self.enabled:
             return
+        from ...runtime.pytorch.execution import strict_fp32
+
         kept = {p: (p.requires_grad, p.grad) for p in self.model.parameters()}
         handles = [m.register_forward_hook(self._hook(name)) for name, m in self._linears() if name in self.raw]
         try:
             for p in kept:
                 p.requires_grad_(p.is_floating_point())
                 p.grad = None
-            with torch.enable_grad(), _fp32_math():
+            with torch.enable_grad(), strict_fp32():
                 outputs = self.model(*args, **_with_labels(self.model, kwargs))
                 loss = _loss(outputs, seed)
                 if loss is not None and loss.requires_grad:
@@ -183,14 +185,6 @@ class Fp4Counts:
                 for name, e in self.raw.items()}
 
 
-@contextlib.contextmanager
-def _fp32_math():
-    from ...runtime.pytorch.execution import strict_fp32
-
-    with strict_fp32():
-        yield
-
-
 def _with_labels(model, kwargs: dict) -> dict:
     """An LM's batch with labels = its input_ids (the next-token loss Hugging Face models
     compute from them), where the forward takes labels and none are given."""
@@ -205,8 +199,6 @@ def _with_labels(model, kwargs: dict) -> dict:
 
 def _loss(outputs, seed: int):
     """The model's own scalar loss (``outputs.loss``), else a fixed random projection."""
-    from ...runtime.pytorch.losses import scalar_loss
-
     loss = getattr(outputs, "loss", None)
     if isinstance(loss, torch.Tensor) and loss.numel() == 1:
         return loss.float().reshape(())

@@ -16,7 +16,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from ...core.numerics import LOW_PRECISION_NAMES
+from ...core.numerics import LOW_PRECISION_NAMES, dtype_name
 from ...runtime.pytorch import gemm_format
 from ...runtime.pytorch.fp4 import FORMAT_NAME as FP4_NAME
 from ...runtime.pytorch.fp8 import FORMAT_NAME as FP8_NAME
@@ -102,7 +102,7 @@ class LinearCensus:
 
     def _seen(self, module, args, output):
         if isinstance(output, torch.Tensor) and output.is_floating_point():
-            self.dtypes.setdefault(self.linears[module], str(output.dtype).replace("torch.", ""))
+            self.dtypes.setdefault(self.linears[module], dtype_name(output.dtype))
 
     @property
     def total(self) -> int:

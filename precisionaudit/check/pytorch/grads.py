@@ -23,7 +23,6 @@ from torch.overrides import TorchFunctionMode
 
 from ...core.numerics import FP16_MAX
 from ...runtime.pytorch.losses import floats as _floats
-from ...runtime.pytorch.losses import scalar_loss  # noqa: F401  (check's and train's loss)
 from ..metrics import report_number
 
 ZERO_BELOW, SUBNORMAL_BELOW = -24, -14  # binary exponents

@@ -39,7 +39,9 @@ FORMAT_NAMES = {"fp8": fp8.FORMAT_NAME, "fp4": fp4.FORMAT_NAME}
 
 
 def emulation_note(recipe: str) -> str:
-    """The report's note on what the FP8 variants computed."""
+    """The report's note on what the FP8 (or FP4) variants computed."""
+    if recipe in FP4_FORMATS:
+        return fp4_note(recipe)
     scales = {"tensorwise": "one scale per tensor, 448/amax",
               "rowwise": "per token row of the input and per output row of the weight, 448/amax rounded "
                          "down to a power of 2",
@@ -47,8 +49,6 @@ def emulation_note(recipe: str) -> str:
                          "batch has no history: TE's steady state, not its first step at scale 1)",
               "mxfp8": "blocks of 32 along K, one E8M0 (power of 2) scale each, 2^ceil(log2(amax/448))"}
     scales["rowwise_with_gw_hp"] = scales["rowwise"] + " (its high-precision weight gradient is backward only)"
-    if recipe in FP4_FORMATS:
-        return fp4_note(recipe)
     return (f"FP8 GEMMs emulated ({recipe}): the eligible nn.Linears' input (cast to bf16) and weight "
             f"quantized to float8_e4m3fn ({scales[recipe]}), products accumulated in float32, output "
             "rounded to bf16, bias added after; forward only (no E5M2 gradients)")
@@ -91,13 +91,13 @@ class Choice:
         return "fp4" if self.recipe in FP4_FORMATS else "fp8"
 
     def gemm_snr_db(self) -> dict[str, float | None]:
-        """{path: SQNR in dB of its FP8 GEMM against the fp32 GEMM of the same operands}, for the
+        """{path: SQNR in dB of its quantized GEMM against the fp32 GEMM of the same operands}, for the
         Linears that ran; None where there is no error (or no signal: zero operands, zero output)."""
         return {path: 10 * math.log10(signal / noise) if signal and noise else None
                 for path, (signal, noise) in self.sums.items()}
 
     def worst_gemm(self) -> tuple[str, float | None] | None:
-        """(path, SQNR) of the FP8 GEMM with the lowest SQNR; None when none ran."""
+        """(path, SQNR) of the quantized GEMM with the lowest SQNR; None when none ran."""
         snr = self.gemm_snr_db()
         if not snr:
             return None
@@ -113,7 +113,7 @@ class Choice:
                 "worst_gemm": None if worst is None else {"module": worst[0], "snr_db": report_number(worst[1])}}
 
     def below(self, gemm_snr_db: float | None) -> dict | None:
-        """The first divergence of a variant whose worst FP8 GEMM is below ``gemm_snr_db``
+        """The first divergence of a variant whose worst quantized GEMM is below ``gemm_snr_db``
         (that GEMM, as its ``linear`` op), or None."""
         worst = self.worst_gemm()
         if gemm_snr_db is None or worst is None or worst[1] is None or worst[1] >= gemm_snr_db:

@@ -26,6 +26,7 @@ from ...core.values import NO_VALUES, ValueOptions
 from ...plan.file import load_plan
 from ...runtime.data import pytorch_batches
 from ...runtime.pytorch import execution
+from ...runtime.pytorch.losses import scalar_loss
 from ...runtime.pytorch.source import open_source
 from ...runtime.pytorch.user_code import describe, user_code
 from ...runtime.sources import DEFAULT_LOAD, LoadOptions
@@ -46,7 +47,6 @@ from .grads import (
     compare_grads,
     loss_scale_report,
     param_grads,
-    scalar_loss,
 )
 
 GROWTH_ROWS = 200

@@ -29,6 +29,7 @@ from ...core.target import Target
 from ...plan.file import load_plan
 from ...runtime.pytorch import execution
 from ...runtime.pytorch.cuda_autocast import emulated_cuda_autocast
+from ...runtime.pytorch.losses import scalar_loss
 from ...runtime.pytorch.model_file import as_module, call_user, split_inputs
 from ...runtime.pytorch.source import open_source
 from ...runtime.pytorch.user_code import describe, user_code
@@ -36,7 +37,7 @@ from ...runtime.sources import DEFAULT_LOAD, LoadOptions
 from ..metrics import report_number
 from ..training_findings import training_findings
 from . import quantized
-from .grads import ActivationGrads, GradHistogram, loss_scale_report, scalar_loss
+from .grads import ActivationGrads, GradHistogram, loss_scale_report
 from .train_measures import (ReferenceMoves, RunMeasures, by_module, by_parameter, public, reference_step,
                              whole_model_drift)
 from .train_runs import Run, make_optimizer, trainable

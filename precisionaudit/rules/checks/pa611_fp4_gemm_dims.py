@@ -1,10 +1,9 @@
 """PA611 fp4-gemm-dims: an nn.Linear whose per-rank K or N is not a multiple of the FP4 block."""
 from __future__ import annotations
 
+from ...core.numerics import TORCHAO_NVFP4_MULTIPLE as TORCHAO
 from ..registry import Hit, check
 from .fp4_gemms import fp4_values
-
-TORCHAO = 128  # torchao's NVFP4 training: M, K and N multiples of 128
 
 
 @check
