@@ -428,7 +428,6 @@ class Index:
             self.flag_defaults[name] = default
 
 
-
 def string_fields(cls: ast.ClassDef) -> list:
     """(name, default) of the string defaults a class body declares (``dtype: str =
     "bfloat16"``, a dataclass's ``field(default="bf16")``): what a config object holds

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .frameworks.lightning import PLAIN_STRATEGIES, PRECISIONS, TRAINERS
 from .guards import TRUE, UNKNOWN, Possible, conjoin
 from .lookup import MAX_DEPTH, bound_values, dtypes, evaluate, path_condition, strings, test_literal, truths
-from .syntax import FUNCTIONS, argument, key_of, last_name, self_attribute, unpacks_keywords
+from .syntax import FUNCTIONS, argument, key_of, last_name, own_returns, self_attribute, unpacks_keywords
 
 #: torch.optim's optimizers (torch 2.13 ``torch/optim/__init__.py`` __all__)
 TORCH_OPTIMIZERS = frozenset({"Adafactor", "Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "ASGD", "LBFGS",
@@ -371,8 +371,8 @@ def _returned_dtypes(script, function, depth) -> list:
     if depth > MAX_DEPTH:
         return []
     found = []
-    for node in ast.walk(function):
-        if isinstance(node, ast.Return) and node.value is not None and script.index.function_of(node) is function:
+    for node in own_returns(function):
+        if node.value is not None:
             found += conjoin(module_dtypes(script, node.value, script.position(node), depth + 1),
                              path_condition(script, node))
     return found

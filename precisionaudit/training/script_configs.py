@@ -61,15 +61,18 @@ def _literal_keys(node: ast.Dict) -> dict:
     return {k.value: v for k, v in zip(node.keys, node.values) if string(k) is not None}
 
 
-def _as_config(script, node: ast.Dict) -> Config:
-    def value_of(value):
-        if isinstance(value, ast.Dict):
-            return {k: value_of(v) for k, v in _literal_keys(value).items()}
-        try:
-            return ast.literal_eval(value)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            return UNKNOWN
+def literal_value(node):
+    """A dict literal's value as Python data (its string-keyed entries, nested dicts too); a
+    value the script computes is UNKNOWN."""
+    if isinstance(node, ast.Dict):
+        return {k: literal_value(v) for k, v in _literal_keys(node).items()}
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return UNKNOWN
 
+
+def _as_config(script, node: ast.Dict) -> Config:
     def where(key_path):
         current, key_node = node, None
         for key in key_path:
@@ -81,4 +84,4 @@ def _as_config(script, node: ast.Dict) -> Config:
             key_node, current = match[-1]
         return script.line_column(key_node) if key_node is not None else None
 
-    return Config(script.path, "deepspeed", value_of(node), where)
+    return Config(script.path, "deepspeed", literal_value(node), where)

@@ -186,6 +186,18 @@ def calls_in_order(node) -> list:
     return found
 
 
+def own_returns(fn) -> list:
+    """The return statements of the function ``fn`` itself, not of the functions and classes
+    it defines, in ``ast.walk``'s order."""
+    found, queue = [], list(fn.body)
+    for node in queue:  # breadth first, as ast.walk; the queue grows as it is read
+        if isinstance(node, ast.Return):
+            found.append(node)
+        if not isinstance(node, (*DEFS, ast.Lambda)):
+            queue.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def reads_of(expr) -> list[str]:
     """The keys (``loss``, ``self.x``) ``expr`` reads, outside lambdas: every name and
     attribute chain in it, each attribute's own name and each keyword's name included (a

@@ -67,13 +67,14 @@ def config_precision(script, call: ast.Call):
     """"fp16" / "bf16" / "fp32" as the config ``call`` passes enables it; None when the
     config cannot be read here (``args.deepspeed_config``, a computed dict, "auto")."""
     from ..lookup import dict_literal, strings
+    from ..script_configs import literal_value
 
     given = next((k.value for k in call.keywords if k.arg in CONFIG_KEYWORDS), None)
     if given is None:
         return None
     table = dict_literal(script, given)
     if table is not None:
-        return _precision(_literal_dict(table))
+        return _precision(literal_value(table))
     paths = [p.value for p in strings(script, given) if p.known]
     if len(paths) != 1:
         return None  # a JSON file or none: what does not parse as JSON is unknown
@@ -85,23 +86,10 @@ def config_precision(script, call: ast.Call):
         return None
 
 
-def _literal_dict(node: ast.Dict) -> dict:
-    found = {}
-    for key, value in zip(node.keys, node.values):
-        if isinstance(key, ast.Constant) and isinstance(key.value, str):
-            if isinstance(value, ast.Dict):
-                found[key.value] = _literal_dict(value)
-            else:
-                try:
-                    found[key.value] = ast.literal_eval(value)
-                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                    found[key.value] = None
-    return found
-
-
 def _precision(config) -> str | None:
     """The precision a DeepSpeed config enables, as ``DeepSpeedFP16Config`` reads
-    ``enabled``; None when a section says something this reading cannot (``"auto"``)."""
+    ``enabled``; None when a section says something this reading cannot (``"auto"``, a
+    computed value)."""
     if not isinstance(config, dict):
         return None
     answers = {}

@@ -16,7 +16,7 @@ from ..frameworks import framework_of, step_frameworks
 from ..frameworks.deepspeed import DEEPSPEED, config_precision
 from ..frameworks.lightning import LIGHTNING, TRAINERS, is_module_class
 from ..guards import Atom, Possible, equals, join, known
-from ..syntax import argument, key_of
+from ..syntax import argument, key_of, own_returns
 from .values import Owner
 
 #: keyword arguments of a maker that turn on gradient accumulation (accelerate)
@@ -55,22 +55,11 @@ def _helper_makers(script) -> dict:
     functions of this file that return one."""
     found = {}
     for name, fn in script.index.functions.items():
-        made = [r.value for r in _own_returns(fn)
+        made = [r.value for r in own_returns(fn)
                 if isinstance(r.value, ast.Call) and framework_of(script.names_of(r.value.func)) is not None]
         if len(made) == 1:
             found[name] = made[0]
     return found
-
-
-def _own_returns(fn):
-    """The return statements of ``fn`` itself (not of the functions and classes it defines)."""
-    stack = list(fn.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Return):
-            yield node
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            stack.extend(ast.iter_child_nodes(node))
 
 
 def _accumulates(call) -> bool:
